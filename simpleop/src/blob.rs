@@ -1,0 +1,313 @@
+//! Dtype-erased views of array memory ([`TBlob`], [`TBlobMut`]) and the
+//! request type ([`OpReqType`]) that says how a kernel writes its output.
+
+use std::marker::PhantomData;
+use std::ops::Range;
+
+use crate::{DType, Element, Error, Result, Shape};
+
+/// How a kernel must write an output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpReqType {
+    /// Do not write at all.
+    Null,
+    /// Overwrite the output.
+    WriteTo,
+    /// Overwrite the output, which is the same buffer as one of the inputs.
+    WriteInplace,
+    /// Add to what the output holds.
+    AddTo,
+}
+
+impl OpReqType {
+    /// Every request type.
+    pub const ALL: [OpReqType; 4] = [
+        OpReqType::Null,
+        OpReqType::WriteTo,
+        OpReqType::WriteInplace,
+        OpReqType::AddTo,
+    ];
+
+    /// Parses MXNet's `grad_req` strings: `null`, `write`, `inplace`, `add`.
+    pub fn from_name(name: &str) -> Option<OpReqType> {
+        match name {
+            "null" => Some(OpReqType::Null),
+            "write" => Some(OpReqType::WriteTo),
+            "inplace" => Some(OpReqType::WriteInplace),
+            "add" => Some(OpReqType::AddTo),
+            _ => None,
+        }
+    }
+
+    /// MXNet's name for this request.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpReqType::Null => "null",
+            OpReqType::WriteTo => "write",
+            OpReqType::WriteInplace => "inplace",
+            OpReqType::AddTo => "add",
+        }
+    }
+}
+
+/// A read-only, dtype-erased view of `shape.size()` contiguous elements.
+///
+/// # Aliasing contract
+/// A `TBlob` may point at the same memory as a [`TBlobMut`] handed to the same
+/// kernel only when the op declared the matching in-place option, the two
+/// cover exactly the same elements, and the kernel is an elementwise driver
+/// from [`crate::kernel`], which reads every aliased element before it
+/// writes it. Blob-form kernels never see aliased arguments.
+#[derive(Clone, Debug)]
+pub struct TBlob<'a> {
+    ptr: *const u8,
+    dtype: DType,
+    shape: Shape,
+    _borrow: PhantomData<&'a [u8]>,
+}
+
+// SAFETY: a TBlob is a shared view of plain-old-data elements; sending it to
+// another thread is the same as sending the `&[T]` it stands for.
+unsafe impl Send for TBlob<'_> {}
+// SAFETY: as above, `&[T]` of Pod is Sync.
+unsafe impl Sync for TBlob<'_> {}
+
+impl<'a> TBlob<'a> {
+    /// Views a slice. Errors when `data.len() != shape.size()`.
+    pub fn from_slice<T: Element>(data: &'a [T], shape: impl Into<Shape>) -> Result<Self> {
+        let shape = shape.into();
+        check_len(data.len(), &shape)?;
+        Ok(TBlob {
+            ptr: data.as_ptr().cast(),
+            dtype: T::DTYPE,
+            shape,
+            _borrow: PhantomData,
+        })
+    }
+
+    /// Views raw memory.
+    ///
+    /// # Safety
+    /// `ptr` must be aligned for `dtype` and valid for reads of
+    /// `shape.size()` elements for `'a`, and the memory must follow the
+    /// aliasing contract in the type's documentation.
+    pub unsafe fn from_raw(ptr: *const u8, dtype: DType, shape: Shape) -> Self {
+        TBlob {
+            ptr,
+            dtype,
+            shape,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    /// The shape.
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.shape.size()
+    }
+    /// True when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The start address, for aliasing checks.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr
+    }
+    /// The byte range covered, for aliasing checks.
+    pub fn byte_range(&self) -> Range<usize> {
+        let start = self.ptr as usize;
+        start..start + self.len() * self.dtype.size()
+    }
+
+    /// The elements as a typed slice; errors when `T` is not the blob's dtype.
+    pub fn as_slice<T: Element>(&self) -> Result<&'a [T]> {
+        check_dtype::<T>(self.dtype)?;
+        if self.is_empty() {
+            return Ok(&[]);
+        }
+        // SAFETY: `from_slice` or the `from_raw` contract guarantee the
+        // pointer is aligned and valid for `len` reads of `T` for 'a, and
+        // (aliasing contract) nothing writes these elements while the slice
+        // is alive.
+        Ok(unsafe { std::slice::from_raw_parts(self.ptr.cast::<T>(), self.len()) })
+    }
+
+    /// The same memory under another shape of the same size.
+    pub fn reshaped(&self, shape: Shape) -> Result<Self> {
+        check_len(self.len(), &shape)?;
+        Ok(TBlob {
+            shape,
+            ..self.clone()
+        })
+    }
+}
+
+/// A writable, dtype-erased view of `shape.size()` contiguous elements.
+///
+/// See [`TBlob`] for when it may share memory with an input.
+#[derive(Debug)]
+pub struct TBlobMut<'a> {
+    ptr: *mut u8,
+    dtype: DType,
+    shape: Shape,
+    _borrow: PhantomData<&'a mut [u8]>,
+}
+
+// SAFETY: a TBlobMut stands for a `&mut [T]` of Pod elements, which is Send.
+unsafe impl Send for TBlobMut<'_> {}
+// SAFETY: shared access only exposes metadata; element access needs `&mut self`.
+unsafe impl Sync for TBlobMut<'_> {}
+
+impl<'a> TBlobMut<'a> {
+    /// Views a mutable slice. Errors when `data.len() != shape.size()`.
+    pub fn from_slice<T: Element>(data: &'a mut [T], shape: impl Into<Shape>) -> Result<Self> {
+        let shape = shape.into();
+        check_len(data.len(), &shape)?;
+        Ok(TBlobMut {
+            ptr: data.as_mut_ptr().cast(),
+            dtype: T::DTYPE,
+            shape,
+            _borrow: PhantomData,
+        })
+    }
+
+    /// Views raw memory.
+    ///
+    /// # Safety
+    /// `ptr` must be aligned for `dtype` and valid for reads and writes of
+    /// `shape.size()` elements for `'a`, with no other access during `'a`
+    /// except the aliasing [`TBlob`] described in its documentation.
+    pub unsafe fn from_raw(ptr: *mut u8, dtype: DType, shape: Shape) -> Self {
+        TBlobMut {
+            ptr,
+            dtype,
+            shape,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    /// The shape.
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.shape.size()
+    }
+    /// True when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The start address, for aliasing checks.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr
+    }
+    /// The byte range covered, for aliasing checks.
+    pub fn byte_range(&self) -> Range<usize> {
+        let start = self.ptr as usize;
+        start..start + self.len() * self.dtype.size()
+    }
+
+    /// The elements as a typed mutable slice; errors when `T` is not the dtype.
+    pub fn as_slice_mut<T: Element>(&mut self) -> Result<&mut [T]> {
+        check_dtype::<T>(self.dtype)?;
+        if self.is_empty() {
+            return Ok(&mut []);
+        }
+        // SAFETY: the constructors guarantee alignment and validity for `len`
+        // elements and exclusive access for 'a; `&mut self` makes this the
+        // only live slice.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr.cast::<T>(), self.len()) })
+    }
+
+    /// Reborrows as a shorter-lived view.
+    pub fn reborrow(&mut self) -> TBlobMut<'_> {
+        TBlobMut {
+            ptr: self.ptr,
+            dtype: self.dtype,
+            shape: self.shape.clone(),
+            _borrow: PhantomData,
+        }
+    }
+
+    /// The same memory under another shape of the same size.
+    pub fn reshaped(self, shape: Shape) -> Result<Self> {
+        check_len(self.len(), &shape)?;
+        Ok(TBlobMut { shape, ..self })
+    }
+
+    /// A read-only view of the same memory (for reading the previous value
+    /// under [`OpReqType::AddTo`] in blob kernels, one at a time).
+    pub fn as_blob(&self) -> TBlob<'_> {
+        TBlob {
+            ptr: self.ptr,
+            dtype: self.dtype,
+            shape: self.shape.clone(),
+            _borrow: PhantomData,
+        }
+    }
+}
+
+fn check_len(len: usize, shape: &Shape) -> Result<()> {
+    if len != shape.size() {
+        return Err(Error::invalid(
+            "TBlob",
+            "data",
+            format!("{len} elements do not fill shape {shape}"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_dtype<T: Element>(dtype: DType) -> Result<()> {
+    if T::DTYPE != dtype {
+        return Err(Error::DTypeMismatch {
+            op: "TBlob".into(),
+            arg: "data".into(),
+            expected: T::DTYPE.to_string(),
+            got: dtype,
+        });
+    }
+    Ok(())
+}
+
+/// Whether two byte ranges overlap.
+pub(crate) fn overlaps(a: &Range<usize>, b: &Range<usize>) -> bool {
+    a.start < b.end && b.start < a.end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_access_checks_dtype_and_length() {
+        let data = [1.0f32, 2.0, 3.0, 4.0];
+        let blob = TBlob::from_slice(&data, [2, 2]).unwrap();
+        assert_eq!(blob.as_slice::<f32>().unwrap(), &data);
+        assert!(blob.as_slice::<f64>().is_err());
+        assert!(TBlob::from_slice(&data, [3]).is_err());
+        let mut out = [0.0f64; 2];
+        let mut blob = TBlobMut::from_slice(&mut out, [2]).unwrap();
+        blob.as_slice_mut::<f64>().unwrap()[1] = 5.0;
+        assert_eq!(out, [0.0, 5.0]);
+    }
+
+    #[test]
+    fn req_names_round_trip() {
+        for r in OpReqType::ALL {
+            assert_eq!(OpReqType::from_name(r.name()), Some(r));
+        }
+    }
+}

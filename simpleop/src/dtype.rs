@@ -1,0 +1,570 @@
+//! Element types: [`DType`], the [`Element`] storage trait and the [`Float`]
+//! compute trait that op kernels are written against.
+//!
+//! Dtype dispatch lives in this module and nowhere else: [`dispatch_float!`]
+//! and [`dispatch_any!`] turn a runtime [`DType`] into a monomorphised call.
+
+use std::fmt;
+use std::ops::{Add, AddAssign, Div, Mul, MulAssign, Neg, Rem, Sub, SubAssign};
+
+pub use half::{bf16, f16};
+
+/// The element type of an array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DType {
+    /// 32-bit IEEE float.
+    F32,
+    /// 64-bit IEEE float.
+    F64,
+    /// 16-bit IEEE float (computed in f32).
+    F16,
+    /// bfloat16 (computed in f32).
+    BF16,
+    /// 32-bit signed integer.
+    I32,
+    /// 64-bit signed integer.
+    I64,
+    /// 8-bit unsigned integer.
+    U8,
+}
+
+impl DType {
+    /// Every dtype, in a fixed order.
+    pub const ALL: [DType; 7] = [
+        DType::F32,
+        DType::F64,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::I64,
+        DType::U8,
+    ];
+    /// The dtypes that implement [`Float`].
+    pub const FLOATS: [DType; 4] = [DType::F32, DType::F64, DType::F16, DType::BF16];
+
+    /// Bytes per element.
+    pub const fn size(self) -> usize {
+        match self {
+            DType::F64 | DType::I64 => 8,
+            DType::F32 | DType::I32 => 4,
+            DType::F16 | DType::BF16 => 2,
+            DType::U8 => 1,
+        }
+    }
+
+    /// Whether kernels written against [`Float`] run on this dtype.
+    pub const fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
+    }
+
+    /// The name MXNet and NumPy use (`float32`, `bfloat16`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::U8 => "uint8",
+        }
+    }
+
+    /// Parses an MXNet/NumPy dtype name; `None` when unknown.
+    pub fn from_name(name: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.name() == name)
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+    impl Sealed for half::f16 {}
+    impl Sealed for half::bf16 {}
+    impl Sealed for i32 {}
+    impl Sealed for i64 {}
+    impl Sealed for u8 {}
+}
+
+/// A type that can be stored in an array. Implemented for the seven [`DType`]s.
+pub trait Element:
+    sealed::Sealed + bytemuck::Pod + Copy + Send + Sync + fmt::Debug + PartialOrd + 'static
+{
+    /// The runtime tag of this type.
+    const DTYPE: DType;
+    /// Widens to f64 (exact for every type but i64 beyond 2^53).
+    fn to_f64(self) -> f64;
+    /// Narrows from f64 with the usual `as` rounding (saturating for integers).
+    fn from_f64(v: f64) -> Self;
+}
+
+macro_rules! impl_int_element {
+    ($($t:ty => $d:ident),*) => {$(
+        impl Element for $t {
+            const DTYPE: DType = DType::$d;
+            #[inline(always)]
+            fn to_f64(self) -> f64 { self as f64 }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self { v as $t }
+        }
+    )*};
+}
+impl_int_element!(i32 => I32, i64 => I64, u8 => U8);
+
+/// The scalar type op kernels are written against.
+///
+/// Implemented for `f32`, `f64`, [`f16`] and [`bf16`]. The framework runs
+/// kernels for the half types in f32 (`Compute = f32`) and converts at the
+/// edges, so a kernel instantiated with `T = f16` is only seen by code that
+/// calls it directly.
+///
+/// Every method is a plain scalar function; kernels written with them are
+/// monomorphised per compute type, which is what lets a later backend
+/// vectorise them without changing how ops are written.
+pub trait Float:
+    Element
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + Rem<Output = Self>
+    + Neg<Output = Self>
+    + AddAssign
+    + SubAssign
+    + MulAssign
+{
+    /// The type the framework computes in: `f32` for f32/f16/bf16, `f64` for f64.
+    type Compute: Float<Compute = Self::Compute>;
+    /// Converts to the compute type.
+    fn to_compute(self) -> Self::Compute;
+    /// Converts from the compute type (round to nearest even).
+    fn from_compute(c: Self::Compute) -> Self;
+
+    /// 0.
+    fn zero() -> Self;
+    /// 1.
+    fn one() -> Self;
+    /// Positive infinity.
+    fn infinity() -> Self;
+    /// Negative infinity.
+    fn neg_infinity() -> Self;
+    /// A quiet NaN.
+    fn nan() -> Self;
+
+    /// `|x|`.
+    fn abs(self) -> Self;
+    /// -1, 0 or 1 (0 for ±0, NaN for NaN), as MXNet's `sign`.
+    fn sign(self) -> Self;
+    /// Square root.
+    fn sqrt(self) -> Self;
+    /// Cube root.
+    fn cbrt(self) -> Self;
+    /// e^x.
+    fn exp(self) -> Self;
+    /// e^x - 1.
+    fn exp_m1(self) -> Self;
+    /// Natural log.
+    fn ln(self) -> Self;
+    /// ln(1 + x).
+    fn ln_1p(self) -> Self;
+    /// log2.
+    fn log2(self) -> Self;
+    /// log10.
+    fn log10(self) -> Self;
+    /// x^y.
+    fn powf(self, y: Self) -> Self;
+    /// sin.
+    fn sin(self) -> Self;
+    /// cos.
+    fn cos(self) -> Self;
+    /// tan.
+    fn tan(self) -> Self;
+    /// asin.
+    fn asin(self) -> Self;
+    /// acos.
+    fn acos(self) -> Self;
+    /// atan.
+    fn atan(self) -> Self;
+    /// sinh.
+    fn sinh(self) -> Self;
+    /// cosh.
+    fn cosh(self) -> Self;
+    /// tanh.
+    fn tanh(self) -> Self;
+    /// The error function.
+    fn erf(self) -> Self;
+    /// The gamma function.
+    fn gamma(self) -> Self;
+    /// sqrt(x² + y²) without undue overflow.
+    fn hypot(self, y: Self) -> Self;
+    /// Largest integer ≤ x.
+    fn floor(self) -> Self;
+    /// Smallest integer ≥ x.
+    fn ceil(self) -> Self;
+    /// Nearest integer, halves away from zero.
+    fn round(self) -> Self;
+    /// Integer part.
+    fn trunc(self) -> Self;
+    /// `a > b ? a : b`, the branch-free form that vectorises.
+    #[inline(always)]
+    fn max(self, other: Self) -> Self {
+        if self > other { self } else { other }
+    }
+    /// `a < b ? a : b`.
+    #[inline(always)]
+    fn min(self, other: Self) -> Self {
+        if self < other { self } else { other }
+    }
+    /// 1 / x.
+    #[inline(always)]
+    fn recip(self) -> Self {
+        Self::one() / self
+    }
+    /// True for NaN.
+    fn is_nan(self) -> bool;
+}
+
+macro_rules! impl_native_float {
+    ($t:ident, $d:ident, $erf:path, $gamma:path) => {
+        impl Element for $t {
+            const DTYPE: DType = DType::$d;
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+        }
+        impl Float for $t {
+            type Compute = $t;
+            #[inline(always)]
+            fn to_compute(self) -> $t {
+                self
+            }
+            #[inline(always)]
+            fn from_compute(c: $t) -> Self {
+                c
+            }
+            #[inline(always)]
+            fn zero() -> Self {
+                0.0
+            }
+            #[inline(always)]
+            fn one() -> Self {
+                1.0
+            }
+            #[inline(always)]
+            fn infinity() -> Self {
+                $t::INFINITY
+            }
+            #[inline(always)]
+            fn neg_infinity() -> Self {
+                $t::NEG_INFINITY
+            }
+            #[inline(always)]
+            fn nan() -> Self {
+                $t::NAN
+            }
+            #[inline(always)]
+            fn abs(self) -> Self {
+                $t::abs(self)
+            }
+            #[inline(always)]
+            fn sign(self) -> Self {
+                if self > 0.0 {
+                    1.0
+                } else if self < 0.0 {
+                    -1.0
+                } else {
+                    self * 0.0
+                }
+            }
+            #[inline(always)]
+            fn sqrt(self) -> Self {
+                $t::sqrt(self)
+            }
+            #[inline(always)]
+            fn cbrt(self) -> Self {
+                $t::cbrt(self)
+            }
+            #[inline(always)]
+            fn exp(self) -> Self {
+                $t::exp(self)
+            }
+            #[inline(always)]
+            fn exp_m1(self) -> Self {
+                $t::exp_m1(self)
+            }
+            #[inline(always)]
+            fn ln(self) -> Self {
+                $t::ln(self)
+            }
+            #[inline(always)]
+            fn ln_1p(self) -> Self {
+                $t::ln_1p(self)
+            }
+            #[inline(always)]
+            fn log2(self) -> Self {
+                $t::log2(self)
+            }
+            #[inline(always)]
+            fn log10(self) -> Self {
+                $t::log10(self)
+            }
+            #[inline(always)]
+            fn powf(self, y: Self) -> Self {
+                $t::powf(self, y)
+            }
+            #[inline(always)]
+            fn sin(self) -> Self {
+                $t::sin(self)
+            }
+            #[inline(always)]
+            fn cos(self) -> Self {
+                $t::cos(self)
+            }
+            #[inline(always)]
+            fn tan(self) -> Self {
+                $t::tan(self)
+            }
+            #[inline(always)]
+            fn asin(self) -> Self {
+                $t::asin(self)
+            }
+            #[inline(always)]
+            fn acos(self) -> Self {
+                $t::acos(self)
+            }
+            #[inline(always)]
+            fn atan(self) -> Self {
+                $t::atan(self)
+            }
+            #[inline(always)]
+            fn sinh(self) -> Self {
+                $t::sinh(self)
+            }
+            #[inline(always)]
+            fn cosh(self) -> Self {
+                $t::cosh(self)
+            }
+            #[inline(always)]
+            fn tanh(self) -> Self {
+                $t::tanh(self)
+            }
+            #[inline(always)]
+            fn erf(self) -> Self {
+                $erf(self)
+            }
+            #[inline(always)]
+            fn gamma(self) -> Self {
+                $gamma(self)
+            }
+            #[inline(always)]
+            fn hypot(self, y: Self) -> Self {
+                $t::hypot(self, y)
+            }
+            #[inline(always)]
+            fn floor(self) -> Self {
+                $t::floor(self)
+            }
+            #[inline(always)]
+            fn ceil(self) -> Self {
+                $t::ceil(self)
+            }
+            #[inline(always)]
+            fn round(self) -> Self {
+                $t::round(self)
+            }
+            #[inline(always)]
+            fn trunc(self) -> Self {
+                $t::trunc(self)
+            }
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                $t::is_nan(self)
+            }
+        }
+    };
+}
+impl_native_float!(f32, F32, libm::erff, libm::tgammaf);
+impl_native_float!(f64, F64, libm::erf, libm::tgamma);
+
+macro_rules! half_unary {
+    ($($m:ident),*) => {$(
+        #[inline(always)]
+        fn $m(self) -> Self { Self::from_f32(<f32 as Float>::$m(self.to_f32())) }
+    )*};
+}
+
+macro_rules! impl_half_float {
+    ($t:ident, $d:ident) => {
+        impl Element for $t {
+            const DTYPE: DType = DType::$d;
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                $t::to_f64(self)
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                $t::from_f64(v)
+            }
+        }
+        impl Float for $t {
+            type Compute = f32;
+            #[inline(always)]
+            fn to_compute(self) -> f32 {
+                self.to_f32()
+            }
+            #[inline(always)]
+            fn from_compute(c: f32) -> Self {
+                $t::from_f32(c)
+            }
+            #[inline(always)]
+            fn zero() -> Self {
+                $t::ZERO
+            }
+            #[inline(always)]
+            fn one() -> Self {
+                $t::ONE
+            }
+            #[inline(always)]
+            fn infinity() -> Self {
+                $t::INFINITY
+            }
+            #[inline(always)]
+            fn neg_infinity() -> Self {
+                $t::NEG_INFINITY
+            }
+            #[inline(always)]
+            fn nan() -> Self {
+                $t::NAN
+            }
+            half_unary!(
+                abs, sign, sqrt, cbrt, exp, exp_m1, ln, ln_1p, log2, log10, sin, cos, tan, asin,
+                acos, atan, sinh, cosh, tanh, erf, gamma, floor, ceil, round, trunc
+            );
+            #[inline(always)]
+            fn powf(self, y: Self) -> Self {
+                Self::from_f32(self.to_f32().powf(y.to_f32()))
+            }
+            #[inline(always)]
+            fn hypot(self, y: Self) -> Self {
+                Self::from_f32(self.to_f32().hypot(y.to_f32()))
+            }
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                $t::is_nan(self)
+            }
+        }
+    };
+}
+impl_half_float!(f16, F16);
+impl_half_float!(bf16, BF16);
+
+/// Runs `$body` with `$T` bound to the Rust type of a float [`DType`];
+/// evaluates `$otherwise` for integer dtypes.
+///
+/// This and [`dispatch_any!`] are the only places where a runtime dtype
+/// becomes a static type.
+#[macro_export]
+macro_rules! dispatch_float {
+    ($dtype:expr, $T:ident => $body:expr, _ => $otherwise:expr) => {
+        match $dtype {
+            $crate::DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            $crate::DType::F16 => {
+                type $T = $crate::f16;
+                $body
+            }
+            $crate::DType::BF16 => {
+                type $T = $crate::bf16;
+                $body
+            }
+            _ => $otherwise,
+        }
+    };
+}
+
+/// Runs `$body` with `$T` bound to the Rust type of any [`DType`].
+#[macro_export]
+macro_rules! dispatch_any {
+    ($dtype:expr, $T:ident => $body:expr) => {
+        match $dtype {
+            $crate::DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            $crate::DType::F16 => {
+                type $T = $crate::f16;
+                $body
+            }
+            $crate::DType::BF16 => {
+                type $T = $crate::bf16;
+                $body
+            }
+            $crate::DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            $crate::DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            $crate::DType::U8 => {
+                type $T = u8;
+                $body
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for d in DType::ALL {
+            assert_eq!(DType::from_name(d.name()), Some(d));
+        }
+        assert_eq!(DType::from_name("float8"), None);
+    }
+
+    #[test]
+    fn half_types_compute_in_f32() {
+        let x = f16::from_f32(0.5);
+        assert_eq!(x.exp().to_f32(), f16::from_f32(0.5f32.exp()).to_f32());
+        assert_eq!(bf16::from_f32(-2.0).sign().to_f32(), -1.0);
+        assert_eq!(<f32 as Float>::sign(0.0), 0.0);
+        assert!(<f64 as Float>::sign(f64::NAN).is_nan());
+    }
+
+    #[test]
+    fn dispatch_binds_the_right_type() {
+        for d in DType::ALL {
+            let size = dispatch_any!(d, T => std::mem::size_of::<T>());
+            assert_eq!(size, d.size());
+            let float = dispatch_float!(d, T => <T as Element>::DTYPE == d, _ => false);
+            assert_eq!(float, d.is_float());
+        }
+    }
+}

@@ -1,0 +1,347 @@
+//! Eager execution: run a registered op on [`NDArray`]s now.
+//!
+//! Every op is callable by name ([`invoke`]) and, through the functions the
+//! attribute generates, by a typed function that lands in [`invoke_with`],
+//! [`invoke_into`] or [`invoke_inplace`].
+
+use crate::{
+    Attrs, EnvArguments, Error, GradArgs, NDArray, OpCall, OpDef, OpForm, OpReqType, Registry,
+    RegisteredOp, Result, RunContext, Shape, TBlob, TBlobMut, op::check_blob,
+};
+
+/// Looks an op up in the global registry.
+pub fn lookup(name: &str) -> Result<&'static RegisteredOp> {
+    Registry::global()?.get(name)
+}
+
+fn registered(op: &'static OpDef) -> Result<&'static RegisteredOp> {
+    let entry = lookup(op.name)?;
+    if !std::ptr::eq(entry.def, op) {
+        return Err(Error::DuplicateOp {
+            op: op.name.into(),
+            first: entry.def.location.into(),
+            second: op.location.into(),
+        });
+    }
+    Ok(entry)
+}
+
+/// Runs op `name` with string attributes (as in a graph file).
+///
+/// ```no_run
+/// # use simpleop::{eager, Attrs, NDArray, DType};
+/// let x = NDArray::from_vec(vec![-1.0f32, 0.5, 2.0], [3])?;
+/// let y = eager::invoke("smooth_l1", &[&x], &Attrs::from([("scalar", "1.0")]))?;
+/// # Ok::<(), simpleop::Error>(())
+/// ```
+pub fn invoke(name: &str, inputs: &[&NDArray], attrs: &Attrs) -> Result<NDArray> {
+    let entry = lookup(name)?;
+    let env = (entry.def.parse)(entry.def, attrs)?;
+    run_forward(entry, inputs, &env, None)
+}
+
+/// Runs op `name` into `out`, honouring `req`.
+pub fn invoke_into_by_name(
+    name: &str,
+    inputs: &[&NDArray],
+    attrs: &Attrs,
+    out: &mut NDArray,
+    req: OpReqType,
+) -> Result<()> {
+    let entry = lookup(name)?;
+    let env = (entry.def.parse)(entry.def, attrs)?;
+    run_into(entry, inputs, &env, out, req)
+}
+
+/// Runs op `name` in place on `target` (its first input).
+pub fn invoke_inplace_by_name(
+    name: &str,
+    target: &mut NDArray,
+    rest: &[&NDArray],
+    attrs: &Attrs,
+) -> Result<()> {
+    let entry = lookup(name)?;
+    let env = (entry.def.parse)(entry.def, attrs)?;
+    run_inplace(entry, target, rest, &env)
+}
+
+/// Runs `op` with typed arguments and returns a fresh output.
+pub fn invoke_with(op: &'static OpDef, inputs: &[&NDArray], env: &EnvArguments) -> Result<NDArray> {
+    run_forward(registered(op)?, inputs, env, None)
+}
+
+/// Runs `op` into `out`, which must already have the output's shape and
+/// dtype. `WriteTo`/`WriteInplace` overwrite, `AddTo` accumulates, `Null`
+/// leaves `out` alone. A shared `out` is copied first, so other handles
+/// never see the write.
+pub fn invoke_into(
+    op: &'static OpDef,
+    inputs: &[&NDArray],
+    env: &EnvArguments,
+    out: &mut NDArray,
+    req: OpReqType,
+) -> Result<()> {
+    run_into(registered(op)?, inputs, env, out, req)
+}
+
+/// Runs `op` with `target` as its first input and stores the result in
+/// `target`: in its own buffer when the op declares a forward in-place
+/// option and nothing else shares the storage; otherwise the handle is
+/// replaced by a fresh output.
+pub fn invoke_inplace(
+    op: &'static OpDef,
+    target: &mut NDArray,
+    rest: &[&NDArray],
+    env: &EnvArguments,
+) -> Result<()> {
+    run_inplace(registered(op)?, target, rest, env)
+}
+
+/// Output shape and dtype of `op` on `inputs`.
+pub fn infer(op: &OpDef, inputs: &[&NDArray], env: &EnvArguments) -> Result<(Shape, crate::DType)> {
+    op.check_arity(inputs.len())?;
+    let dtypes: Vec<_> = inputs.iter().map(|a| a.dtype()).collect();
+    let dtype = (op.infer_dtype)(op, &dtypes, env)?;
+    let shapes: Vec<_> = inputs.iter().map(|a| a.shape().clone()).collect();
+    let shape = (op.infer_shape)(op, &shapes, env)?;
+    Ok((shape, dtype))
+}
+
+fn seeded(op: &OpDef, env: &EnvArguments) -> EnvArguments {
+    if op.resources.rng {
+        env.clone().with_seed(env.seed_or_draw())
+    } else {
+        env.clone()
+    }
+}
+
+fn run_forward(
+    entry: &'static RegisteredOp,
+    inputs: &[&NDArray],
+    env: &EnvArguments,
+    ctx: Option<&RunContext>,
+) -> Result<NDArray> {
+    let op = entry.def;
+    let (shape, dtype) = infer(op, inputs, env)?;
+    let ctx = ctx.copied().unwrap_or_default();
+    let kernels = entry.kernels(ctx.device)?;
+    let env = seeded(op, env);
+    let mut out = NDArray::zeros(shape, dtype);
+    let blobs: Vec<TBlob<'_>> = inputs.iter().map(|a| a.blob()).collect();
+    let call = OpCall { op, env: &env, ctx: &ctx };
+    (kernels.forward)(&call, &blobs, &mut out.blob_mut(), OpReqType::WriteTo)?;
+    Ok(out)
+}
+
+fn run_into(
+    entry: &'static RegisteredOp,
+    inputs: &[&NDArray],
+    env: &EnvArguments,
+    out: &mut NDArray,
+    req: OpReqType,
+) -> Result<()> {
+    let op = entry.def;
+    let (shape, dtype) = infer(op, inputs, env)?;
+    check_blob(op, "out", out.shape(), out.dtype(), &shape, dtype)?;
+    if req == OpReqType::Null {
+        return Ok(());
+    }
+    let ctx = RunContext::default();
+    let kernels = entry.kernels(ctx.device)?;
+    let env = seeded(op, env);
+    if req != OpReqType::AddTo {
+        out.make_unique_for_overwrite();
+    }
+    let blobs: Vec<TBlob<'_>> = inputs.iter().map(|a| a.blob()).collect();
+    let call = OpCall { op, env: &env, ctx: &ctx };
+    // `out` is borrowed mutably, so it cannot be one of `inputs`; `blob_mut`
+    // copies it first if another handle (maybe an input) shares it.
+    (kernels.forward)(&call, &blobs, &mut out.blob_mut(), req)
+}
+
+fn run_inplace(
+    entry: &'static RegisteredOp,
+    target: &mut NDArray,
+    rest: &[&NDArray],
+    env: &EnvArguments,
+) -> Result<()> {
+    let op = entry.def;
+    let mut all: Vec<&NDArray> = Vec::with_capacity(rest.len() + 1);
+    all.push(target);
+    all.extend_from_slice(rest);
+    let (shape, dtype) = infer(op, &all, env)?;
+    drop(all);
+    let fits = op.inplace.forward.is_some()
+        && op.form == OpForm::Elementwise
+        && shape == *target.shape()
+        && dtype == target.dtype();
+    let ptr = if fits { target.unique_ptr() } else { None };
+    let Some(ptr) = ptr else {
+        let mut all: Vec<&NDArray> = vec![target];
+        all.extend_from_slice(rest);
+        let out = run_forward(entry, &all, env, None)?;
+        *target = out;
+        return Ok(());
+    };
+    let ctx = RunContext::default();
+    let kernels = entry.kernels(ctx.device)?;
+    let env = seeded(op, env);
+    let mut blobs: Vec<TBlob<'_>> = Vec::with_capacity(rest.len() + 1);
+    // SAFETY: `ptr` is the start of `target`'s buffer, which this handle owns
+    // alone (`unique_ptr`), aligned and sized for `shape` of `dtype`. The op
+    // is elementwise and declared a forward in-place option, so per the
+    // TBlob aliasing contract its driver reads each element before writing it.
+    let (input0, mut out) = unsafe {
+        (
+            TBlob::from_raw(ptr, dtype, shape.clone()),
+            TBlobMut::from_raw(ptr, dtype, shape),
+        )
+    };
+    blobs.push(input0);
+    blobs.extend(rest.iter().map(|a| a.blob()));
+    let call = OpCall { op, env: &env, ctx: &ctx };
+    (kernels.forward)(&call, &blobs, &mut out, OpReqType::WriteInplace)
+}
+
+/// Runs `op`'s backward kernel.
+///
+/// `output` is the forward output (needed by T1 gradients). `grads` holds
+/// one array per input, with that input's shape and dtype; each is written
+/// according to `reqs`.
+pub fn invoke_backward(
+    op: &'static OpDef,
+    env: &EnvArguments,
+    out_grad: &NDArray,
+    output: Option<&NDArray>,
+    inputs: &[&NDArray],
+    grads: &mut [NDArray],
+    reqs: &[OpReqType],
+) -> Result<()> {
+    let entry = registered(op)?;
+    let spec = op.gradient.ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
+    op.check_arity(inputs.len())?;
+    op.check_arity(grads.len())?;
+    op.check_arity(reqs.len())?;
+    let ctx = RunContext::default();
+    let kernels = entry.kernels(ctx.device)?;
+    let backward = kernels.backward.ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
+    for (i, (g, x)) in grads.iter().zip(inputs).enumerate() {
+        if reqs[i] != OpReqType::Null {
+            check_blob(op, &format!("{}_grad", op.input_name(i)), g.shape(), g.dtype(), x.shape(), x.dtype())?;
+        }
+    }
+    let args = GradArgs {
+        out_grad: out_grad.blob(),
+        output: if spec.needs_output {
+            Some(output.ok_or_else(|| Error::invalid(op.name, "output", "the gradient reads the forward output"))?.blob())
+        } else {
+            None
+        },
+        inputs: inputs
+            .iter()
+            .enumerate()
+            .map(|(i, x)| spec.needs_input(i).then(|| x.blob()))
+            .collect(),
+    };
+    for (g, &r) in grads.iter_mut().zip(reqs) {
+        if r == OpReqType::WriteTo || r == OpReqType::WriteInplace {
+            g.make_unique_for_overwrite();
+        }
+    }
+    let mut blobs: Vec<TBlobMut<'_>> = grads.iter_mut().map(|g| g.blob_mut()).collect();
+    let call = OpCall { op, env, ctx: &ctx };
+    backward(&call, &args, &mut blobs, reqs)
+}
+
+/// Forward then backward: the gradient of `sum(out_grad * op(inputs))`
+/// with respect to each input.
+pub fn gradient(
+    op: &'static OpDef,
+    env: &EnvArguments,
+    inputs: &[&NDArray],
+    out_grad: &NDArray,
+) -> Result<Vec<NDArray>> {
+    let env = seeded(op, env);
+    let out = invoke_with(op, inputs, &env)?;
+    let mut grads: Vec<NDArray> = inputs.iter().map(|x| NDArray::zeros(x.shape().clone(), x.dtype())).collect();
+    let reqs = vec![OpReqType::WriteTo; inputs.len()];
+    invoke_backward(op, &env, out_grad, Some(&out), inputs, &mut grads, &reqs)?;
+    Ok(grads)
+}
+
+/// Runs `op`'s backward kernel writing input 0's gradient over `out_grad`
+/// (the seed's `OutIn` / `OutLhs`). The other inputs' gradients go to
+/// `rest_grads` (one per input after the first) per `reqs[1..]`.
+///
+/// Falls back to a separate buffer, then replaces `out_grad`'s handle, when
+/// the op declares no gradient in-place option or the storage is shared.
+/// Returns whether the write happened in place.
+pub fn invoke_backward_inplace(
+    op: &'static OpDef,
+    env: &EnvArguments,
+    out_grad: &mut NDArray,
+    output: Option<&NDArray>,
+    inputs: &[&NDArray],
+    rest_grads: &mut [NDArray],
+    reqs: &[OpReqType],
+) -> Result<bool> {
+    let entry = registered(op)?;
+    let spec = op.gradient.ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
+    op.check_arity(inputs.len())?;
+    op.check_arity(reqs.len())?;
+    op.check_arity(rest_grads.len() + 1)?;
+    let x0 = inputs[0];
+    let fits = op.inplace.gradient.is_some()
+        && op.form == OpForm::Elementwise
+        && out_grad.shape() == x0.shape()
+        && out_grad.dtype() == x0.dtype();
+    let ptr = if fits { out_grad.unique_ptr() } else { None };
+    let Some(ptr) = ptr else {
+        let mut grads = vec![NDArray::zeros(x0.shape().clone(), x0.dtype())];
+        grads.extend(rest_grads.iter().cloned());
+        let mut reqs = reqs.to_vec();
+        if reqs[0] == OpReqType::WriteInplace || reqs[0] == OpReqType::AddTo {
+            reqs[0] = OpReqType::WriteTo;
+        }
+        invoke_backward(op, env, out_grad, output, inputs, &mut grads, &reqs)?;
+        let mut it = grads.into_iter();
+        *out_grad = it.next().expect("arity checked");
+        for (dst, g) in rest_grads.iter_mut().zip(it) {
+            *dst = g;
+        }
+        return Ok(false);
+    };
+    let ctx = RunContext::default();
+    let kernels = entry.kernels(ctx.device)?;
+    let backward = kernels.backward.ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
+    let (shape, dtype) = (x0.shape().clone(), x0.dtype());
+    for (i, g) in rest_grads.iter_mut().enumerate() {
+        if reqs[i + 1] != OpReqType::Null {
+            check_blob(op, &format!("{}_grad", op.input_name(i + 1)), g.shape(), g.dtype(), inputs[i + 1].shape(), inputs[i + 1].dtype())?;
+        }
+        if reqs[i + 1] == OpReqType::WriteTo {
+            g.make_unique_for_overwrite();
+        }
+    }
+    // SAFETY: `ptr` is the start of `out_grad`'s buffer, owned by this handle
+    // alone, aligned and sized for `shape` of `dtype`. The op is elementwise
+    // and declared a gradient in-place option, so its driver reads each
+    // element of the output gradient before writing the input gradient there.
+    let (dy, g0) = unsafe { (TBlob::from_raw(ptr, dtype, shape.clone()), TBlobMut::from_raw(ptr, dtype, shape)) };
+    let args = GradArgs {
+        out_grad: dy,
+        output: if spec.needs_output {
+            Some(output.ok_or_else(|| Error::invalid(op.name, "output", "the gradient reads the forward output"))?.blob())
+        } else {
+            None
+        },
+        inputs: inputs.iter().enumerate().map(|(i, x)| spec.needs_input(i).then(|| x.blob())).collect(),
+    };
+    let mut blobs = vec![g0];
+    blobs.extend(rest_grads.iter_mut().map(|g| g.blob_mut()));
+    let mut reqs = reqs.to_vec();
+    reqs[0] = OpReqType::WriteInplace;
+    let call = OpCall { op, env, ctx: &ctx };
+    backward(&call, &args, &mut blobs, &reqs)?;
+    Ok(true)
+}

@@ -1,0 +1,180 @@
+//! The one error type. Every variant names the op and, where there is one,
+//! the argument at fault.
+
+use crate::{DType, OpReqType, Shape};
+
+/// Result alias used throughout simpleop.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in simpleop.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No op of that name is registered.
+    #[error("unknown op `{name}`{}", suggest(suggestions))]
+    UnknownOp {
+        /// The name asked for.
+        name: String,
+        /// Registered names close to it.
+        suggestions: Vec<String>,
+    },
+    /// Two ops were registered under one name.
+    #[error("op `{op}` is defined twice: at {first} and at {second}")]
+    DuplicateOp {
+        /// The name.
+        op: String,
+        /// Where the first definition is.
+        first: String,
+        /// Where the second definition is.
+        second: String,
+    },
+    /// The op received the wrong number of inputs.
+    #[error("op `{op}`: expected {expected} input(s), got {got}")]
+    Arity {
+        /// The op.
+        op: String,
+        /// How many it takes.
+        expected: usize,
+        /// How many it got.
+        got: usize,
+    },
+    /// An argument has the wrong shape.
+    #[error("op `{op}`: argument `{arg}` has shape {got}, expected {expected}")]
+    ShapeMismatch {
+        /// The op.
+        op: String,
+        /// The argument.
+        arg: String,
+        /// What was expected, in words or as a shape.
+        expected: String,
+        /// What it had.
+        got: Shape,
+    },
+    /// An argument has the wrong dtype.
+    #[error("op `{op}`: argument `{arg}` has dtype {got}, expected {expected}")]
+    DTypeMismatch {
+        /// The op.
+        op: String,
+        /// The argument.
+        arg: String,
+        /// What was expected, in words or as a dtype.
+        expected: String,
+        /// What it had.
+        got: DType,
+    },
+    /// The op takes a scalar and none was given.
+    #[error("op `{op}`: missing scalar argument `scalar`")]
+    MissingScalar {
+        /// The op.
+        op: String,
+    },
+    /// The op takes no scalar and one was given.
+    #[error("op `{op}`: unexpected scalar argument; this op takes {takes}")]
+    UnexpectedScalar {
+        /// The op.
+        op: String,
+        /// What it takes instead.
+        takes: String,
+    },
+    /// A keyword argument could not be used.
+    #[error("op `{op}`: argument `{arg}`: {reason}")]
+    BadKwarg {
+        /// The op.
+        op: String,
+        /// The keyword.
+        arg: String,
+        /// What was wrong and what was expected.
+        reason: String,
+    },
+    /// The op has no gradient but one was asked for.
+    #[error("op `{op}` has no gradient")]
+    NoGradient {
+        /// The op.
+        op: String,
+    },
+    /// The op has no kernel for the device asked for.
+    #[error("op `{op}` has no kernel for device `{device}`")]
+    NoKernel {
+        /// The op.
+        op: String,
+        /// The device.
+        device: String,
+    },
+    /// The request type is not allowed here.
+    #[error("op `{op}`: argument `{arg}`: request {req:?} is not allowed: {reason}")]
+    BadReq {
+        /// The op.
+        op: String,
+        /// The argument.
+        arg: String,
+        /// The request.
+        req: OpReqType,
+        /// Why.
+        reason: String,
+    },
+    /// An output overlaps an input other than exactly.
+    #[error("op `{op}`: output `{out}` overlaps argument `{arg}` without being the same buffer")]
+    Aliasing {
+        /// The op.
+        op: String,
+        /// The output.
+        out: String,
+        /// The input it overlaps.
+        arg: String,
+    },
+    /// An argument's value is not acceptable.
+    #[error("op `{op}`: argument `{arg}`: {reason}")]
+    InvalidArgument {
+        /// The op, or the API function.
+        op: String,
+        /// The argument.
+        arg: String,
+        /// What was expected.
+        reason: String,
+    },
+    /// The gradient checker found a mismatch.
+    #[error(
+        "op `{op}`: gradient check failed for argument `{arg}` ({dtype}, {req:?}) at element {index}: analytic {analytic}, numeric {numeric}"
+    )]
+    GradCheck {
+        /// The op.
+        op: String,
+        /// The input whose gradient differs.
+        arg: String,
+        /// The dtype tested.
+        dtype: DType,
+        /// The request type tested.
+        req: OpReqType,
+        /// Flat index of the worst element.
+        index: usize,
+        /// The registered gradient's value.
+        analytic: f64,
+        /// The central-difference value.
+        numeric: f64,
+    },
+}
+
+fn suggest(names: &[String]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => format!("; did you mean `{one}`?"),
+        many => format!(
+            "; did you mean one of {}?",
+            many.iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+impl Error {
+    /// Shorthand for [`Error::InvalidArgument`].
+    pub fn invalid(op: impl Into<String>, arg: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            op: op.into(),
+            arg: arg.into(),
+            reason: reason.into(),
+        }
+    }
+}

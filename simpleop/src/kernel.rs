@@ -1,0 +1,696 @@
+//! CPU drivers that run an op author's scalar kernel over whole arrays.
+//!
+//! The attribute turns an op's `forward`/`backward` functions into small
+//! types implementing [`MapFn`], [`MapGrad`] or [`SourceFn`]; the drivers
+//! here run them:
+//!
+//! * over tiles of [`TILE`] elements: inputs are loaded (converted to the
+//!   compute type, gathered when broadcast) into cache-resident buffers, the
+//!   kernel runs over the tile, and the result is stored honouring the
+//!   [`OpReqType`]. Half types are converted per tile and computed in f32.
+//! * on the rayon pool, one contiguous chunk per thread, once the array is
+//!   large enough for the split to pay ([`PARALLEL_GRAIN`]).
+//! * with exact aliasing allowed: an input that is the same buffer as an
+//!   output is read tile by tile before that tile is written. Partial
+//!   overlap is an error.
+//!
+//! Broadcast inputs are gathered; their gradients are computed at the output
+//! shape and summed back to the input's shape here, never by the op author.
+//!
+//! Every check happens before the first write, so a failing call writes
+//! nothing.
+
+use std::marker::PhantomData;
+use std::ops::Range;
+
+use rayon::prelude::*;
+
+use crate::blob::overlaps;
+use crate::{
+    DType, Element, Error, Float, GradArgs, OpCall, OpReqType, Result, Rng, Shape, TBlob, TBlobMut,
+    dispatch_float,
+};
+
+/// Elements per tile: small enough that a few tiles stay in L1.
+pub const TILE: usize = 1024;
+/// Below this many elements a call runs on the calling thread.
+pub const PARALLEL_GRAIN: usize = 1 << 16;
+/// Elements per random stream of a source op; thread splits align to it.
+pub const RNG_BLOCK: usize = 4 * TILE;
+
+/// A forward kernel of arity `N`: one output element from `N` input elements.
+pub trait MapFn<const N: usize>: Sync {
+    /// Computes one element, in the compute type `T`.
+    fn apply<T: Float>(&self, x: [T; N]) -> T;
+}
+
+/// A backward kernel of arity `N`: the gradient of each input at one element.
+///
+/// `y` and the entries of `x` the op's gradient does not read are zero.
+pub trait MapGrad<const N: usize>: Sync {
+    /// Computes the `N` input gradients at one element.
+    fn apply<T: Float>(&self, dy: T, y: T, x: [T; N]) -> [T; N];
+}
+
+/// A source kernel: one output element from the random stream.
+pub trait SourceFn: Sync {
+    /// Computes one element.
+    fn apply<T: Float>(&self, rng: &mut Rng) -> T;
+}
+
+/// A mutable slice that parallel workers carve into disjoint ranges.
+struct DisjointMut<'a, T> {
+    ptr: *mut T,
+    len: usize,
+    _borrow: PhantomData<&'a mut [T]>,
+}
+
+// SAFETY: workers only ever touch disjoint ranges (see `range`), so sharing
+// the handle is like sending each worker its own `&mut [T]`.
+unsafe impl<T: Send> Sync for DisjointMut<'_, T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Send for DisjointMut<'_, T> {}
+
+impl<'a, T> DisjointMut<'a, T> {
+    fn new(s: &'a mut [T]) -> Self {
+        DisjointMut {
+            ptr: s.as_mut_ptr(),
+            len: s.len(),
+            _borrow: PhantomData,
+        }
+    }
+
+    /// # Safety
+    /// No two slices obtained from the same `DisjointMut` may overlap while
+    /// both are alive.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn range(&self, r: Range<usize>) -> &mut [T] {
+        assert!(r.start <= r.end && r.end <= self.len, "range out of bounds");
+        // SAFETY: in bounds (checked above) of a slice borrowed mutably for
+        // 'a; disjointness is the caller's obligation.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(r.start), r.end - r.start) }
+    }
+}
+
+/// Maps output flat indices to the flat indices of a broadcast input.
+#[derive(Clone, Debug)]
+struct Indexer {
+    dims: Vec<usize>,
+    strides: Vec<usize>,
+}
+
+impl Indexer {
+    fn new(input: &Shape, out: &Shape) -> Self {
+        let dims = out.dims().to_vec();
+        let strides = input.broadcast_strides(out);
+        // A 0-d output still has one element.
+        if dims.is_empty() {
+            return Indexer {
+                dims: vec![1],
+                strides: vec![0],
+            };
+        }
+        Indexer { dims, strides }
+    }
+
+    /// Calls `f(j, offset, run, stride)` for runs along the last axis
+    /// covering output indices `start..start + len`; `j` counts from 0.
+    fn for_each_run(&self, start: usize, len: usize, mut f: impl FnMut(usize, usize, usize, usize)) {
+        let nd = self.dims.len();
+        let last = nd - 1;
+        let mut coord = vec![0usize; nd];
+        let mut rem = start;
+        let mut off = 0;
+        for d in (0..nd).rev() {
+            coord[d] = rem % self.dims[d];
+            rem /= self.dims[d];
+            off += coord[d] * self.strides[d];
+        }
+        let (dl, sl) = (self.dims[last], self.strides[last]);
+        let mut j = 0;
+        while j < len {
+            let run = (len - j).min(dl - coord[last]);
+            f(j, off, run, sl);
+            j += run;
+            coord[last] += run;
+            off += run * sl;
+            if coord[last] == dl {
+                off -= dl * sl;
+                coord[last] = 0;
+                for d in (0..last).rev() {
+                    coord[d] += 1;
+                    off += self.strides[d];
+                    if coord[d] < self.dims[d] {
+                        break;
+                    }
+                    off -= self.dims[d] * self.strides[d];
+                    coord[d] = 0;
+                }
+            }
+        }
+    }
+}
+
+/// Where a kernel input comes from.
+enum Src<'a, S> {
+    /// Same shape as the output, its own memory.
+    Contig(&'a [S]),
+    /// Broadcast to the output shape.
+    Bcast(&'a [S], Indexer),
+    /// Exactly the memory of destination `k`: read each tile before writing it.
+    Dst(usize),
+    /// Not needed by the kernel: zeros.
+    Zero,
+}
+
+impl<S: Float> Src<'_, S> {
+    fn load(&self, start: usize, dsts: &[&mut [S]], buf: &mut [S::Compute]) {
+        match self {
+            Src::Contig(data) => {
+                let n = buf.len();
+                for (b, &v) in buf.iter_mut().zip(&data[start..start + n]) {
+                    *b = v.to_compute();
+                }
+            }
+            Src::Bcast(data, idx) => idx.for_each_run(start, buf.len(), |j, off, run, stride| {
+                let dst = &mut buf[j..j + run];
+                if stride == 0 {
+                    dst.fill(data[off].to_compute());
+                } else {
+                    for (t, b) in dst.iter_mut().enumerate() {
+                        *b = data[off + t * stride].to_compute();
+                    }
+                }
+            }),
+            Src::Dst(k) => {
+                for (b, &v) in buf.iter_mut().zip(dsts[*k].iter()) {
+                    *b = v.to_compute();
+                }
+            }
+            Src::Zero => buf.fill(<S::Compute as Float>::zero()),
+        }
+    }
+}
+
+#[inline(always)]
+fn store<S: Float>(dst: &mut [S], res: &[S::Compute], req: OpReqType) {
+    match req {
+        OpReqType::Null => {}
+        OpReqType::WriteTo | OpReqType::WriteInplace => {
+            for (d, &r) in dst.iter_mut().zip(res) {
+                *d = S::from_compute(r);
+            }
+        }
+        OpReqType::AddTo => {
+            for (d, &r) in dst.iter_mut().zip(res) {
+                *d = S::from_compute(d.to_compute() + r);
+            }
+        }
+    }
+}
+
+/// Runs `f` over `0..n`, split into one contiguous chunk per thread when
+/// `n` is large enough; chunk boundaries are multiples of `align`.
+fn for_each_chunk(n: usize, parallel: bool, align: usize, f: impl Fn(Range<usize>) + Sync) {
+    let threads = rayon::current_num_threads();
+    if !parallel || n < PARALLEL_GRAIN || threads < 2 {
+        f(0..n);
+        return;
+    }
+    let chunks = threads.min(n / (PARALLEL_GRAIN / 2)).max(1);
+    let chunk = n.div_ceil(chunks).div_ceil(align) * align;
+    (0..chunks).into_par_iter().for_each(|c| {
+        let start = (c * chunk).min(n);
+        let end = ((c + 1) * chunk).min(n);
+        if start < end {
+            f(start..end);
+        }
+    });
+}
+
+struct Checked<'b> {
+    op: &'static str,
+    dtype: DType,
+    out_shape: Shape,
+    _p: PhantomData<&'b ()>,
+}
+
+fn check_float(op: &'static str, arg: &str, dtype: DType) -> Result<()> {
+    if !dtype.is_float() {
+        return Err(Error::DTypeMismatch {
+            op: op.into(),
+            arg: arg.into(),
+            expected: "a float dtype (float32, float64, float16, bfloat16)".into(),
+            got: dtype,
+        });
+    }
+    Ok(())
+}
+
+fn check_input(
+    c: &Checked<'_>,
+    arg: &str,
+    blob: &TBlob<'_>,
+    broadcast: bool,
+    want_shape: Option<&Shape>,
+) -> Result<()> {
+    if blob.dtype() != c.dtype {
+        return Err(Error::DTypeMismatch {
+            op: c.op.into(),
+            arg: arg.into(),
+            expected: c.dtype.to_string(),
+            got: blob.dtype(),
+        });
+    }
+    let target = want_shape.unwrap_or(&c.out_shape);
+    let ok = if broadcast && want_shape.is_none() {
+        blob.shape().broadcasts_to(target)
+    } else {
+        blob.shape() == target
+    };
+    if !ok {
+        return Err(Error::ShapeMismatch {
+            op: c.op.into(),
+            arg: arg.into(),
+            expected: if broadcast && want_shape.is_none() {
+                format!("a shape that broadcasts to {target}")
+            } else {
+                target.to_string()
+            },
+            got: blob.shape().clone(),
+        });
+    }
+    Ok(())
+}
+
+/// How a source relates to the destinations: `Some(k)` when it is exactly
+/// destination `k`'s memory; an error when it partly overlaps one.
+fn alias_of(
+    op: &'static str,
+    arg: &str,
+    src: &TBlob<'_>,
+    dsts: &[(&str, std::ops::Range<usize>, &Shape, bool)],
+) -> Result<Option<usize>> {
+    let r = src.byte_range();
+    if r.is_empty() {
+        return Ok(None);
+    }
+    for (k, (name, dr, shape, active)) in dsts.iter().enumerate() {
+        if !*active || !overlaps(&r, dr) {
+            continue;
+        }
+        if r == *dr && src.shape() == *shape {
+            return Ok(Some(k));
+        }
+        return Err(Error::Aliasing {
+            op: op.into(),
+            out: (*name).into(),
+            arg: arg.into(),
+        });
+    }
+    Ok(None)
+}
+
+/// Runs a forward [`MapFn`] of arity `N` (1..=3) over `inputs` into `out`.
+///
+/// Inputs must have the output's shape, or broadcast to it when the op's
+/// pattern is [`crate::Pattern::Broadcast`]. An input may be the output's
+/// own buffer (same address and shape).
+pub fn map_forward<K: MapFn<N>, const N: usize>(
+    call: &OpCall<'_>,
+    kernel: &K,
+    inputs: &[TBlob<'_>],
+    out: &mut TBlobMut<'_>,
+    req: OpReqType,
+) -> Result<()> {
+    let op = call.op;
+    op.check_arity(inputs.len())?;
+    if req == OpReqType::Null {
+        return Ok(());
+    }
+    check_float(op.name, "output", out.dtype())?;
+    let c = Checked {
+        op: op.name,
+        dtype: out.dtype(),
+        out_shape: out.shape().clone(),
+        _p: PhantomData,
+    };
+    let broadcast = op.pattern == crate::Pattern::Broadcast;
+    let out_range = out.byte_range();
+    let dst_info = [("output", out_range, &c.out_shape, true)];
+    let mut aliases = [None; N];
+    for (i, x) in inputs.iter().enumerate() {
+        check_input(&c, op.input_name(i), x, broadcast, None)?;
+        aliases[i] = alias_of(op.name, op.input_name(i), x, &dst_info)?;
+    }
+    let n = out.len();
+    let parallel = call.ctx.parallel;
+    dispatch_float!(c.dtype, S => {
+        let srcs: [Src<'_, S>; N] = build_srcs(inputs, &aliases, &c.out_shape)?;
+        let dst = DisjointMut::new(out.as_slice_mut::<S>()?);
+        for_each_chunk(n, parallel, TILE, |range| forward_range(kernel, &srcs, &dst, range, req));
+        Ok(())
+    }, _ => unreachable!("checked float above"))
+}
+
+fn build_srcs<'a, S: Float, const N: usize>(
+    inputs: &[TBlob<'a>],
+    aliases: &[Option<usize>; N],
+    out_shape: &Shape,
+) -> Result<[Src<'a, S>; N]> {
+    let mut srcs: [Src<'a, S>; N] = std::array::from_fn(|_| Src::Zero);
+    for (i, x) in inputs.iter().enumerate() {
+        srcs[i] = source_for(x, aliases[i], out_shape)?;
+    }
+    Ok(srcs)
+}
+
+fn source_for<'a, S: Float>(x: &TBlob<'a>, alias: Option<usize>, out_shape: &Shape) -> Result<Src<'a, S>> {
+    Ok(match alias {
+        Some(k) => Src::Dst(k),
+        None if x.shape() == out_shape => Src::Contig(x.as_slice::<S>()?),
+        None => Src::Bcast(x.as_slice::<S>()?, Indexer::new(x.shape(), out_shape)),
+    })
+}
+
+fn forward_range<S: Float, K: MapFn<N>, const N: usize>(
+    kernel: &K,
+    srcs: &[Src<'_, S>; N],
+    dst: &DisjointMut<'_, S>,
+    range: Range<usize>,
+    req: OpReqType,
+) {
+    let zero = <S::Compute as Float>::zero();
+    let mut bufs = [[zero; TILE]; N];
+    let mut res = [zero; TILE];
+    let mut start = range.start;
+    while start < range.end {
+        let len = TILE.min(range.end - start);
+        // SAFETY: each worker gets a disjoint `range`, and tiles within it
+        // are disjoint and used one at a time.
+        let tile = unsafe { dst.range(start..start + len) };
+        {
+            let dsts = [&mut *tile];
+            for (src, buf) in srcs.iter().zip(bufs.iter_mut()) {
+                src.load(start, &dsts, &mut buf[..len]);
+            }
+        }
+        for (j, r) in res[..len].iter_mut().enumerate() {
+            *r = kernel.apply(std::array::from_fn(|i| bufs[i][j]));
+        }
+        store(tile, &res[..len], req);
+        start += len;
+    }
+}
+
+/// Runs a backward [`MapGrad`] of arity `N`.
+///
+/// `grads[i]` has input `i`'s shape; when that is a broadcast shape the
+/// gradient is summed over the broadcast axes. Sources (`out_grad`,
+/// `output`, inputs) may be exactly the buffer of a gradient (in-place
+/// gradient); partial overlaps are errors.
+pub fn map_backward<K: MapGrad<N>, const N: usize>(
+    call: &OpCall<'_>,
+    kernel: &K,
+    args: &GradArgs<'_>,
+    grads: &mut [TBlobMut<'_>],
+    reqs: &[OpReqType],
+) -> Result<()> {
+    let op = call.op;
+    op.check_arity(grads.len())?;
+    op.check_arity(reqs.len())?;
+    op.check_arity(args.inputs.len())?;
+    if reqs.iter().all(|&r| r == OpReqType::Null) {
+        return Ok(());
+    }
+    check_float(op.name, "out_grad", args.out_grad.dtype())?;
+    let c = Checked {
+        op: op.name,
+        dtype: args.out_grad.dtype(),
+        out_shape: args.out_grad.shape().clone(),
+        _p: PhantomData,
+    };
+    let broadcast = op.pattern == crate::Pattern::Broadcast;
+    let spec = op.gradient.ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
+    let grad_names: Vec<String> = (0..N).map(|i| format!("{}_grad", op.input_name(i))).collect();
+    for (i, g) in grads.iter().enumerate() {
+        if reqs[i] == OpReqType::Null {
+            continue;
+        }
+        check_input(&c, &grad_names[i], &g.as_blob(), broadcast, None)?;
+    }
+    if let Some(y) = &args.output {
+        check_input(&c, "output", y, false, None)?;
+    } else if spec.needs_output {
+        return Err(Error::invalid(op.name, "output", "the gradient reads the forward output"));
+    }
+    for (i, x) in args.inputs.iter().enumerate() {
+        match x {
+            Some(x) => {
+                let want = (reqs[i] != OpReqType::Null).then(|| grads[i].shape().clone());
+                check_input(&c, op.input_name(i), x, broadcast, want.as_ref())?
+            }
+            None if spec.needs_input(i) => {
+                return Err(Error::invalid(
+                    op.name,
+                    op.input_name(i),
+                    "the gradient reads this input",
+                ));
+            }
+            None => {}
+        }
+    }
+    // Destinations: gradients at the output shape are written directly;
+    // broadcast ones go through a temporary and a reduction.
+    let direct: Vec<bool> = (0..N)
+        .map(|i| reqs[i] != OpReqType::Null && grads[i].shape() == &c.out_shape)
+        .collect();
+    let ranges: Vec<Range<usize>> = grads.iter().map(|g| g.byte_range()).collect();
+    for i in 0..N {
+        for j in i + 1..N {
+            let active = reqs[i] != OpReqType::Null && reqs[j] != OpReqType::Null;
+            if active && !ranges[i].is_empty() && overlaps(&ranges[i], &ranges[j]) {
+                return Err(Error::Aliasing {
+                    op: op.name.into(),
+                    out: grad_names[i].clone(),
+                    arg: grad_names[j].clone(),
+                });
+            }
+        }
+    }
+    let dst_info: Vec<(&str, Range<usize>, &Shape, bool)> = (0..N)
+        .map(|i| (grad_names[i].as_str(), ranges[i].clone(), grads[i].shape(), reqs[i] != OpReqType::Null))
+        .collect();
+    // A source that is exactly a reduced destination is read in the map
+    // pass and that destination is written after it: no conflict.
+    let alias = |arg: &str, b: &TBlob<'_>| -> Result<Option<usize>> {
+        Ok(alias_of(op.name, arg, b, &dst_info)?.filter(|&k| direct[k]))
+    };
+    let dy_alias = alias("out_grad", &args.out_grad)?;
+    let y_alias = match &args.output {
+        Some(y) => alias("output", y)?,
+        None => None,
+    };
+    let mut x_alias = [None; N];
+    for (i, x) in args.inputs.iter().enumerate() {
+        if let Some(x) = x {
+            x_alias[i] = alias(op.input_name(i), x)?;
+        }
+    }
+    let n = c.out_shape.size();
+    let parallel = call.ctx.parallel;
+    dispatch_float!(c.dtype, S => {
+        let dy: Src<'_, S> = source_for(&args.out_grad, dy_alias, &c.out_shape)?;
+        let y: Src<'_, S> = match &args.output {
+            Some(b) => source_for(b, y_alias, &c.out_shape)?,
+            None => Src::Zero,
+        };
+        let mut xs: [Src<'_, S>; N] = std::array::from_fn(|_| Src::Zero);
+        for (i, x) in args.inputs.iter().enumerate() {
+            if let Some(x) = x {
+                xs[i] = source_for(x, x_alias[i], &c.out_shape)?;
+            }
+        }
+        type C = <S as Float>::Compute;
+        let mut temps: Vec<Vec<C>> = (0..N)
+            .map(|i| {
+                if reqs[i] != OpReqType::Null && !direct[i] {
+                    vec![<C as Float>::zero(); n]
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect();
+        {
+            let (direct_grads, _) = grads.split_at_mut(N);
+            let mut direct_slices: Vec<Option<DisjointMut<'_, S>>> = Vec::with_capacity(N);
+            for (i, g) in direct_grads.iter_mut().enumerate() {
+                direct_slices.push(if direct[i] { Some(DisjointMut::new(g.as_slice_mut::<S>()?)) } else { None });
+            }
+            let temp_slices: Vec<Option<DisjointMut<'_, C>>> = temps
+                .iter_mut()
+                .map(|t| (!t.is_empty()).then(|| DisjointMut::new(t.as_mut_slice())))
+                .collect();
+            let job = BackwardJob { kernel, dy: &dy, y: &y, xs: &xs, direct: &direct_slices, temps: &temp_slices, reqs };
+            for_each_chunk(n, parallel, TILE, |range| job.run(range));
+        }
+        for i in 0..N {
+            if !temps[i].is_empty() {
+                let in_shape = grads[i].shape().clone();
+                reduce_into::<S>(&temps[i], &c.out_shape, &in_shape, grads[i].as_slice_mut::<S>()?, reqs[i]);
+            }
+        }
+        Ok(())
+    }, _ => unreachable!("checked float above"))
+}
+
+struct BackwardJob<'a, 'b, S: Float, K, const N: usize> {
+    kernel: &'a K,
+    dy: &'a Src<'b, S>,
+    y: &'a Src<'b, S>,
+    xs: &'a [Src<'b, S>; N],
+    direct: &'a [Option<DisjointMut<'b, S>>],
+    temps: &'a [Option<DisjointMut<'b, S::Compute>>],
+    reqs: &'a [OpReqType],
+}
+
+impl<S: Float, K: MapGrad<N>, const N: usize> BackwardJob<'_, '_, S, K, N> {
+    fn run(&self, range: Range<usize>) {
+        let zero = <S::Compute as Float>::zero();
+        let mut dyb = [zero; TILE];
+        let mut yb = [zero; TILE];
+        let mut xb = [[zero; TILE]; N];
+        let mut res = [[zero; TILE]; N];
+        let mut start = range.start;
+        while start < range.end {
+            let len = TILE.min(range.end - start);
+            let tile = start..start + len;
+            // SAFETY: disjoint ranges per worker, disjoint tiles within one,
+            // and distinct destinations never overlap (checked before).
+            let mut tiles: Vec<&mut [S]> = self
+                .direct
+                .iter()
+                .map(|d| match d {
+                    Some(d) => unsafe { d.range(tile.clone()) },
+                    None => &mut [],
+                })
+                .collect();
+            self.dy.load(start, &tiles, &mut dyb[..len]);
+            self.y.load(start, &tiles, &mut yb[..len]);
+            for (x, b) in self.xs.iter().zip(xb.iter_mut()) {
+                x.load(start, &tiles, &mut b[..len]);
+            }
+            for j in 0..len {
+                let g = self.kernel.apply(dyb[j], yb[j], std::array::from_fn(|i| xb[i][j]));
+                for i in 0..N {
+                    res[i][j] = g[i];
+                }
+            }
+            for i in 0..N {
+                if self.direct[i].is_some() {
+                    store(&mut *tiles[i], &res[i][..len], self.reqs[i]);
+                } else if let Some(t) = &self.temps[i] {
+                    // SAFETY: as above; temporaries are per-input buffers.
+                    unsafe { t.range(tile.clone()) }.copy_from_slice(&res[i][..len]);
+                }
+            }
+            tiles.clear();
+            start += len;
+        }
+    }
+}
+
+/// Sums `vals` (at `out_shape`) over the axes where `in_shape` broadcasts,
+/// and writes the result into `dst` honouring `req`. Accumulates in f64.
+fn reduce_into<S: Float>(
+    vals: &[S::Compute],
+    out_shape: &Shape,
+    in_shape: &Shape,
+    dst: &mut [S],
+    req: OpReqType,
+) {
+    let mut acc = vec![0.0f64; dst.len()];
+    Indexer::new(in_shape, out_shape).for_each_run(0, vals.len(), |j, off, run, stride| {
+        if stride == 0 {
+            acc[off] += vals[j..j + run].iter().map(|v| v.to_f64()).sum::<f64>();
+        } else {
+            for t in 0..run {
+                acc[off + t * stride] += vals[j + t].to_f64();
+            }
+        }
+    });
+    for (d, a) in dst.iter_mut().zip(acc) {
+        match req {
+            OpReqType::Null => {}
+            OpReqType::WriteTo | OpReqType::WriteInplace => *d = <S as crate::Element>::from_f64(a),
+            OpReqType::AddTo => *d = <S as crate::Element>::from_f64(d.to_f64() + a),
+        }
+    }
+}
+
+/// Runs a [`SourceFn`] (no inputs) into `out`. The random stream of each
+/// [`RNG_BLOCK`] of the output is fixed by the seed and the block index.
+pub fn source_forward<K: SourceFn>(
+    call: &OpCall<'_>,
+    kernel: &K,
+    out: &mut TBlobMut<'_>,
+    req: OpReqType,
+) -> Result<()> {
+    let op = call.op;
+    if req == OpReqType::Null {
+        return Ok(());
+    }
+    check_float(op.name, "output", out.dtype())?;
+    let seed = call.env.seed_or_draw();
+    let parallel = call.ctx.parallel;
+    dispatch_float!(out.dtype(), S => {
+        fill_blocks::<S>(out.as_slice_mut::<S>()?, seed, parallel, req, |r| kernel.apply(r));
+        Ok(())
+    }, _ => unreachable!("checked float above"))
+}
+
+/// Fills a float blob from `sample`, with the same block streams as
+/// [`source_forward`], so a constructor and a source op agree for one seed.
+pub fn fill_random(
+    out: &mut TBlobMut<'_>,
+    seed: u64,
+    sample: impl Fn(&mut Rng) -> f64 + Sync,
+) -> Result<()> {
+    check_float("random", "dtype", out.dtype())?;
+    dispatch_float!(out.dtype(), S => {
+        fill_blocks::<S>(out.as_slice_mut::<S>()?, seed, true, OpReqType::WriteTo, |r| {
+            <<S as Float>::Compute as Element>::from_f64(sample(r))
+        });
+        Ok(())
+    }, _ => unreachable!("checked float above"))
+}
+
+fn fill_blocks<S: Float>(
+    out: &mut [S],
+    seed: u64,
+    parallel: bool,
+    req: OpReqType,
+    sample: impl Fn(&mut Rng) -> S::Compute + Sync,
+) {
+    let n = out.len();
+    let dst = DisjointMut::new(out);
+    for_each_chunk(n, parallel, RNG_BLOCK, |range| {
+        let mut res = [<S::Compute as Float>::zero(); TILE];
+        let mut block_start = range.start;
+        while block_start < range.end {
+            let block_end = (block_start + RNG_BLOCK).min(range.end);
+            let mut rng = Rng::new(seed, (block_start / RNG_BLOCK) as u64);
+            let mut start = block_start;
+            while start < block_end {
+                let len = TILE.min(block_end - start);
+                for r in &mut res[..len] {
+                    *r = sample(&mut rng);
+                }
+                // SAFETY: disjoint ranges per worker, tiles used one at a time.
+                store(unsafe { dst.range(start..start + len) }, &res[..len], req);
+                start += len;
+            }
+            block_start = block_end;
+        }
+    });
+}

@@ -1,0 +1,326 @@
+//! [`NDArray`]: a shape, a dtype and shared, copy-on-write storage.
+//!
+//! Cloning an `NDArray` is cheap and shares storage. Writes never show
+//! through another handle: an in-place op writes into the buffer only when
+//! this handle is its sole owner, and otherwise replaces the handle.
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::{DType, Element, Error, Result, Shape, TBlob, TBlobMut, dispatch_any};
+
+/// One cache line; storage is a vector of these so it is 64-byte aligned.
+#[derive(Clone, Copy, Pod, Zeroable)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
+/// A zero-initialised, 64-byte aligned byte buffer.
+#[derive(Clone)]
+pub(crate) struct Buffer {
+    lines: Vec<Line>,
+    bytes: usize,
+}
+
+impl Buffer {
+    fn zeroed(bytes: usize) -> Self {
+        Buffer {
+            lines: vec![Line([0; 64]); bytes.div_ceil(64)],
+            bytes,
+        }
+    }
+    fn bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice(&self.lines)[..self.bytes]
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut bytemuck::cast_slice_mut(&mut self.lines)[..self.bytes]
+    }
+}
+
+/// An n-dimensional array on the CPU.
+#[derive(Clone)]
+pub struct NDArray {
+    shape: Shape,
+    dtype: DType,
+    storage: Arc<Buffer>,
+}
+
+impl NDArray {
+    /// An array of zeros.
+    pub fn zeros(shape: impl Into<Shape>, dtype: DType) -> Self {
+        let shape = shape.into();
+        let bytes = shape.size() * dtype.size();
+        NDArray {
+            shape,
+            dtype,
+            storage: Arc::new(Buffer::zeroed(bytes)),
+        }
+    }
+
+    /// An array of ones.
+    pub fn ones(shape: impl Into<Shape>, dtype: DType) -> Self {
+        Self::full(shape, 1.0, dtype)
+    }
+
+    /// An array filled with `value` (converted to `dtype`).
+    pub fn full(shape: impl Into<Shape>, value: f64, dtype: DType) -> Self {
+        let mut a = Self::zeros(shape, dtype);
+        dispatch_any!(dtype, T => {
+            let v = <T as Element>::from_f64(value);
+            a.typed_mut::<T>().fill(v);
+        });
+        a
+    }
+
+    /// Takes ownership of `data` laid out row-major in `shape`.
+    pub fn from_vec<T: Element>(data: Vec<T>, shape: impl Into<Shape>) -> Result<Self> {
+        Self::from_slice(&data, shape)
+    }
+
+    /// Copies `data`, laid out row-major in `shape`.
+    pub fn from_slice<T: Element>(data: &[T], shape: impl Into<Shape>) -> Result<Self> {
+        let shape = shape.into();
+        if data.len() != shape.size() {
+            return Err(Error::ShapeMismatch {
+                op: "NDArray::from_slice".into(),
+                arg: "data".into(),
+                expected: format!("{} elements", shape.size()),
+                got: Shape::new([data.len()]),
+            });
+        }
+        let mut a = Self::zeros(shape, T::DTYPE);
+        a.typed_mut::<T>().copy_from_slice(data);
+        Ok(a)
+    }
+
+    /// Converts `data` (f64) to `dtype`, laid out in `shape`.
+    pub fn from_f64(data: &[f64], shape: impl Into<Shape>, dtype: DType) -> Result<Self> {
+        let a = Self::from_slice(data, shape)?;
+        Ok(a.astype(dtype))
+    }
+
+    /// `start, start + step, ...` up to but excluding `stop`, as NumPy.
+    pub fn arange(start: f64, stop: f64, step: f64, dtype: DType) -> Result<Self> {
+        if step == 0.0 || !step.is_finite() || !start.is_finite() || !stop.is_finite() {
+            return Err(Error::invalid(
+                "NDArray::arange",
+                "step",
+                format!("expected a finite non-zero step and finite bounds, got start {start}, stop {stop}, step {step}"),
+            ));
+        }
+        let n = ((stop - start) / step).ceil().max(0.0) as usize;
+        let values: Vec<f64> = (0..n).map(|i| start + i as f64 * step).collect();
+        Self::from_f64(&values, [n], dtype)
+    }
+
+    /// Uniform samples in `[low, high)`, reproducible for a given `seed`.
+    ///
+    /// Matches the op `_random_uniform` called with the same seed.
+    pub fn random_uniform(shape: impl Into<Shape>, low: f64, high: f64, dtype: DType, seed: u64) -> Result<Self> {
+        let mut a = Self::zeros(shape, dtype);
+        crate::kernel::fill_random(&mut a.blob_mut(), seed, move |r| low + (high - low) * r.uniform())?;
+        Ok(a)
+    }
+
+    /// Normal samples with mean `loc` and standard deviation `scale`.
+    pub fn random_normal(shape: impl Into<Shape>, loc: f64, scale: f64, dtype: DType, seed: u64) -> Result<Self> {
+        let mut a = Self::zeros(shape, dtype);
+        crate::kernel::fill_random(&mut a.blob_mut(), seed, move |r| loc + scale * r.normal())?;
+        Ok(a)
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    /// Number of elements.
+    pub fn size(&self) -> usize {
+        self.shape.size()
+    }
+    /// Number of dimensions.
+    pub fn ndim(&self) -> usize {
+        self.shape.ndim()
+    }
+    /// Whether another handle shares this array's storage.
+    pub fn is_shared(&self) -> bool {
+        Arc::strong_count(&self.storage) > 1 || Arc::weak_count(&self.storage) > 0
+    }
+    /// Whether two arrays share storage.
+    pub fn shares_storage_with(&self, other: &NDArray) -> bool {
+        Arc::ptr_eq(&self.storage, &other.storage)
+    }
+
+    /// The elements; errors when `T` is not the dtype.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        Ok(self.as_slice::<T>()?.to_vec())
+    }
+
+    /// The elements converted to f64, whatever the dtype.
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        dispatch_any!(self.dtype, T => self.typed::<T>().iter().map(|v| v.to_f64()).collect())
+    }
+
+    /// Borrows the elements; errors when `T` is not the dtype.
+    pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
+        if T::DTYPE != self.dtype {
+            return Err(Error::DTypeMismatch {
+                op: "NDArray::as_slice".into(),
+                arg: "T".into(),
+                expected: self.dtype.to_string(),
+                got: T::DTYPE,
+            });
+        }
+        Ok(self.typed::<T>())
+    }
+
+    /// Mutably borrows the elements, copying first if the storage is shared.
+    pub fn as_slice_mut<T: Element>(&mut self) -> Result<&mut [T]> {
+        if T::DTYPE != self.dtype {
+            return Err(Error::DTypeMismatch {
+                op: "NDArray::as_slice_mut".into(),
+                arg: "T".into(),
+                expected: self.dtype.to_string(),
+                got: T::DTYPE,
+            });
+        }
+        Ok(self.typed_mut::<T>())
+    }
+
+    /// The same data under a new shape of the same size; shares storage.
+    pub fn reshape(&self, shape: impl Into<Shape>) -> Result<NDArray> {
+        let shape = shape.into();
+        if shape.size() != self.size() {
+            return Err(Error::ShapeMismatch {
+                op: "reshape".into(),
+                arg: "shape".into(),
+                expected: format!("a shape with {} elements", self.size()),
+                got: shape,
+            });
+        }
+        Ok(NDArray {
+            shape,
+            ..self.clone()
+        })
+    }
+
+    /// A copy converted to `dtype` (round to nearest; saturating for integers).
+    pub fn astype(&self, dtype: DType) -> NDArray {
+        if dtype == self.dtype {
+            return self.clone();
+        }
+        let values = self.to_f64_vec();
+        let mut out = NDArray::zeros(self.shape.clone(), dtype);
+        dispatch_any!(dtype, T => {
+            for (o, v) in out.typed_mut::<T>().iter_mut().zip(values) {
+                *o = <T as Element>::from_f64(v);
+            }
+        });
+        out
+    }
+
+    /// A copy with storage of its own.
+    pub fn deep_copy(&self) -> NDArray {
+        NDArray {
+            storage: Arc::new((*self.storage).clone()),
+            ..self.clone()
+        }
+    }
+
+    /// A read-only blob view.
+    pub fn blob(&self) -> TBlob<'_> {
+        // SAFETY: the buffer is 64-byte aligned, holds `size()` elements of
+        // `dtype`, and `&self` keeps it alive and unwritten for the borrow.
+        unsafe { TBlob::from_raw(self.storage.bytes().as_ptr(), self.dtype, self.shape.clone()) }
+    }
+
+    /// A writable blob view; copies first if the storage is shared.
+    pub fn blob_mut(&mut self) -> TBlobMut<'_> {
+        let dtype = self.dtype;
+        let shape = self.shape.clone();
+        let bytes = Arc::make_mut(&mut self.storage).bytes_mut();
+        // SAFETY: `make_mut` made this handle the sole owner, `&mut self`
+        // gives exclusive access for the borrow, and the buffer is aligned
+        // and sized for `shape` elements of `dtype`.
+        unsafe { TBlobMut::from_raw(bytes.as_mut_ptr(), dtype, shape) }
+    }
+
+    /// Makes the storage unique without copying old contents (they are
+    /// about to be overwritten).
+    pub(crate) fn make_unique_for_overwrite(&mut self) {
+        if self.is_shared() {
+            *self = NDArray::zeros(self.shape.clone(), self.dtype);
+        }
+    }
+
+    /// When this handle is the storage's sole owner, a pointer to it for
+    /// in-place kernels.
+    pub(crate) fn unique_ptr(&mut self) -> Option<*mut u8> {
+        Arc::get_mut(&mut self.storage).map(|b| b.bytes_mut().as_mut_ptr())
+    }
+
+    fn typed<T: Element>(&self) -> &[T] {
+        bytemuck::cast_slice(self.storage.bytes())
+    }
+    fn typed_mut<T: Element>(&mut self) -> &mut [T] {
+        bytemuck::cast_slice_mut(Arc::make_mut(&mut self.storage).bytes_mut())
+    }
+}
+
+impl fmt::Debug for NDArray {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let values = self.to_f64_vec();
+        let shown: Vec<f64> = values.iter().copied().take(16).collect();
+        write!(f, "NDArray({}, {}, {:?}{})", self.shape, self.dtype, shown, if values.len() > 16 { " ..." } else { "" })
+    }
+}
+
+impl PartialEq for NDArray {
+    /// Same shape, dtype and elements (NaN ≠ NaN, as IEEE).
+    fn eq(&self, other: &Self) -> bool {
+        self.shape == other.shape && self.dtype == other.dtype && self.to_f64_vec() == other.to_f64_vec()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constructors() {
+        let a = NDArray::arange(0.0, 5.0, 1.0, DType::F32).unwrap();
+        assert_eq!(a.to_vec::<f32>().unwrap(), vec![0.0, 1.0, 2.0, 3.0, 4.0]);
+        let b = NDArray::full([2, 2], 1.5, DType::BF16);
+        assert_eq!(b.to_f64_vec(), vec![1.5; 4]);
+        assert!(NDArray::from_vec(vec![1.0f32; 3], [2, 2]).is_err());
+        assert!(NDArray::arange(0.0, 1.0, 0.0, DType::F32).is_err());
+        let r = a.reshape([5, 1]).unwrap();
+        assert!(r.shares_storage_with(&a));
+        assert!(a.reshape([2, 2]).is_err());
+        assert!(a.to_vec::<f64>().is_err());
+    }
+
+    #[test]
+    fn storage_is_aligned_and_copy_on_write() {
+        let mut a = NDArray::zeros([3], DType::F64);
+        assert_eq!(a.blob().as_ptr() as usize % 64, 0);
+        let b = a.clone();
+        a.as_slice_mut::<f64>().unwrap()[0] = 1.0;
+        assert_eq!(b.to_vec::<f64>().unwrap(), vec![0.0; 3]);
+        assert_eq!(a.to_vec::<f64>().unwrap(), vec![1.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn random_is_seeded() {
+        let a = NDArray::random_uniform([100], -1.0, 1.0, DType::F32, 3).unwrap();
+        let b = NDArray::random_uniform([100], -1.0, 1.0, DType::F32, 3).unwrap();
+        let c = NDArray::random_uniform([100], -1.0, 1.0, DType::F32, 4).unwrap();
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert!(a.to_f64_vec().iter().all(|v| (-1.0..1.0).contains(v)));
+    }
+}

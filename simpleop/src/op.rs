@@ -1,0 +1,428 @@
+//! What an op is, as data: [`OpDef`] holds everything the executors need to
+//! know about an op except its kernels, which are registered per device
+//! (see [`crate::registry`]).
+
+use std::fmt;
+
+use crate::{Attrs, DType, EnvArguments, Error, OpReqType, Result, RunContext, Shape, TBlob, TBlobMut};
+
+/// How an op's output relates to its inputs, for fusion (TVM's op patterns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Pattern {
+    /// Output element i depends on input element i only.
+    Elementwise,
+    /// Elementwise after NumPy broadcasting of the inputs.
+    Broadcast,
+    /// Each output element reads one input element (reshape, transpose, slice).
+    Injective,
+    /// Reduces along axes (sum, max).
+    Reduction,
+    /// Complex, but an elementwise op can be fused onto its output (dot).
+    OutElemwiseFusable,
+    /// Cannot be fused.
+    Opaque,
+}
+
+impl Pattern {
+    /// The lowercase name used in attributes and listings.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pattern::Elementwise => "elementwise",
+            Pattern::Broadcast => "broadcast",
+            Pattern::Injective => "injective",
+            Pattern::Reduction => "reduction",
+            Pattern::OutElemwiseFusable => "out_elemwise_fusable",
+            Pattern::Opaque => "opaque",
+        }
+    }
+}
+
+/// Which input a forward pass may overwrite with its output (seed names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ForwardInplace {
+    /// Unary: the output may be written over the input.
+    InOut,
+    /// Binary or ternary: the output may be written over the first input.
+    LhsOut,
+}
+
+/// Which input gradient may be written over the output gradient (seed names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GradInplace {
+    /// Unary: the input gradient may be written over the output gradient.
+    OutIn,
+    /// Binary or ternary: the first input's gradient may be written over it.
+    OutLhs,
+}
+
+/// The in-place options an op declares.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct InplaceOptions {
+    /// Forward in place over input 0.
+    pub forward: Option<ForwardInplace>,
+    /// Gradient of input 0 in place over the output gradient.
+    pub gradient: Option<GradInplace>,
+}
+
+/// The seed's gradient kinds: what backward reads besides the output gradient.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GradKind {
+    /// The output gradient only.
+    T0,
+    /// The output gradient and the output value.
+    T1,
+    /// The output gradient and (some of) the inputs, maybe also the output.
+    T2,
+}
+
+/// What an op's gradient needs kept alive from the forward pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GradSpec {
+    /// Backward reads the forward output.
+    pub needs_output: bool,
+    /// Bit `i` set: backward reads input `i`.
+    pub needs_inputs: u32,
+}
+
+impl GradSpec {
+    /// The seed's kind.
+    pub fn kind(&self) -> GradKind {
+        if self.needs_inputs != 0 {
+            GradKind::T2
+        } else if self.needs_output {
+            GradKind::T1
+        } else {
+            GradKind::T0
+        }
+    }
+    /// Whether backward reads input `i`.
+    pub fn needs_input(&self, i: usize) -> bool {
+        i < 32 && self.needs_inputs & (1 << i) != 0
+    }
+}
+
+/// How an op takes non-array arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamKind {
+    /// None.
+    None,
+    /// One scalar, attribute `scalar`.
+    Scalar,
+    /// A serde struct.
+    Kwargs {
+        /// The struct's Rust type name.
+        type_name: &'static str,
+        /// Its field names (the accepted keys).
+        fields: fn() -> &'static [&'static str],
+    },
+}
+
+/// Which form the op was written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpForm {
+    /// Scalar kernels, run over arrays by the framework.
+    Elementwise,
+    /// Whole-blob kernels with a shape function.
+    Blob,
+}
+
+/// The resources an op requested.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Resources {
+    /// A seeded random generator.
+    pub rng: bool,
+    /// Temporary space.
+    pub temp: bool,
+}
+
+/// Parses string attributes into [`EnvArguments`].
+pub type ParseFn = fn(&OpDef, &Attrs) -> Result<EnvArguments>;
+/// Writes [`EnvArguments`] back as string attributes.
+pub type AttrsFn = fn(&OpDef, &EnvArguments) -> Result<Attrs>;
+/// Infers the output shape from the input shapes.
+pub type ShapeFn = fn(&OpDef, &[Shape], &EnvArguments) -> Result<Shape>;
+/// Infers the output dtype from the input dtypes.
+pub type DTypeFn = fn(&OpDef, &[DType], &EnvArguments) -> Result<DType>;
+
+/// One op call as a kernel sees it.
+#[derive(Clone, Copy)]
+pub struct OpCall<'a> {
+    /// The op.
+    pub op: &'static OpDef,
+    /// Its scalar, kwargs and resources.
+    pub env: &'a EnvArguments,
+    /// Where it runs.
+    pub ctx: &'a RunContext,
+}
+
+/// What a backward kernel reads. Only what [`GradSpec`] asked for is present.
+pub struct GradArgs<'a> {
+    /// The gradient of the output.
+    pub out_grad: TBlob<'a>,
+    /// The forward output, when the gradient needs it.
+    pub output: Option<TBlob<'a>>,
+    /// The forward inputs, each present when the gradient needs it.
+    pub inputs: Vec<Option<TBlob<'a>>>,
+}
+
+/// A forward kernel: computes the output from the inputs, honouring `req`.
+pub type ForwardFn = fn(&OpCall<'_>, &[TBlob<'_>], &mut TBlobMut<'_>, OpReqType) -> Result<()>;
+/// A backward kernel: computes one gradient per input, honouring each `req`.
+pub type BackwardFn =
+    fn(&OpCall<'_>, &GradArgs<'_>, &mut [TBlobMut<'_>], &[OpReqType]) -> Result<()>;
+
+/// Everything known about an op except its kernels.
+///
+/// The `#[simple_op]` attribute builds one of these per op as a `static OP`
+/// inside the op's module.
+pub struct OpDef {
+    /// The registered name (MXNet's name for standard ops).
+    pub name: &'static str,
+    /// The doc comment.
+    pub description: &'static str,
+    /// Where the op is defined (`file:line`), for duplicate-name errors.
+    pub location: &'static str,
+    /// The names of the inputs, in order.
+    pub inputs: &'static [&'static str],
+    /// Scalar, kwargs or nothing.
+    pub params: ParamKind,
+    /// Elementwise or blob form.
+    pub form: OpForm,
+    /// The fusion pattern.
+    pub pattern: Pattern,
+    /// Declared in-place options.
+    pub inplace: InplaceOptions,
+    /// The gradient's needs; `None` when the op has no gradient.
+    pub gradient: Option<GradSpec>,
+    /// Requested resources.
+    pub resources: Resources,
+    /// String attributes to [`EnvArguments`].
+    pub parse: ParseFn,
+    /// [`EnvArguments`] back to string attributes.
+    pub to_attrs: AttrsFn,
+    /// Shape inference.
+    pub infer_shape: ShapeFn,
+    /// Dtype inference.
+    pub infer_dtype: DTypeFn,
+}
+
+impl fmt::Debug for OpDef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpDef")
+            .field("name", &self.name)
+            .field("inputs", &self.inputs)
+            .field("params", &self.params)
+            .field("form", &self.form)
+            .field("pattern", &self.pattern)
+            .field("inplace", &self.inplace)
+            .field("gradient", &self.gradient)
+            .field("resources", &self.resources)
+            .finish()
+    }
+}
+
+impl OpDef {
+    /// Number of array inputs.
+    pub fn num_inputs(&self) -> usize {
+        self.inputs.len()
+    }
+
+    /// Checks the number of inputs.
+    pub fn check_arity(&self, got: usize) -> Result<()> {
+        if got != self.num_inputs() {
+            return Err(Error::Arity {
+                op: self.name.into(),
+                expected: self.num_inputs(),
+                got,
+            });
+        }
+        Ok(())
+    }
+
+    /// The name of input `i`, for messages.
+    pub fn input_name(&self, i: usize) -> &'static str {
+        self.inputs.get(i).copied().unwrap_or("input")
+    }
+
+    /// A one-paragraph summary for listings: arity, params, gradient kind,
+    /// in-place options, pattern.
+    pub fn signature(&self) -> String {
+        let params = match self.params {
+            ParamKind::None => "no params".to_string(),
+            ParamKind::Scalar => "scalar".to_string(),
+            ParamKind::Kwargs { type_name, fields } => {
+                format!("kwargs {type_name} {{{}}}", fields().join(", "))
+            }
+        };
+        let grad = match self.gradient {
+            None => "no gradient".to_string(),
+            Some(g) => format!("gradient {:?}", g.kind()),
+        };
+        let mut inplace = Vec::new();
+        if let Some(f) = self.inplace.forward {
+            inplace.push(format!("{f:?}"));
+        }
+        if let Some(g) = self.inplace.gradient {
+            inplace.push(format!("{g:?}"));
+        }
+        let inplace = if inplace.is_empty() {
+            "no inplace".to_string()
+        } else {
+            format!("inplace {}", inplace.join("+"))
+        };
+        format!(
+            "{}({}) -> out; {params}; {grad}; {inplace}; pattern {}",
+            self.name,
+            self.inputs.join(", "),
+            self.pattern.name()
+        )
+    }
+}
+
+/// Default attribute parser: accepts exactly what [`OpDef::params`] says.
+/// Used by generated code for scalar and no-param ops.
+pub fn parse_scalar_or_none(op: &OpDef, attrs: &Attrs) -> Result<EnvArguments> {
+    let mut scalar = None;
+    for (k, v) in attrs.arguments() {
+        match (op.params, k) {
+            (ParamKind::Scalar, "scalar") => {
+                scalar = Some(crate::attrs::parse_f64(v).ok_or_else(|| Error::BadKwarg {
+                    op: op.name.into(),
+                    arg: "scalar".into(),
+                    reason: format!("expected a number, got `{v}`"),
+                })?)
+            }
+            (ParamKind::None, "scalar") => {
+                return Err(Error::UnexpectedScalar {
+                    op: op.name.into(),
+                    takes: "no arguments".into(),
+                });
+            }
+            _ => {
+                return Err(Error::BadKwarg {
+                    op: op.name.into(),
+                    arg: k.into(),
+                    reason: match op.params {
+                        ParamKind::Scalar => "unknown argument; expected `scalar`".into(),
+                        _ => "unknown argument; this op takes no arguments".into(),
+                    },
+                });
+            }
+        }
+    }
+    match (op.params, scalar) {
+        (ParamKind::Scalar, None) => Err(Error::MissingScalar { op: op.name.into() }),
+        (_, Some(s)) => Ok(EnvArguments::scalar(s)),
+        _ => Ok(EnvArguments::none()),
+    }
+}
+
+/// Attribute parser of kwargs ops: a `scalar` attribute is reported as
+/// unexpected, everything else goes to [`crate::attrs::parse_kwargs`].
+pub fn parse_kwargs_env<P>(op: &OpDef, attrs: &Attrs) -> Result<EnvArguments>
+where
+    P: serde::de::DeserializeOwned + Send + Sync + 'static,
+{
+    if attrs.get("scalar").is_some() {
+        return Err(Error::UnexpectedScalar {
+            op: op.name.into(),
+            takes: "keyword arguments".into(),
+        });
+    }
+    Ok(EnvArguments::kwargs(crate::attrs::parse_kwargs::<P>(op.name, attrs)?))
+}
+
+/// Attribute writer of kwargs ops.
+pub fn kwargs_to_attrs<P: serde::Serialize + 'static>(op: &OpDef, env: &EnvArguments) -> Result<Attrs> {
+    crate::attrs::to_attrs(op.name, env.require_kwargs::<P>(op.name)?)
+}
+
+/// Default attribute writer for scalar and no-param ops.
+pub fn scalar_to_attrs(op: &OpDef, env: &EnvArguments) -> Result<Attrs> {
+    Ok(match op.params {
+        ParamKind::Scalar => Attrs::new().with("scalar", env.require_scalar(op.name)?),
+        _ => Attrs::new(),
+    })
+}
+
+/// Shape rule of same-shape elementwise ops: every input has one shape.
+pub fn same_shape(op: &OpDef, inputs: &[Shape], _env: &EnvArguments) -> Result<Shape> {
+    op.check_arity(inputs.len())?;
+    let first = inputs.first().ok_or_else(|| {
+        Error::invalid(op.name, "inputs", "an op without inputs needs a shape function")
+    })?;
+    for (i, s) in inputs.iter().enumerate().skip(1) {
+        if s != first {
+            return Err(Error::ShapeMismatch {
+                op: op.name.into(),
+                arg: op.input_name(i).into(),
+                expected: format!("{first} (the shape of `{}`)", op.input_name(0)),
+                got: s.clone(),
+            });
+        }
+    }
+    Ok(first.clone())
+}
+
+/// Shape rule of broadcasting ops: NumPy broadcasting of all inputs.
+pub fn broadcast_shape(op: &OpDef, inputs: &[Shape], _env: &EnvArguments) -> Result<Shape> {
+    op.check_arity(inputs.len())?;
+    let mut out = inputs.first().cloned().unwrap_or_default();
+    for (i, s) in inputs.iter().enumerate().skip(1) {
+        out = out.broadcast(s).ok_or_else(|| Error::ShapeMismatch {
+            op: op.name.into(),
+            arg: op.input_name(i).into(),
+            expected: format!("a shape that broadcasts with {out}"),
+            got: s.clone(),
+        })?;
+    }
+    Ok(out)
+}
+
+/// Dtype rule of most ops: every input has one float dtype, and so does the output.
+pub fn same_float_dtype(op: &OpDef, inputs: &[DType], _env: &EnvArguments) -> Result<DType> {
+    op.check_arity(inputs.len())?;
+    let Some(&first) = inputs.first() else {
+        return Ok(DType::F32);
+    };
+    for (i, &d) in inputs.iter().enumerate() {
+        if !d.is_float() {
+            return Err(Error::DTypeMismatch {
+                op: op.name.into(),
+                arg: op.input_name(i).into(),
+                expected: "a float dtype (float32, float64, float16, bfloat16)".into(),
+                got: d,
+            });
+        }
+        if d != first {
+            return Err(Error::DTypeMismatch {
+                op: op.name.into(),
+                arg: op.input_name(i).into(),
+                expected: format!("{first} (the dtype of `{}`)", op.input_name(0)),
+                got: d,
+            });
+        }
+    }
+    Ok(first)
+}
+
+/// Checks that a blob has the shape and dtype inference gave, naming the argument.
+pub fn check_blob(op: &OpDef, arg: &str, shape: &Shape, dtype: DType, want_shape: &Shape, want_dtype: DType) -> Result<()> {
+    if dtype != want_dtype {
+        return Err(Error::DTypeMismatch {
+            op: op.name.into(),
+            arg: arg.into(),
+            expected: want_dtype.to_string(),
+            got: dtype,
+        });
+    }
+    if shape != want_shape {
+        return Err(Error::ShapeMismatch {
+            op: op.name.into(),
+            arg: arg.into(),
+            expected: want_shape.to_string(),
+            got: shape.clone(),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,206 @@
+//! The op registry: an explicit value mapping names to [`OpDef`]s and their
+//! per-device kernels.
+//!
+//! `#[simple_op]` submits an [`OpRegistration`] and a [`KernelRegistration`]
+//! through `inventory`; [`Registry::global`] collects them once. A backend
+//! crate adds a device by submitting more `KernelRegistration`s for existing
+//! op names, without touching any op.
+//!
+//! # Making sure an ops crate is linked
+//! Registration happens at link time, so a crate whose ops are only ever
+//! called *by name* must still be linked into the final binary. Rust drops
+//! dependencies that are never referenced. Reference the crate once, for
+//! example with `simpleop_ops::link();` at the start of `main`, or by
+//! calling [`crate::link_ops!`] in your own op crate to give it the same
+//! `link()` function.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use crate::{BackwardFn, Device, Error, ForwardFn, OpDef, Result};
+
+/// One op submitted to the global registry.
+pub struct OpRegistration(pub &'static OpDef);
+
+/// The kernels of one op on one device.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelRegistration {
+    /// The op's registered name.
+    pub op: &'static str,
+    /// The device these kernels run on.
+    pub device: Device,
+    /// The forward kernel.
+    pub forward: ForwardFn,
+    /// The backward kernel, when the op has a gradient.
+    pub backward: Option<BackwardFn>,
+    /// Where the kernels were registered (`file:line`).
+    pub location: &'static str,
+}
+
+inventory::collect!(OpRegistration);
+inventory::collect!(KernelRegistration);
+
+/// A registered op: its definition and its kernels by device.
+#[derive(Debug)]
+pub struct RegisteredOp {
+    /// The definition.
+    pub def: &'static OpDef,
+    kernels: BTreeMap<Device, KernelRegistration>,
+}
+
+impl RegisteredOp {
+    /// The kernels for `device`.
+    pub fn kernels(&self, device: Device) -> Result<&KernelRegistration> {
+        self.kernels.get(&device).ok_or_else(|| Error::NoKernel {
+            op: self.def.name.into(),
+            device: device.name().into(),
+        })
+    }
+    /// The devices this op has kernels for.
+    pub fn devices(&self) -> impl Iterator<Item = Device> + '_ {
+        self.kernels.keys().copied()
+    }
+}
+
+/// A set of ops by name, iterated in sorted order.
+#[derive(Debug, Default)]
+pub struct Registry {
+    ops: BTreeMap<&'static str, RegisteredOp>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Registry::default()
+    }
+
+    /// Everything submitted with `inventory` in the linked crates.
+    pub fn from_inventory() -> Result<Self> {
+        let mut r = Registry::new();
+        for OpRegistration(def) in inventory::iter::<OpRegistration> {
+            r.register(def)?;
+        }
+        for k in inventory::iter::<KernelRegistration> {
+            r.register_kernel(*k)?;
+        }
+        Ok(r)
+    }
+
+    /// The process-wide registry, built from `inventory` on first use.
+    ///
+    /// Errors (every time) when two linked crates define the same op name.
+    pub fn global() -> Result<&'static Registry> {
+        static GLOBAL: OnceLock<Result<Registry>> = OnceLock::new();
+        GLOBAL
+            .get_or_init(Registry::from_inventory)
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Adds an op; errors naming both definitions when the name is taken.
+    pub fn register(&mut self, def: &'static OpDef) -> Result<()> {
+        if let Some(prev) = self.ops.get(def.name) {
+            if std::ptr::eq(prev.def, def) {
+                return Ok(());
+            }
+            return Err(Error::DuplicateOp {
+                op: def.name.into(),
+                first: prev.def.location.into(),
+                second: def.location.into(),
+            });
+        }
+        self.ops.insert(
+            def.name,
+            RegisteredOp {
+                def,
+                kernels: BTreeMap::new(),
+            },
+        );
+        Ok(())
+    }
+
+    /// Adds kernels for a registered op on one device.
+    pub fn register_kernel(&mut self, k: KernelRegistration) -> Result<()> {
+        let suggestions = self.suggest(k.op);
+        let entry = self.ops.get_mut(k.op).ok_or(Error::UnknownOp {
+            name: k.op.into(),
+            suggestions,
+        })?;
+        if let Some(prev) = entry.kernels.get(&k.device) {
+            return Err(Error::DuplicateOp {
+                op: format!("{} ({} kernels)", k.op, k.device.name()),
+                first: prev.location.into(),
+                second: k.location.into(),
+            });
+        }
+        if k.backward.is_none() && entry.def.gradient.is_some() {
+            return Err(Error::invalid(
+                k.op,
+                "backward",
+                "the op declares a gradient but its kernels have none",
+            ));
+        }
+        entry.kernels.insert(k.device, k);
+        Ok(())
+    }
+
+    /// Looks an op up; an unknown name errors with close names suggested.
+    pub fn get(&self, name: &str) -> Result<&RegisteredOp> {
+        self.ops.get(name).ok_or_else(|| Error::UnknownOp {
+            name: name.into(),
+            suggestions: self.suggest(name),
+        })
+    }
+
+    /// Whether an op of that name exists.
+    pub fn contains(&self, name: &str) -> bool {
+        self.ops.contains_key(name)
+    }
+
+    /// All ops, sorted by name.
+    pub fn iter(&self) -> impl Iterator<Item = &RegisteredOp> {
+        self.ops.values()
+    }
+
+    /// Number of ops.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Up to three registered names close to `name`.
+    pub fn suggest(&self, name: &str) -> Vec<String> {
+        let mut scored: Vec<(f64, &str)> = self
+            .ops
+            .keys()
+            .map(|k| (strsim::jaro_winkler(name, k), *k))
+            .filter(|(s, _)| *s > 0.8)
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+        scored.into_iter().take(3).map(|(_, k)| k.to_string()).collect()
+    }
+}
+
+/// Gives an op crate a `pub fn link()` that forces it into the final binary.
+///
+/// Rust links a dependency only when something references it, and ops that
+/// are only called by name are never referenced. Put `simpleop::link_ops!();`
+/// at the root of the op crate and call `your_crate::link()` once from the
+/// binary.
+#[macro_export]
+macro_rules! link_ops {
+    () => {
+        /// Forces this crate, and with it every op it registers, to be linked.
+        ///
+        /// Call it once (for example first thing in `main`) when the crate's
+        /// ops are only ever used by name.
+        #[inline(never)]
+        pub fn link() {
+            ::std::hint::black_box(module_path!());
+        }
+    };
+}

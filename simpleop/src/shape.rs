@@ -1,0 +1,162 @@
+//! [`Shape`] and NumPy broadcasting.
+
+use std::fmt;
+
+/// The dimensions of an array, row-major. A scalar has no dimensions.
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
+pub struct Shape(Vec<usize>);
+
+impl Shape {
+    /// A shape from its dimensions.
+    pub fn new(dims: impl Into<Vec<usize>>) -> Self {
+        Shape(dims.into())
+    }
+
+    /// The 0-d shape.
+    pub fn scalar() -> Self {
+        Shape(Vec::new())
+    }
+
+    /// The dimensions.
+    pub fn dims(&self) -> &[usize] {
+        &self.0
+    }
+
+    /// Number of dimensions.
+    pub fn ndim(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Number of elements (1 for a scalar).
+    pub fn size(&self) -> usize {
+        self.0.iter().product()
+    }
+
+    /// Row-major strides in elements.
+    pub fn strides(&self) -> Vec<usize> {
+        let mut strides = vec![1; self.0.len()];
+        for i in (0..self.0.len().saturating_sub(1)).rev() {
+            strides[i] = strides[i + 1] * self.0[i + 1];
+        }
+        strides
+    }
+
+    /// The NumPy broadcast of two shapes, or `None` when they are incompatible.
+    pub fn broadcast(&self, other: &Shape) -> Option<Shape> {
+        let n = self.ndim().max(other.ndim());
+        let mut dims = vec![0; n];
+        for (i, d) in dims.iter_mut().enumerate() {
+            let a = self.dim_from_right(n - 1 - i);
+            let b = other.dim_from_right(n - 1 - i);
+            *d = match (a, b) {
+                (a, b) if a == b => a,
+                (1, b) => b,
+                (a, 1) => a,
+                _ => return None,
+            };
+        }
+        Some(Shape(dims))
+    }
+
+    /// Whether this shape broadcasts to `target` without changing `target`.
+    pub fn broadcasts_to(&self, target: &Shape) -> bool {
+        self.broadcast(target).as_ref() == Some(target)
+    }
+
+    /// Strides for reading this shape as if it were broadcast to `target`
+    /// (0 on broadcast axes), one per axis of `target`. The caller has
+    /// checked [`Shape::broadcasts_to`].
+    pub fn broadcast_strides(&self, target: &Shape) -> Vec<usize> {
+        let own = self.strides();
+        let offset = target.ndim() - self.ndim();
+        (0..target.ndim())
+            .map(|i| {
+                if i < offset || self.0[i - offset] == 1 {
+                    0
+                } else {
+                    own[i - offset]
+                }
+            })
+            .collect()
+    }
+
+    fn dim_from_right(&self, i: usize) -> usize {
+        if i < self.0.len() {
+            self.0[self.0.len() - 1 - i]
+        } else {
+            1
+        }
+    }
+}
+
+impl fmt::Debug for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for Shape {
+    /// MXNet's tuple form: `(2, 3)`, `(5,)`, `()`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.as_slice() {
+            [d] => write!(f, "({d},)"),
+            dims => {
+                f.write_str("(")?;
+                for (i, d) in dims.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{d}")?;
+                }
+                f.write_str(")")
+            }
+        }
+    }
+}
+
+impl From<Vec<usize>> for Shape {
+    fn from(v: Vec<usize>) -> Self {
+        Shape(v)
+    }
+}
+impl From<&[usize]> for Shape {
+    fn from(v: &[usize]) -> Self {
+        Shape(v.to_vec())
+    }
+}
+impl<const N: usize> From<[usize; N]> for Shape {
+    fn from(v: [usize; N]) -> Self {
+        Shape(v.to_vec())
+    }
+}
+impl From<&Shape> for Shape {
+    fn from(v: &Shape) -> Self {
+        v.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcasting_follows_numpy() {
+        let s = |d: &[usize]| Shape::from(d);
+        assert_eq!(s(&[2, 3, 4]).broadcast(&s(&[1, 3, 1])), Some(s(&[2, 3, 4])));
+        assert_eq!(s(&[3, 1]).broadcast(&s(&[1, 5])), Some(s(&[3, 5])));
+        assert_eq!(s(&[4]).broadcast(&s(&[2, 4])), Some(s(&[2, 4])));
+        assert_eq!(s(&[]).broadcast(&s(&[2])), Some(s(&[2])));
+        assert_eq!(s(&[3]).broadcast(&s(&[4])), None);
+        assert!(s(&[1, 3]).broadcasts_to(&s(&[2, 3])));
+        assert!(!s(&[2, 3]).broadcasts_to(&s(&[1, 3])));
+        assert_eq!(s(&[3, 1]).broadcast_strides(&s(&[2, 3, 5])), vec![0, 1, 0]);
+    }
+
+    #[test]
+    fn displays_like_mxnet() {
+        assert_eq!(Shape::from([2, 3]).to_string(), "(2, 3)");
+        assert_eq!(Shape::from([5]).to_string(), "(5,)");
+        assert_eq!(Shape::scalar().to_string(), "()");
+        assert_eq!(Shape::from([2, 3, 4]).strides(), vec![12, 4, 1]);
+    }
+}
