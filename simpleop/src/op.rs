@@ -102,7 +102,7 @@ impl GradSpec {
 }
 
 /// How an op takes non-array arguments.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub enum ParamKind {
     /// None.
     None,

@@ -1,0 +1,146 @@
+//! Elementwise arithmetic on arrays: same-shape (`elemwise_*`) and NumPy
+//! broadcasting (`broadcast_*`) forms share their kernels.
+
+use simpleop::simple_op;
+
+/// Identity; `a += b` accumulates `_copy(b)` into `a` with `AddTo`.
+#[simple_op(name = "_copy", inplace = "InOut, OutIn")]
+pub mod copy {
+    use simpleop::prelude::*;
+    /// `x`.
+    pub fn forward<T: Float>(x: T) -> T {
+        x
+    }
+    /// `dy`.
+    pub fn backward<T: Float>(dy: OutGrad<T>) -> T {
+        *dy
+    }
+}
+
+/// Numerical negative: `-x`.
+#[simple_op(inplace = "InOut, OutIn")]
+pub mod negative {
+    use simpleop::prelude::*;
+    /// `-x`.
+    pub fn forward<T: Float>(x: T) -> T {
+        -x
+    }
+    /// `-dy`.
+    pub fn backward<T: Float>(dy: OutGrad<T>) -> T {
+        -*dy
+    }
+}
+
+/// Adds two arrays of the same shape.
+#[simple_op(inplace = "LhsOut, OutLhs")]
+pub mod elemwise_add {
+    use simpleop::prelude::*;
+    /// `a + b`.
+    pub fn forward<T: Float>(a: T, b: T) -> T {
+        a + b
+    }
+    /// `(dy, dy)`.
+    pub fn backward<T: Float>(dy: OutGrad<T>) -> (T, T) {
+        (*dy, *dy)
+    }
+}
+
+/// Subtracts two arrays of the same shape.
+#[simple_op(inplace = "LhsOut, OutLhs")]
+pub mod elemwise_sub {
+    use simpleop::prelude::*;
+    /// `a - b`.
+    pub fn forward<T: Float>(a: T, b: T) -> T {
+        a - b
+    }
+    /// `(dy, -dy)`.
+    pub fn backward<T: Float>(dy: OutGrad<T>) -> (T, T) {
+        (*dy, -*dy)
+    }
+}
+
+/// Multiplies two arrays of the same shape. Not in place: the gradient
+/// reads both inputs.
+#[simple_op(inplace = "OutLhs")]
+pub mod elemwise_mul {
+    use simpleop::prelude::*;
+    /// `a * b`.
+    pub fn forward<T: Float>(a: T, b: T) -> T {
+        a * b
+    }
+    /// `(dy b, dy a)`.
+    pub fn backward<T: Float>(dy: OutGrad<T>, a: In0<T>, b: In1<T>) -> (T, T) {
+        (dy * *b, dy * *a)
+    }
+}
+
+/// Divides two arrays of the same shape. The gradient reads the output and
+/// the divisor, so the forward may overwrite the dividend.
+#[simple_op(inplace = "LhsOut, OutLhs")]
+pub mod elemwise_div {
+    use simpleop::prelude::*;
+    /// `a / b`.
+    pub fn forward<T: Float>(a: T, b: T) -> T {
+        a / b
+    }
+    /// `(dy / b, -dy · (a/b) / b)`.
+    pub fn backward<T: Float>(dy: OutGrad<T>, y: OutValue<T>, b: In1<T>) -> (T, T) {
+        (dy / *b, -(dy * *y) / *b)
+    }
+}
+
+/// Adds two arrays with NumPy broadcasting.
+#[simple_op(broadcast, inplace = "LhsOut, OutLhs")]
+pub mod broadcast_add {
+    use simpleop::prelude::*;
+    /// `a + b`.
+    pub fn forward<T: Float>(a: T, b: T) -> T {
+        super::elemwise_add::forward(a, b)
+    }
+    /// `(dy, dy)`, summed over broadcast axes by the framework.
+    pub fn backward<T: Float>(dy: OutGrad<T>) -> (T, T) {
+        super::elemwise_add::backward(dy)
+    }
+}
+
+/// Subtracts two arrays with NumPy broadcasting.
+#[simple_op(broadcast, inplace = "LhsOut, OutLhs")]
+pub mod broadcast_sub {
+    use simpleop::prelude::*;
+    /// `a - b`.
+    pub fn forward<T: Float>(a: T, b: T) -> T {
+        super::elemwise_sub::forward(a, b)
+    }
+    /// `(dy, -dy)`.
+    pub fn backward<T: Float>(dy: OutGrad<T>) -> (T, T) {
+        super::elemwise_sub::backward(dy)
+    }
+}
+
+/// Multiplies two arrays with NumPy broadcasting.
+#[simple_op(broadcast, inplace = "OutLhs")]
+pub mod broadcast_mul {
+    use simpleop::prelude::*;
+    /// `a * b`.
+    pub fn forward<T: Float>(a: T, b: T) -> T {
+        super::elemwise_mul::forward(a, b)
+    }
+    /// `(dy b, dy a)`.
+    pub fn backward<T: Float>(dy: OutGrad<T>, a: In0<T>, b: In1<T>) -> (T, T) {
+        super::elemwise_mul::backward(dy, a, b)
+    }
+}
+
+/// Divides two arrays with NumPy broadcasting.
+#[simple_op(broadcast, inplace = "LhsOut, OutLhs")]
+pub mod broadcast_div {
+    use simpleop::prelude::*;
+    /// `a / b`.
+    pub fn forward<T: Float>(a: T, b: T) -> T {
+        super::elemwise_div::forward(a, b)
+    }
+    /// `(dy / b, -dy · y / b)`.
+    pub fn backward<T: Float>(dy: OutGrad<T>, y: OutValue<T>, b: In1<T>) -> (T, T) {
+        super::elemwise_div::backward(dy, y, b)
+    }
+}

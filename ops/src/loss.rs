@@ -1,0 +1,26 @@
+//! Loss functions.
+
+use simpleop::simple_op;
+
+/// Smooth L1 loss: quadratic within 1/sigma² of zero, linear outside
+/// (`scalar` is sigma).
+#[simple_op(inplace = "OutIn", scalar)]
+pub mod smooth_l1 {
+    use simpleop::prelude::*;
+
+    /// `0.5 (sigma x)²` when `|x| < 1/sigma²`, else `|x| - 0.5/sigma²`.
+    pub fn forward<T: Float>(x: T, sigma: T) -> T {
+        let s2 = sigma * sigma;
+        if x.abs() < T::one() / s2 {
+            T::from_f64(0.5) * x * x * s2
+        } else {
+            x.abs() - T::from_f64(0.5) / s2
+        }
+    }
+
+    /// `dy · sigma² x` inside, `dy · sign(x)` outside.
+    pub fn backward<T: Float>(dy: OutGrad<T>, x: In0<T>, sigma: T) -> T {
+        let s2 = sigma * sigma;
+        if x.abs() < T::one() / s2 { dy * (s2 * *x) } else { dy * x.sign() }
+    }
+}

@@ -1,0 +1,87 @@
+//! Arithmetic between an array and a scalar (`scalar` attribute).
+
+use simpleop::simple_op;
+
+/// `x + scalar`.
+#[simple_op(name = "_plus_scalar", scalar, inplace = "InOut, OutIn")]
+pub mod plus_scalar {
+    use simpleop::prelude::*;
+    /// `x + s`.
+    pub fn forward<T: Float>(x: T, s: T) -> T {
+        x + s
+    }
+    /// `dy`.
+    pub fn backward<T: Float>(dy: OutGrad<T>) -> T {
+        *dy
+    }
+}
+
+/// `x - scalar`.
+#[simple_op(name = "_minus_scalar", scalar, inplace = "InOut, OutIn")]
+pub mod minus_scalar {
+    use simpleop::prelude::*;
+    /// `x - s`.
+    pub fn forward<T: Float>(x: T, s: T) -> T {
+        x - s
+    }
+    /// `dy`.
+    pub fn backward<T: Float>(dy: OutGrad<T>) -> T {
+        *dy
+    }
+}
+
+/// `scalar - x`.
+#[simple_op(name = "_rminus_scalar", scalar, inplace = "InOut, OutIn")]
+pub mod rminus_scalar {
+    use simpleop::prelude::*;
+    /// `s - x`.
+    pub fn forward<T: Float>(x: T, s: T) -> T {
+        s - x
+    }
+    /// `-dy`.
+    pub fn backward<T: Float>(dy: OutGrad<T>) -> T {
+        -*dy
+    }
+}
+
+/// `x * scalar`.
+#[simple_op(name = "_mul_scalar", scalar, inplace = "InOut, OutIn")]
+pub mod mul_scalar {
+    use simpleop::prelude::*;
+    /// `x * s`.
+    pub fn forward<T: Float>(x: T, s: T) -> T {
+        x * s
+    }
+    /// `dy * s`.
+    pub fn backward<T: Float>(dy: OutGrad<T>, s: T) -> T {
+        dy * s
+    }
+}
+
+/// `x / scalar`.
+#[simple_op(name = "_div_scalar", scalar, inplace = "InOut, OutIn")]
+pub mod div_scalar {
+    use simpleop::prelude::*;
+    /// `x / s`.
+    pub fn forward<T: Float>(x: T, s: T) -> T {
+        x / s
+    }
+    /// `dy / s`.
+    pub fn backward<T: Float>(dy: OutGrad<T>, s: T) -> T {
+        dy / s
+    }
+}
+
+/// `scalar / x`. Not in place: the gradient reads `x`.
+#[simple_op(name = "_rdiv_scalar", scalar, inplace = "OutIn")]
+pub mod rdiv_scalar {
+    use simpleop::prelude::*;
+    /// `s / x`.
+    pub fn forward<T: Float>(x: T, s: T) -> T {
+        s / x
+    }
+    /// `-dy · s / x²`.
+    pub fn backward<T: Float>(dy: OutGrad<T>, x: In0<T>, s: T) -> T {
+        -(dy * s) / (*x * *x)
+    }
+}

@@ -1,0 +1,602 @@
+//! The validated model of one op: what each kernel parameter means, and
+//! every rule that can be checked at compile time.
+
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+use syn::{FnArg, GenericArgument, Ident, ItemFn, ItemMod, PathArguments, ReturnType, Type, Visibility};
+
+use crate::options::{InplaceName, Options};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Form {
+    Elementwise,
+    Blob,
+}
+
+#[derive(Clone)]
+pub enum Params {
+    None,
+    Scalar,
+    Kwargs(syn::Path),
+}
+
+/// What one kernel parameter is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Role {
+    /// Elementwise input `i`.
+    Input(usize),
+    Scalar,
+    Kwargs,
+    Rng,
+    Env,
+    OutGrad,
+    OutValue,
+    /// Elementwise gradient reading input `i` (`In0`..`In2`).
+    InputValue(usize),
+    /// Blob: all input blobs.
+    Inputs,
+    /// Blob forward: the output blob.
+    Out,
+    Req,
+    Grads,
+    Reqs,
+    Shapes,
+    DTypes,
+}
+
+pub struct Kernel {
+    pub roles: Vec<Role>,
+}
+
+pub struct Backward {
+    pub kernel: Kernel,
+    pub needs_output: bool,
+    pub needs_inputs: u32,
+}
+
+pub struct OpModel {
+    pub ident: Ident,
+    pub vis: Visibility,
+    pub name: String,
+    pub doc: String,
+    pub form: Form,
+    pub input_names: Vec<Ident>,
+    pub params: Params,
+    pub rng: bool,
+    pub temp: bool,
+    pub pattern: String,
+    pub fwd_inplace: Option<InplaceName>,
+    pub grad_inplace: Option<InplaceName>,
+    pub forward: Kernel,
+    pub backward: Option<Backward>,
+    pub shape: Option<Kernel>,
+    pub dtype: Option<Kernel>,
+}
+
+impl OpModel {
+    pub fn arity(&self) -> usize {
+        self.input_names.len()
+    }
+}
+
+fn err(errors: &mut Vec<syn::Error>, span: Span, msg: impl std::fmt::Display) {
+    errors.push(syn::Error::new(span, msg));
+}
+
+fn find_fn<'a>(module: &'a ItemMod, name: &str) -> Option<&'a ItemFn> {
+    module.content.as_ref()?.1.iter().find_map(|item| match item {
+        syn::Item::Fn(f) if f.sig.ident == name => Some(f),
+        _ => None,
+    })
+}
+
+/// The single type parameter of an elementwise kernel.
+fn type_param(f: &ItemFn, what: &str, errors: &mut Vec<syn::Error>) -> Option<Ident> {
+    let tys: Vec<&syn::TypeParam> = f.sig.generics.type_params().collect();
+    if tys.len() != 1 {
+        err(
+            errors,
+            f.sig.ident.span(),
+            format!("elementwise `{what}` must be generic over exactly one `T: Float`, as in `fn {what}<T: Float>(x: T) -> T`"),
+        );
+        return None;
+    }
+    Some(tys[0].ident.clone())
+}
+
+fn is_ident(ty: &Type, ident: &Ident) -> bool {
+    matches!(ty, Type::Path(p) if p.qself.is_none() && p.path.is_ident(ident))
+}
+
+/// The last segment of a path type: its name and its first generic type.
+fn last_segment(ty: &Type) -> Option<(String, Option<&Type>)> {
+    let Type::Path(p) = ty else { return None };
+    let seg = p.path.segments.last()?;
+    let arg = match &seg.arguments {
+        PathArguments::AngleBracketed(a) => a.args.iter().find_map(|g| match g {
+            GenericArgument::Type(t) => Some(t),
+            _ => None,
+        }),
+        _ => None,
+    };
+    Some((seg.ident.to_string(), arg))
+}
+
+fn reference(ty: &Type) -> Option<(bool, &Type)> {
+    match ty {
+        Type::Reference(r) => Some((r.mutability.is_some(), &r.elem)),
+        _ => None,
+    }
+}
+
+fn slice_of(ty: &Type) -> Option<&Type> {
+    match ty {
+        Type::Slice(s) => Some(&s.elem),
+        _ => None,
+    }
+}
+
+fn named(ty: &Type, name: &str) -> bool {
+    last_segment(ty).is_some_and(|(n, _)| n == name)
+}
+
+fn is_kwargs(ty: &Type, params: &Params) -> bool {
+    match (reference(ty), params) {
+        (Some((false, inner)), Params::Kwargs(p)) => {
+            let want = p.segments.last().map(|s| s.ident.to_string());
+            last_segment(inner).map(|(n, _)| n) == want
+        }
+        _ => false,
+    }
+}
+
+fn args(f: &ItemFn, errors: &mut Vec<syn::Error>) -> Vec<(Type, Span)> {
+    f.sig
+        .inputs
+        .iter()
+        .filter_map(|a| match a {
+            FnArg::Typed(t) => Some(((*t.ty).clone(), t.span())),
+            FnArg::Receiver(r) => {
+                err(errors, r.span(), "kernels are free functions and take no `self`");
+                None
+            }
+        })
+        .collect()
+}
+
+fn param_name(f: &ItemFn, i: usize) -> Option<Ident> {
+    match f.sig.inputs.iter().filter(|a| matches!(a, FnArg::Typed(_))).nth(i)? {
+        FnArg::Typed(t) => match &*t.pat {
+            syn::Pat::Ident(p) => Some(p.ident.clone()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Roles of non-kernel parameters shared by every function kind.
+fn common_role(ty: &Type, params: &Params) -> Option<Role> {
+    if is_kwargs(ty, params) {
+        return Some(Role::Kwargs);
+    }
+    if let Some((false, inner)) = reference(ty) {
+        if named(inner, "EnvArguments") {
+            return Some(Role::Env);
+        }
+    }
+    None
+}
+
+fn role_kind_ok(role: Role, params: &Params, span: Span, errors: &mut Vec<syn::Error>) {
+    match (role, params) {
+        (Role::Scalar, Params::Scalar) | (Role::Kwargs, Params::Kwargs(_)) => {}
+        (Role::Scalar, _) => err(errors, span, "this parameter reads a scalar, but the op has no `scalar` option"),
+        (Role::Kwargs, _) => err(errors, span, "this parameter reads kwargs, but the op has no `kwargs = ...` option"),
+        _ => {}
+    }
+}
+
+fn no_duplicates(roles: &[(Role, Span)], errors: &mut Vec<syn::Error>) {
+    for (i, (r, s)) in roles.iter().enumerate() {
+        if roles[..i].iter().any(|(q, _)| q == r) {
+            err(errors, *s, format!("parameter {r:?} appears twice"));
+        }
+    }
+}
+
+pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> Option<OpModel> {
+    let ident = module.ident.clone();
+    if module.content.is_none() {
+        err(errors, ident.span(), "#[simple_op] needs an inline module: `mod name { ... }`");
+        return None;
+    }
+    let params = match (&opts.scalar, &opts.kwargs) {
+        (Some(_), Some(k)) => {
+            err(errors, k.span, "`scalar` and `kwargs` cannot be combined: pass the scalar as a field of the kwargs struct");
+            Params::None
+        }
+        (Some(_), None) => Params::Scalar,
+        (None, Some(k)) => Params::Kwargs(k.value.clone()),
+        (None, None) => Params::None,
+    };
+    let form = if opts.blob.is_some() { Form::Blob } else { Form::Elementwise };
+    let doc = module
+        .attrs
+        .iter()
+        .filter_map(|a| match &a.meta {
+            syn::Meta::NameValue(nv) if nv.path.is_ident("doc") => match &nv.value {
+                syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) => Some(s.value().trim().to_string()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim()
+        .to_string();
+    let name = opts.name.as_ref().map(|n| n.value.clone()).unwrap_or_else(|| ident.to_string());
+    if name.is_empty() {
+        err(errors, opts.name.as_ref().map_or(ident.span(), |n| n.span), "an op name cannot be empty");
+    }
+
+    let Some(fwd) = find_fn(module, "forward") else {
+        err(errors, ident.span(), format!("op `{name}` has no `fn forward`"));
+        return None;
+    };
+    let bwd = find_fn(module, "backward");
+    let (forward, input_names) = match form {
+        Form::Elementwise => elementwise_forward(fwd, &params, &opts, errors)?,
+        Form::Blob => blob_forward(fwd, &params, &opts, errors),
+    };
+    let arity = input_names.len();
+    let backward = bwd.and_then(|b| match form {
+        Form::Elementwise => elementwise_backward(b, &params, arity, errors),
+        Form::Blob => blob_backward(b, &params, arity, errors),
+    });
+    if form == Form::Elementwise && arity == 0 {
+        if let Some(b) = bwd {
+            err(errors, b.sig.ident.span(), "a source op (no inputs) has nothing to differentiate; remove `backward`");
+        }
+    }
+    let shape = find_fn(module, "shape").map(|f| aux_fn(f, &params, Role::Shapes, "Shape", errors));
+    let dtype = find_fn(module, "dtype").map(|f| aux_fn(f, &params, Role::DTypes, "DType", errors));
+    if shape.is_none() && (form == Form::Blob || arity == 0) {
+        err(
+            errors,
+            ident.span(),
+            format!(
+                "op `{name}` needs `fn shape(inputs: &[Shape], ...) -> Result<Shape>`: {}",
+                if form == Form::Blob { "blob-form ops compute their own output shape" } else { "a source op has no input to take the shape from" }
+            ),
+        );
+    }
+    if let Some(b) = opts.broadcast {
+        if form == Form::Blob || arity < 2 {
+            err(errors, b, "`broadcast` is for elementwise ops with two or more inputs");
+        }
+    }
+
+    // In-place options must fit the arity and the gradient.
+    let mut fwd_inplace = None;
+    let mut grad_inplace = None;
+    for o in &opts.inplace {
+        let ok = match o.value {
+            InplaceName::InOut | InplaceName::OutIn => arity == 1,
+            InplaceName::LhsOut | InplaceName::OutLhs => arity >= 2,
+        };
+        if form == Form::Blob {
+            err(errors, o.span, "in-place options need the elementwise form: blob kernels never see aliased buffers");
+        } else if !ok {
+            let (want, alt) = match o.value {
+                InplaceName::InOut => ("unary", "LhsOut"),
+                InplaceName::OutIn => ("unary", "OutLhs"),
+                InplaceName::LhsOut => ("binary and ternary", "InOut"),
+                InplaceName::OutLhs => ("binary and ternary", "OutIn"),
+            };
+            let hint = if arity == 0 { "a source op has no input to share".to_string() } else { format!("use `{alt}`") };
+            err(errors, o.span, format!("`{:?}` is for {want} ops, but `{name}` has {arity} input(s); {hint}", o.value));
+        }
+        if o.value.is_forward() {
+            fwd_inplace = Some(o.value);
+        } else {
+            grad_inplace = Some(o.value);
+            if bwd.is_none() {
+                err(errors, o.span, format!("gradient in-place option `{:?}` but `{name}` has no `fn backward`", o.value));
+            }
+        }
+    }
+    if let (Some(f), Some(b), Some(bk)) = (fwd_inplace, bwd, &backward) {
+        if bk.needs_inputs & 1 != 0 {
+            let span = b
+                .sig
+                .inputs
+                .iter()
+                .zip(&bk.kernel.roles)
+                .find(|(_, r)| matches!(r, Role::InputValue(0) | Role::Inputs))
+                .map_or(b.sig.ident.span(), |(a, _)| a.span());
+            err(
+                errors,
+                span,
+                format!("forward `{f:?}` overwrites the first input, but this gradient reads it; drop `{f:?}` or compute the gradient from `OutValue<T>`"),
+            );
+        }
+    }
+    if opts.rng.is_some() && form == Form::Elementwise && !forward.roles.contains(&Role::Rng) {
+        err(errors, opts.rng.unwrap_or(ident.span()), "`resources(rng)` is requested but `forward` takes no `rng: &mut Rng`");
+    }
+    let pattern = match &opts.pattern {
+        Some(p) => p.value.clone(),
+        None if form == Form::Blob => "opaque".into(),
+        None if opts.broadcast.is_some() => "broadcast".into(),
+        None => "elementwise".into(),
+    };
+    Some(OpModel {
+        ident,
+        vis: module.vis.clone(),
+        name,
+        doc,
+        form,
+        input_names,
+        params,
+        rng: opts.rng.is_some(),
+        temp: opts.temp.is_some(),
+        pattern,
+        fwd_inplace,
+        grad_inplace,
+        forward,
+        backward,
+        shape,
+        dtype,
+    })
+}
+
+fn elementwise_forward(
+    f: &ItemFn,
+    params: &Params,
+    opts: &Options,
+    errors: &mut Vec<syn::Error>,
+) -> Option<(Kernel, Vec<Ident>)> {
+    let t = type_param(f, "forward", errors)?;
+    let args = args(f, errors);
+    let mut roles: Vec<(Role, Span)> = Vec::new();
+    let mut names = Vec::new();
+    let t_positions: Vec<usize> = args.iter().enumerate().filter(|(_, (ty, _))| is_ident(ty, &t)).map(|(i, _)| i).collect();
+    let scalar_at = match params {
+        Params::Scalar => {
+            let last = t_positions.last().copied();
+            if last.is_none() {
+                err(errors, f.sig.ident.span(), "`scalar` needs a trailing `T` parameter for the scalar: `fn forward<T: Float>(x: T, s: T) -> T`");
+            }
+            last
+        }
+        _ => None,
+    };
+    for (i, (ty, span)) in args.iter().enumerate() {
+        let role = if is_ident(ty, &t) {
+            if Some(i) == scalar_at {
+                Role::Scalar
+            } else {
+                let k = names.len();
+                names.push(param_name(f, i).unwrap_or_else(|| Ident::new(&format!("in{k}"), *span)));
+                Role::Input(k)
+            }
+        } else if let Some(r) = common_role(ty, params) {
+            if r == Role::Env {
+                err(errors, ty.span(), "elementwise kernels take the scalar `T` or `&Params` directly, not `&EnvArguments`");
+                continue;
+            }
+            r
+        } else if matches!(reference(ty), Some((true, inner)) if named(inner, "Rng")) {
+            if opts.rng.is_none() {
+                err(errors, *span, "`forward` takes `&mut Rng`, which needs `resources(rng)` in the attribute");
+            }
+            Role::Rng
+        } else {
+            err(
+                errors,
+                ty.span(),
+                format!("unexpected parameter type in an elementwise kernel; expected `{t}` (an input or the scalar), `&Params` (kwargs) or `&mut Rng`"),
+            );
+            continue;
+        };
+        if let Role::Input(_) = role {
+            if roles.iter().any(|(r, _)| matches!(r, Role::Scalar | Role::Kwargs | Role::Rng)) {
+                err(errors, *span, "inputs come first, before the scalar, kwargs or rng");
+            }
+        }
+        role_kind_ok(role, params, *span, errors);
+        roles.push((role, *span));
+    }
+    match &f.sig.output {
+        ReturnType::Type(_, ty) if is_ident(ty, &t) => {}
+        ReturnType::Type(_, ty) => err(errors, ty.span(), format!("an elementwise `forward` returns one `{t}`")),
+        ReturnType::Default => err(errors, f.sig.ident.span(), format!("an elementwise `forward` returns one `{t}`")),
+    }
+    if !names.is_empty() {
+        if let Some((_, span)) = roles.iter().find(|(r, _)| *r == Role::Rng) {
+            err(errors, *span, "`&mut Rng` is for source ops (no inputs) in the elementwise form; use the blob form with `&EnvArguments`");
+        }
+    }
+    if names.len() > 3 {
+        err(errors, f.sig.ident.span(), "elementwise ops take at most 3 inputs; use the blob form for more");
+    }
+    no_duplicates(&roles, errors);
+    Some((Kernel { roles: roles.into_iter().map(|(r, _)| r).collect() }, names))
+}
+
+fn elementwise_backward(
+    f: &ItemFn,
+    params: &Params,
+    arity: usize,
+    errors: &mut Vec<syn::Error>,
+) -> Option<Backward> {
+    let t = type_param(f, "backward", errors)?;
+    let mut roles: Vec<(Role, Span)> = Vec::new();
+    for (ty, span) in args(f, errors) {
+        let role = if is_ident(&ty, &t) {
+            Role::Scalar
+        } else if let Some(r) = common_role(&ty, params) {
+            if r == Role::Env {
+                err(errors, ty.span(), "elementwise gradients take the scalar `T` or `&Params` directly, not `&EnvArguments`");
+                continue;
+            }
+            r
+        } else {
+            match last_segment(&ty) {
+                Some((n, Some(inner))) if is_ident(inner, &t) => match n.as_str() {
+                    "OutGrad" => Role::OutGrad,
+                    "OutValue" => Role::OutValue,
+                    "In0" | "In1" | "In2" => {
+                        let k = (n.as_bytes()[2] - b'0') as usize;
+                        if k >= arity {
+                            err(errors, span, format!("the gradient reads `{n}`, but the op has {arity} input(s)"));
+                        }
+                        Role::InputValue(k)
+                    }
+                    _ => {
+                        err(errors, ty.span(), format!("unexpected gradient parameter `{n}<{t}>`; expected `OutGrad<{t}>`, `OutValue<{t}>`, `In0<{t}>`..`In2<{t}>`"));
+                        continue;
+                    }
+                },
+                _ => {
+                    err(errors, ty.span(), format!("unexpected gradient parameter; expected `OutGrad<{t}>`, `OutValue<{t}>`, `In0<{t}>`..`In2<{t}>`, the scalar `{t}` or `&Params`"));
+                    continue;
+                }
+            }
+        };
+        role_kind_ok(role, params, span, errors);
+        roles.push((role, span));
+    }
+    no_duplicates(&roles, errors);
+    if !roles.iter().any(|(r, _)| *r == Role::OutGrad) {
+        err(errors, f.sig.ident.span(), format!("a gradient takes the output gradient: `dy: OutGrad<{t}>`"));
+    }
+    let returns = match &f.sig.output {
+        ReturnType::Type(_, ty) if is_ident(ty, &t) => Some(1),
+        ReturnType::Type(_, ty) => match &**ty {
+            Type::Tuple(tt) if tt.elems.iter().all(|e| is_ident(e, &t)) => Some(tt.elems.len()),
+            _ => None,
+        },
+        ReturnType::Default => Some(0),
+    };
+    if returns != Some(arity) {
+        let want = match arity {
+            1 => t.to_string(),
+            n => format!("({})", vec![t.to_string(); n].join(", ")),
+        };
+        let span = match &f.sig.output {
+            ReturnType::Type(_, ty) => ty.span(),
+            ReturnType::Default => f.sig.ident.span(),
+        };
+        err(errors, span, format!("the gradient of a {arity}-input op returns one value per input: `{want}`"));
+    }
+    let needs_inputs = roles.iter().fold(0u32, |m, (r, _)| match r {
+        Role::InputValue(k) => m | (1 << k),
+        _ => m,
+    });
+    Some(Backward {
+        needs_output: roles.iter().any(|(r, _)| *r == Role::OutValue),
+        needs_inputs,
+        kernel: Kernel { roles: roles.into_iter().map(|(r, _)| r).collect() },
+    })
+}
+
+fn blob_forward(f: &ItemFn, params: &Params, opts: &Options, errors: &mut Vec<syn::Error>) -> (Kernel, Vec<Ident>) {
+    let mut roles = Vec::new();
+    for (ty, span) in args(f, errors) {
+        let role = if let Some(r) = common_role(&ty, params) {
+            r
+        } else if is_ident(&ty, &Ident::new("f64", span)) {
+            Role::Scalar
+        } else if named(&ty, "OpReqType") {
+            Role::Req
+        } else {
+            match reference(&ty) {
+                Some((false, inner)) if slice_of(inner).is_some_and(|e| named(e, "TBlob")) => Role::Inputs,
+                Some((true, inner)) if named(inner, "TBlobMut") => Role::Out,
+                _ => {
+                    err(errors, ty.span(), "unexpected parameter in a blob `forward`; expected `&[TBlob]`, `&mut TBlobMut`, `OpReqType`, `f64` (scalar), `&Params` or `&EnvArguments`");
+                    continue;
+                }
+            }
+        };
+        role_kind_ok(role, params, span, errors);
+        roles.push((role, span));
+    }
+    no_duplicates(&roles, errors);
+    if !roles.iter().any(|(r, _)| *r == Role::Out) {
+        err(errors, f.sig.ident.span(), "a blob `forward` writes its output: add `out: &mut TBlobMut`");
+    }
+    let n = opts.inputs.as_ref().map_or(1, |i| i.value);
+    let names = (0..n)
+        .map(|i| {
+            let s = match (n, i) {
+                (1, _) => "data".to_string(),
+                (2, 0) => "lhs".to_string(),
+                (2, _) => "rhs".to_string(),
+                _ => format!("arg{i}"),
+            };
+            Ident::new(&s, f.sig.ident.span())
+        })
+        .collect();
+    (Kernel { roles: roles.into_iter().map(|(r, _)| r).collect() }, names)
+}
+
+fn blob_backward(f: &ItemFn, params: &Params, arity: usize, errors: &mut Vec<syn::Error>) -> Option<Backward> {
+    let mut roles = Vec::new();
+    for (ty, span) in args(f, errors) {
+        let role = if let Some(r) = common_role(&ty, params) {
+            r
+        } else if is_ident(&ty, &Ident::new("f64", span)) {
+            Role::Scalar
+        } else if let Some((n, _)) = last_segment(&ty).filter(|(n, _)| ["OutGrad", "OutValue", "Inputs"].contains(&n.as_str())) {
+            match n.as_str() {
+                "OutGrad" => Role::OutGrad,
+                "OutValue" => Role::OutValue,
+                _ => Role::Inputs,
+            }
+        } else {
+            match reference(&ty) {
+                Some((true, inner)) if slice_of(inner).is_some_and(|e| named(e, "TBlobMut")) => Role::Grads,
+                Some((false, inner)) if slice_of(inner).is_some_and(|e| named(e, "OpReqType")) => Role::Reqs,
+                _ => {
+                    err(errors, ty.span(), "unexpected parameter in a blob `backward`; expected `OutGrad<&TBlob>`, `OutValue<&TBlob>`, `Inputs<&[TBlob]>`, `&mut [TBlobMut]`, `&[OpReqType]`, `f64`, `&Params` or `&EnvArguments`");
+                    continue;
+                }
+            }
+        };
+        role_kind_ok(role, params, span, errors);
+        roles.push((role, span));
+    }
+    no_duplicates(&roles, errors);
+    for (need, what) in [(Role::OutGrad, "dy: OutGrad<&TBlob>"), (Role::Grads, "grads: &mut [TBlobMut]")] {
+        if !roles.iter().any(|(r, _)| *r == need) {
+            err(errors, f.sig.ident.span(), format!("a blob `backward` takes `{what}`"));
+        }
+    }
+    Some(Backward {
+        needs_output: roles.iter().any(|(r, _)| *r == Role::OutValue),
+        needs_inputs: if roles.iter().any(|(r, _)| *r == Role::Inputs) { (1u32 << arity.min(31)) - 1 } else { 0 },
+        kernel: Kernel { roles: roles.into_iter().map(|(r, _)| r).collect() },
+    })
+}
+
+fn aux_fn(f: &ItemFn, params: &Params, main: Role, elem: &str, errors: &mut Vec<syn::Error>) -> Kernel {
+    let mut roles = Vec::new();
+    for (ty, span) in args(f, errors) {
+        let role = if let Some(r) = common_role(&ty, params) {
+            r
+        } else if is_ident(&ty, &Ident::new("f64", span)) {
+            Role::Scalar
+        } else if matches!(reference(&ty), Some((false, inner)) if slice_of(inner).is_some_and(|e| named(e, elem))) {
+            main
+        } else {
+            err(errors, ty.span(), format!("unexpected parameter in `{}`; expected `&[{elem}]`, `f64` (scalar) or `&Params`", f.sig.ident));
+            continue;
+        };
+        role_kind_ok(role, params, span, errors);
+        roles.push((role, span));
+    }
+    no_duplicates(&roles, errors);
+    Kernel { roles: roles.into_iter().map(|(r, _)| r).collect() }
+}

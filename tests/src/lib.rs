@@ -1,0 +1,1 @@
+//! Shared helpers for the workspace tests (conformance case loading).
