@@ -1,1 +1,199 @@
-//! placeholder
+//! A third-party op library built on `simpleop` alone.
+//!
+//! It shows the three ways of writing an op with `#[simple_op]`:
+//!
+//! * [`softplus()`]: an elementwise unary op without parameters whose
+//!   gradient reads the input (T2) and is written in place over the output
+//!   gradient;
+//! * [`scaled_tanh()`]: an elementwise op with a `scalar` whose gradient
+//!   reads the forward output (T1), in place both ways;
+//! * [`row_scale()`]: a blob-form op with serde keyword arguments
+//!   ([`RowScaleParams`]), its own shape function, dtype dispatch and
+//!   explicit [`OpReqType`] handling.
+//!
+//! Every op gets a typed eager function (`softplus(&x)`), an `_into`
+//! variant and an `_inplace` variant, and is callable by name through
+//! [`simpleop::eager::invoke`]. A binary that only uses the ops by name
+//! must call [`link`] once so this crate is linked.
+
+#![warn(missing_docs)]
+
+use serde::{Deserialize, Serialize};
+use simpleop::{Element, Error, Float, OpReqType, Result, Shape, simple_op};
+
+simpleop::link_ops!();
+
+/// Softplus, a smooth ReLU: `ln(1 + e^x)`.
+#[simple_op(inplace = "OutIn")]
+pub mod softplus {
+    use simpleop::prelude::*;
+
+    /// Above this, `ln(1 + e^x)` equals `x` to working precision (and `e^x`
+    /// would overflow in f16/f32 soon after).
+    const LINEAR_ABOVE: f64 = 20.0;
+
+    /// `ln(1 + e^x)`, computed as `x` for large `x` and with `ln_1p`
+    /// otherwise.
+    pub fn forward<T: Float>(x: T) -> T {
+        if x > T::from_f64(LINEAR_ABOVE) {
+            x
+        } else {
+            x.exp().ln_1p()
+        }
+    }
+
+    /// `dy · sigmoid(x)`.
+    pub fn backward<T: Float>(dy: OutGrad<T>, x: In0<T>) -> T {
+        dy * (T::one() / (T::one() + (-*x).exp()))
+    }
+}
+
+/// `tanh(scalar · x)`.
+#[simple_op(scalar, inplace = "InOut, OutIn")]
+pub mod scaled_tanh {
+    use simpleop::prelude::*;
+
+    /// `tanh(s x)`.
+    pub fn forward<T: Float>(x: T, s: T) -> T {
+        (s * x).tanh()
+    }
+
+    /// `dy · s · (1 − y²)`, from the output alone, so the forward may
+    /// overwrite its input.
+    pub fn backward<T: Float>(dy: OutGrad<T>, y: OutValue<T>, s: T) -> T {
+        dy * (s * (T::one() - *y * *y))
+    }
+}
+
+/// Keyword arguments of [`row_scale()`].
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default)]
+pub struct RowScaleParams {
+    /// Row `i` is multiplied by `factor · (i + 1)`. Defaults to 1.
+    pub factor: f64,
+}
+
+impl Default for RowScaleParams {
+    fn default() -> Self {
+        RowScaleParams { factor: 1.0 }
+    }
+}
+
+/// The `(rows, cols)` of a 2-D shape, or an error naming `arg`.
+fn rows_cols(arg: &str, shape: &Shape) -> Result<(usize, usize)> {
+    match *shape.dims() {
+        [rows, cols] => Ok((rows, cols)),
+        _ => Err(Error::ShapeMismatch {
+            op: "row_scale".into(),
+            arg: arg.into(),
+            expected: "a 2-D array (rows, cols)".into(),
+            got: shape.clone(),
+        }),
+    }
+}
+
+/// `dst[i, j] (=|+=) src[i, j] · factor · (i + 1)`, computed in `T::Compute`
+/// (f32 for the half types), honouring `req`.
+fn scale_rows<T: Float>(src: &[T], dst: &mut [T], cols: usize, factor: f64, req: OpReqType) {
+    if cols == 0 {
+        return;
+    }
+    for (i, (s_row, d_row)) in src.chunks(cols).zip(dst.chunks_mut(cols)).enumerate() {
+        let k = <T::Compute as Element>::from_f64(factor * (i + 1) as f64);
+        match req {
+            OpReqType::Null => {}
+            OpReqType::WriteTo | OpReqType::WriteInplace => {
+                for (d, &s) in d_row.iter_mut().zip(s_row) {
+                    *d = T::from_compute(s.to_compute() * k);
+                }
+            }
+            OpReqType::AddTo => {
+                for (d, &s) in d_row.iter_mut().zip(s_row) {
+                    *d = T::from_compute(d.to_compute() + s.to_compute() * k);
+                }
+            }
+        }
+    }
+}
+
+/// Checks `src` and `dst` (named `src_arg`, `dst_arg`) against each other,
+/// then scales the rows of `src` into `dst` per `req`.
+fn row_scale_blob(
+    src_arg: &str,
+    src: &simpleop::TBlob<'_>,
+    dst_arg: &str,
+    dst: &mut simpleop::TBlobMut<'_>,
+    factor: f64,
+    req: OpReqType,
+) -> Result<()> {
+    if req == OpReqType::Null {
+        return Ok(());
+    }
+    let (_, cols) = rows_cols(src_arg, src.shape())?;
+    if dst.shape() != src.shape() {
+        return Err(Error::ShapeMismatch {
+            op: "row_scale".into(),
+            arg: dst_arg.into(),
+            expected: format!("{} (the shape of `{src_arg}`)", src.shape()),
+            got: dst.shape().clone(),
+        });
+    }
+    if dst.dtype() != src.dtype() {
+        return Err(Error::DTypeMismatch {
+            op: "row_scale".into(),
+            arg: dst_arg.into(),
+            expected: format!("{} (the dtype of `{src_arg}`)", src.dtype()),
+            got: dst.dtype(),
+        });
+    }
+    simpleop::dispatch_float!(src.dtype(), T => {
+        scale_rows::<T>(src.as_slice::<T>()?, dst.as_slice_mut::<T>()?, cols, factor, req);
+        Ok(())
+    }, _ => Err(Error::DTypeMismatch {
+        op: "row_scale".into(),
+        arg: src_arg.into(),
+        expected: "a float dtype (float32, float64, float16, bfloat16)".into(),
+        got: src.dtype(),
+    }))
+}
+
+/// Multiplies row `i` of a 2-D array by `factor · (i + 1)`.
+#[simple_op(blob, inputs = 1, kwargs = RowScaleParams)]
+pub mod row_scale {
+    use super::RowScaleParams;
+    use simpleop::prelude::*;
+
+    /// The output has the input's shape, which must be 2-D; `factor` must
+    /// be finite.
+    pub fn shape(inputs: &[Shape], p: &RowScaleParams) -> Result<Shape> {
+        if !p.factor.is_finite() {
+            return Err(Error::BadKwarg {
+                op: "row_scale".into(),
+                arg: "factor".into(),
+                reason: format!("expected a finite number, got {}", p.factor),
+            });
+        }
+        super::rows_cols("data", &inputs[0])?;
+        Ok(inputs[0].clone())
+    }
+
+    /// `out[i, :] = data[i, :] · factor · (i + 1)`, honouring `req`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &RowScaleParams,
+    ) -> Result<()> {
+        super::row_scale_blob("data", &inputs[0], "output", out, p.factor, req)
+    }
+
+    /// The op is linear, so `data_grad[i, :] = dy[i, :] · factor · (i + 1)`.
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+        p: &RowScaleParams,
+    ) -> Result<()> {
+        super::row_scale_blob("out_grad", &dy, "data_grad", &mut grads[0], p.factor, req[0])
+    }
+}

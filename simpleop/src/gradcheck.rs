@@ -243,7 +243,7 @@ fn check_forward_reqs(
     eager::invoke_into(op, x, env, &mut o, OpReqType::AddTo)?;
     let want: Vec<f64> = init.to_f64_vec().iter().zip(out.to_f64_vec()).map(|(a, b)| a + b).collect();
     let tol = tolerance(dtype);
-    report.rows.push((dtype, OpReqType::AddTo, compare(op, "output", dtype, OpReqType::AddTo, &o.to_f64_vec(), &want, (tol.0 * 0.1, tol.1 * 0.1))?));
+    report.rows.push((dtype, OpReqType::AddTo, compare(op, "output", dtype, OpReqType::AddTo, &o.to_f64_vec(), &want, tol)?));
     // WriteInplace over input 0, when declared.
     if op.inplace.forward.is_some() && !x.is_empty() && x[0].shape() == out.shape() {
         let mut target = x[0].deep_copy();
