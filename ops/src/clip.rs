@@ -25,6 +25,10 @@ pub mod clip {
 
     /// `dy` where `a_min <= x <= a_max`, else 0.
     pub fn backward<T: Float>(dy: OutGrad<T>, x: In0<T>, p: &ClipParams) -> T {
-        if *x >= T::from_f64(p.a_min) && *x <= T::from_f64(p.a_max) { *dy } else { T::zero() }
+        if *x >= T::from_f64(p.a_min) && *x <= T::from_f64(p.a_max) {
+            *dy
+        } else {
+            T::zero()
+        }
     }
 }

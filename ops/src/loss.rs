@@ -21,6 +21,10 @@ pub mod smooth_l1 {
     /// `dy · sigma² x` inside, `dy · sign(x)` outside.
     pub fn backward<T: Float>(dy: OutGrad<T>, x: In0<T>, sigma: T) -> T {
         let s2 = sigma * sigma;
-        if x.abs() < T::one() / s2 { dy * (s2 * *x) } else { dy * x.sign() }
+        if x.abs() < T::one() / s2 {
+            dy * (s2 * *x)
+        } else {
+            dy * x.sign()
+        }
     }
 }

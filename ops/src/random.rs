@@ -21,16 +21,24 @@ pub struct UniformParams {
 
 impl Default for UniformParams {
     fn default() -> Self {
-        UniformParams { low: 0.0, high: 1.0, shape: Vec::new(), dtype: "float32".into(), ctx: String::new() }
+        UniformParams {
+            low: 0.0,
+            high: 1.0,
+            shape: Vec::new(),
+            dtype: "float32".into(),
+            ctx: String::new(),
+        }
     }
 }
 
 fn float_dtype(op: &str, name: &str) -> Result<DType> {
-    DType::from_name(name).filter(|d| d.is_float()).ok_or_else(|| Error::BadKwarg {
-        op: op.into(),
-        arg: "dtype".into(),
-        reason: format!("expected float32, float64, float16 or bfloat16, got `{name}`"),
-    })
+    DType::from_name(name)
+        .filter(|d| d.is_float())
+        .ok_or_else(|| Error::BadKwarg {
+            op: op.into(),
+            arg: "dtype".into(),
+            reason: format!("expected float32, float64, float16 or bfloat16, got `{name}`"),
+        })
 }
 
 /// Samples uniformly from `[low, high)`; reproducible for a given seed.

@@ -11,7 +11,11 @@ use crate::options::InplaceName;
 /// The kwargs type as seen from inside the op's module: paths in the
 /// attribute resolve where the attribute is written, one level up.
 fn inner_path(p: &syn::Path) -> TokenStream {
-    let first = p.segments.first().map(|s| s.ident.to_string()).unwrap_or_default();
+    let first = p
+        .segments
+        .first()
+        .map(|s| s.ident.to_string())
+        .unwrap_or_default();
     if p.leading_colon.is_some() || first == "crate" {
         quote!(#p)
     } else if first == "self" {
@@ -49,7 +53,9 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
     };
     let scalar_t = quote!(<__T as ::simpleop::Element>::from_f64(self.scalar));
     let env_scalar = quote!(call.env.require_scalar(#name)?);
-    let env_kwargs = p_inner.as_ref().map(|p| quote!(call.env.require_kwargs::<#p>(#name)?));
+    let env_kwargs = p_inner
+        .as_ref()
+        .map(|p| quote!(call.env.require_kwargs::<#p>(#name)?));
 
     let mut generated = quote! {
         #[doc(hidden)]
@@ -95,7 +101,12 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
                 });
             }
             let fwd = if arity == 0 {
-                quote!(::simpleop::kernel::source_forward(call, &__kernel(call.env)?, out, req))
+                quote!(::simpleop::kernel::source_forward(
+                    call,
+                    &__kernel(call.env)?,
+                    out,
+                    req
+                ))
             } else {
                 quote!(::simpleop::kernel::map_forward::<_, #arity>(call, &__kernel(call.env)?, inputs, out, req))
             };
@@ -178,7 +189,10 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
             .map(|r| match r {
                 Role::Shapes | Role::DTypes => main.clone(),
                 Role::Scalar => quote!(env.require_scalar(#name)?),
-                Role::Kwargs => p_inner.as_ref().map(|p| quote!(env.require_kwargs::<#p>(#name)?)).unwrap_or_default(),
+                Role::Kwargs => p_inner
+                    .as_ref()
+                    .map(|p| quote!(env.require_kwargs::<#p>(#name)?))
+                    .unwrap_or_default(),
                 Role::Env => quote!(env),
                 _ => quote!(compile_error!("unsupported role")),
             })
@@ -188,6 +202,7 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
         Some(k) => {
             let a = aux_args(&k.roles, quote!(shapes));
             generated.extend(quote! {
+                #[allow(clippy::needless_question_mark)] // user functions may return any error convertible into simpleop::Error
                 fn __infer_shape(op: &::simpleop::OpDef, shapes: &[::simpleop::Shape], env: &::simpleop::EnvArguments) -> ::simpleop::Result<::simpleop::Shape> {
                     op.check_arity(shapes.len())?;
                     let _ = env;
@@ -203,6 +218,7 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
         Some(k) => {
             let a = aux_args(&k.roles, quote!(dtypes));
             generated.extend(quote! {
+                #[allow(clippy::needless_question_mark)] // user functions may return any error convertible into simpleop::Error
                 fn __infer_dtype(op: &::simpleop::OpDef, dtypes: &[::simpleop::DType], env: &::simpleop::EnvArguments) -> ::simpleop::Result<::simpleop::DType> {
                     op.check_arity(dtypes.len())?;
                     let _ = env;
@@ -268,6 +284,7 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
     let backward_fn = match &backward_body {
         Some(body) => {
             generated.extend(quote! {
+                #[allow(clippy::needless_question_mark)] // user functions may return any error convertible into simpleop::Error
                 fn __backward_cpu(
                     call: &::simpleop::OpCall<'_>,
                     args: &::simpleop::GradArgs<'_>,
@@ -282,7 +299,8 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
         None => quote!(None),
     };
     generated.extend(quote! {
-        fn __forward_cpu(
+        #[allow(clippy::needless_question_mark)] // user functions may return any error convertible into simpleop::Error
+                fn __forward_cpu(
             call: &::simpleop::OpCall<'_>,
             inputs: &[::simpleop::TBlob<'_>],
             out: &mut ::simpleop::TBlobMut<'_>,
@@ -343,13 +361,21 @@ fn typed_functions(m: &OpModel) -> TokenStream {
     let inputs = &m.input_names;
     let (param_decl, env) = match &m.params {
         Params::None => (quote!(), quote!(::simpleop::EnvArguments::none())),
-        Params::Scalar => (quote!(scalar: f64,), quote!(::simpleop::EnvArguments::scalar(scalar))),
-        Params::Kwargs(p) => (quote!(params: #p,), quote!(::simpleop::EnvArguments::kwargs(params))),
+        Params::Scalar => (
+            quote!(scalar: f64,),
+            quote!(::simpleop::EnvArguments::scalar(scalar)),
+        ),
+        Params::Kwargs(p) => (
+            quote!(params: #p,),
+            quote!(::simpleop::EnvArguments::kwargs(params)),
+        ),
     };
     let into = format_ident!("{}_into", ident);
     let inplace = format_ident!("{}_inplace", ident);
     let doc_call = format!("Runs op `{name}` eagerly and returns a fresh output.");
-    let doc_into = format!("Runs op `{name}` into `out` (which has the output's shape and dtype), honouring `req`.");
+    let doc_into = format!(
+        "Runs op `{name}` into `out` (which has the output's shape and dtype), honouring `req`."
+    );
     let doc_inplace = format!(
         "Runs op `{name}` with `{}` as its first input and stores the result there: in its own buffer when the op allows it and nothing shares the storage, otherwise by replacing the handle.",
         inputs.first().map(|i| i.to_string()).unwrap_or_default()

@@ -3,7 +3,9 @@
 
 use proc_macro2::Span;
 use syn::spanned::Spanned;
-use syn::{FnArg, GenericArgument, Ident, ItemFn, ItemMod, PathArguments, ReturnType, Type, Visibility};
+use syn::{
+    FnArg, GenericArgument, Ident, ItemFn, ItemMod, PathArguments, ReturnType, Type, Visibility,
+};
 
 use crate::options::{InplaceName, Options};
 
@@ -84,10 +86,15 @@ fn err(errors: &mut Vec<syn::Error>, span: Span, msg: impl std::fmt::Display) {
 }
 
 fn find_fn<'a>(module: &'a ItemMod, name: &str) -> Option<&'a ItemFn> {
-    module.content.as_ref()?.1.iter().find_map(|item| match item {
-        syn::Item::Fn(f) if f.sig.ident == name => Some(f),
-        _ => None,
-    })
+    module
+        .content
+        .as_ref()?
+        .1
+        .iter()
+        .find_map(|item| match item {
+            syn::Item::Fn(f) if f.sig.ident == name => Some(f),
+            _ => None,
+        })
 }
 
 /// The single type parameter of an elementwise kernel.
@@ -97,7 +104,9 @@ fn type_param(f: &ItemFn, what: &str, errors: &mut Vec<syn::Error>) -> Option<Id
         err(
             errors,
             f.sig.ident.span(),
-            format!("elementwise `{what}` must be generic over exactly one `T: Float`, as in `fn {what}<T: Float>(x: T) -> T`"),
+            format!(
+                "elementwise `{what}` must be generic over exactly one `T: Float`, as in `fn {what}<T: Float>(x: T) -> T`"
+            ),
         );
         return None;
     }
@@ -157,7 +166,11 @@ fn args(f: &ItemFn, errors: &mut Vec<syn::Error>) -> Vec<(Type, Span)> {
         .filter_map(|a| match a {
             FnArg::Typed(t) => Some(((*t.ty).clone(), t.span())),
             FnArg::Receiver(r) => {
-                err(errors, r.span(), "kernels are free functions and take no `self`");
+                err(
+                    errors,
+                    r.span(),
+                    "kernels are free functions and take no `self`",
+                );
                 None
             }
         })
@@ -165,7 +178,13 @@ fn args(f: &ItemFn, errors: &mut Vec<syn::Error>) -> Vec<(Type, Span)> {
 }
 
 fn param_name(f: &ItemFn, i: usize) -> Option<Ident> {
-    match f.sig.inputs.iter().filter(|a| matches!(a, FnArg::Typed(_))).nth(i)? {
+    match f
+        .sig
+        .inputs
+        .iter()
+        .filter(|a| matches!(a, FnArg::Typed(_)))
+        .nth(i)?
+    {
         FnArg::Typed(t) => match &*t.pat {
             syn::Pat::Ident(p) => Some(p.ident.clone()),
             _ => None,
@@ -190,8 +209,16 @@ fn common_role(ty: &Type, params: &Params) -> Option<Role> {
 fn role_kind_ok(role: Role, params: &Params, span: Span, errors: &mut Vec<syn::Error>) {
     match (role, params) {
         (Role::Scalar, Params::Scalar) | (Role::Kwargs, Params::Kwargs(_)) => {}
-        (Role::Scalar, _) => err(errors, span, "this parameter reads a scalar, but the op has no `scalar` option"),
-        (Role::Kwargs, _) => err(errors, span, "this parameter reads kwargs, but the op has no `kwargs = ...` option"),
+        (Role::Scalar, _) => err(
+            errors,
+            span,
+            "this parameter reads a scalar, but the op has no `scalar` option",
+        ),
+        (Role::Kwargs, _) => err(
+            errors,
+            span,
+            "this parameter reads kwargs, but the op has no `kwargs = ...` option",
+        ),
         _ => {}
     }
 }
@@ -207,25 +234,40 @@ fn no_duplicates(roles: &[(Role, Span)], errors: &mut Vec<syn::Error>) {
 pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> Option<OpModel> {
     let ident = module.ident.clone();
     if module.content.is_none() {
-        err(errors, ident.span(), "#[simple_op] needs an inline module: `mod name { ... }`");
+        err(
+            errors,
+            ident.span(),
+            "#[simple_op] needs an inline module: `mod name { ... }`",
+        );
         return None;
     }
     let params = match (&opts.scalar, &opts.kwargs) {
         (Some(_), Some(k)) => {
-            err(errors, k.span, "`scalar` and `kwargs` cannot be combined: pass the scalar as a field of the kwargs struct");
+            err(
+                errors,
+                k.span,
+                "`scalar` and `kwargs` cannot be combined: pass the scalar as a field of the kwargs struct",
+            );
             Params::None
         }
         (Some(_), None) => Params::Scalar,
         (None, Some(k)) => Params::Kwargs(k.value.clone()),
         (None, None) => Params::None,
     };
-    let form = if opts.blob.is_some() { Form::Blob } else { Form::Elementwise };
+    let form = if opts.blob.is_some() {
+        Form::Blob
+    } else {
+        Form::Elementwise
+    };
     let doc = module
         .attrs
         .iter()
         .filter_map(|a| match &a.meta {
             syn::Meta::NameValue(nv) if nv.path.is_ident("doc") => match &nv.value {
-                syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) => Some(s.value().trim().to_string()),
+                syn::Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(s),
+                    ..
+                }) => Some(s.value().trim().to_string()),
                 _ => None,
             },
             _ => None,
@@ -234,13 +276,25 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
         .join("\n")
         .trim()
         .to_string();
-    let name = opts.name.as_ref().map(|n| n.value.clone()).unwrap_or_else(|| ident.to_string());
+    let name = opts
+        .name
+        .as_ref()
+        .map(|n| n.value.clone())
+        .unwrap_or_else(|| ident.to_string());
     if name.is_empty() {
-        err(errors, opts.name.as_ref().map_or(ident.span(), |n| n.span), "an op name cannot be empty");
+        err(
+            errors,
+            opts.name.as_ref().map_or(ident.span(), |n| n.span),
+            "an op name cannot be empty",
+        );
     }
 
     let Some(fwd) = find_fn(module, "forward") else {
-        err(errors, ident.span(), format!("op `{name}` has no `fn forward`"));
+        err(
+            errors,
+            ident.span(),
+            format!("op `{name}` has no `fn forward`"),
+        );
         return None;
     };
     let bwd = find_fn(module, "backward");
@@ -255,7 +309,11 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
     });
     if form == Form::Elementwise && arity == 0 {
         if let Some(b) = bwd {
-            err(errors, b.sig.ident.span(), "a source op (no inputs) has nothing to differentiate; remove `backward`");
+            err(
+                errors,
+                b.sig.ident.span(),
+                "a source op (no inputs) has nothing to differentiate; remove `backward`",
+            );
         }
     }
     let shape = find_fn(module, "shape").map(|f| aux_fn(f, &params, Role::Shapes, "Shape", errors));
@@ -266,13 +324,21 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
             ident.span(),
             format!(
                 "op `{name}` needs `fn shape(inputs: &[Shape], ...) -> Result<Shape>`: {}",
-                if form == Form::Blob { "blob-form ops compute their own output shape" } else { "a source op has no input to take the shape from" }
+                if form == Form::Blob {
+                    "blob-form ops compute their own output shape"
+                } else {
+                    "a source op has no input to take the shape from"
+                }
             ),
         );
     }
     if let Some(b) = opts.broadcast {
         if form == Form::Blob || arity < 2 {
-            err(errors, b, "`broadcast` is for elementwise ops with two or more inputs");
+            err(
+                errors,
+                b,
+                "`broadcast` is for elementwise ops with two or more inputs",
+            );
         }
     }
 
@@ -285,7 +351,11 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
             InplaceName::LhsOut | InplaceName::OutLhs => arity >= 2,
         };
         if form == Form::Blob {
-            err(errors, o.span, "in-place options need the elementwise form: blob kernels never see aliased buffers");
+            err(
+                errors,
+                o.span,
+                "in-place options need the elementwise form: blob kernels never see aliased buffers",
+            );
         } else if !ok {
             let (want, alt) = match o.value {
                 InplaceName::InOut => ("unary", "LhsOut"),
@@ -293,15 +363,33 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
                 InplaceName::LhsOut => ("binary and ternary", "InOut"),
                 InplaceName::OutLhs => ("binary and ternary", "OutIn"),
             };
-            let hint = if arity == 0 { "a source op has no input to share".to_string() } else { format!("use `{alt}`") };
-            err(errors, o.span, format!("`{:?}` is for {want} ops, but `{name}` has {arity} input(s); {hint}", o.value));
+            let hint = if arity == 0 {
+                "a source op has no input to share".to_string()
+            } else {
+                format!("use `{alt}`")
+            };
+            err(
+                errors,
+                o.span,
+                format!(
+                    "`{:?}` is for {want} ops, but `{name}` has {arity} input(s); {hint}",
+                    o.value
+                ),
+            );
         }
         if o.value.is_forward() {
             fwd_inplace = Some(o.value);
         } else {
             grad_inplace = Some(o.value);
             if bwd.is_none() {
-                err(errors, o.span, format!("gradient in-place option `{:?}` but `{name}` has no `fn backward`", o.value));
+                err(
+                    errors,
+                    o.span,
+                    format!(
+                        "gradient in-place option `{:?}` but `{name}` has no `fn backward`",
+                        o.value
+                    ),
+                );
             }
         }
     }
@@ -317,12 +405,18 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
             err(
                 errors,
                 span,
-                format!("forward `{f:?}` overwrites the first input, but this gradient reads it; drop `{f:?}` or compute the gradient from `OutValue<T>`"),
+                format!(
+                    "forward `{f:?}` overwrites the first input, but this gradient reads it; drop `{f:?}` or compute the gradient from `OutValue<T>`"
+                ),
             );
         }
     }
     if opts.rng.is_some() && form == Form::Elementwise && !forward.roles.contains(&Role::Rng) {
-        err(errors, opts.rng.unwrap_or(ident.span()), "`resources(rng)` is requested but `forward` takes no `rng: &mut Rng`");
+        err(
+            errors,
+            opts.rng.unwrap_or(ident.span()),
+            "`resources(rng)` is requested but `forward` takes no `rng: &mut Rng`",
+        );
     }
     let pattern = match &opts.pattern {
         Some(p) => p.value.clone(),
@@ -360,12 +454,21 @@ fn elementwise_forward(
     let args = args(f, errors);
     let mut roles: Vec<(Role, Span)> = Vec::new();
     let mut names = Vec::new();
-    let t_positions: Vec<usize> = args.iter().enumerate().filter(|(_, (ty, _))| is_ident(ty, &t)).map(|(i, _)| i).collect();
+    let t_positions: Vec<usize> = args
+        .iter()
+        .enumerate()
+        .filter(|(_, (ty, _))| is_ident(ty, &t))
+        .map(|(i, _)| i)
+        .collect();
     let scalar_at = match params {
         Params::Scalar => {
             let last = t_positions.last().copied();
             if last.is_none() {
-                err(errors, f.sig.ident.span(), "`scalar` needs a trailing `T` parameter for the scalar: `fn forward<T: Float>(x: T, s: T) -> T`");
+                err(
+                    errors,
+                    f.sig.ident.span(),
+                    "`scalar` needs a trailing `T` parameter for the scalar: `fn forward<T: Float>(x: T, s: T) -> T`",
+                );
             }
             last
         }
@@ -377,31 +480,49 @@ fn elementwise_forward(
                 Role::Scalar
             } else {
                 let k = names.len();
-                names.push(param_name(f, i).unwrap_or_else(|| Ident::new(&format!("in{k}"), *span)));
+                names
+                    .push(param_name(f, i).unwrap_or_else(|| Ident::new(&format!("in{k}"), *span)));
                 Role::Input(k)
             }
         } else if let Some(r) = common_role(ty, params) {
             if r == Role::Env {
-                err(errors, ty.span(), "elementwise kernels take the scalar `T` or `&Params` directly, not `&EnvArguments`");
+                err(
+                    errors,
+                    ty.span(),
+                    "elementwise kernels take the scalar `T` or `&Params` directly, not `&EnvArguments`",
+                );
                 continue;
             }
             r
         } else if matches!(reference(ty), Some((true, inner)) if named(inner, "Rng")) {
             if opts.rng.is_none() {
-                err(errors, *span, "`forward` takes `&mut Rng`, which needs `resources(rng)` in the attribute");
+                err(
+                    errors,
+                    *span,
+                    "`forward` takes `&mut Rng`, which needs `resources(rng)` in the attribute",
+                );
             }
             Role::Rng
         } else {
             err(
                 errors,
                 ty.span(),
-                format!("unexpected parameter type in an elementwise kernel; expected `{t}` (an input or the scalar), `&Params` (kwargs) or `&mut Rng`"),
+                format!(
+                    "unexpected parameter type in an elementwise kernel; expected `{t}` (an input or the scalar), `&Params` (kwargs) or `&mut Rng`"
+                ),
             );
             continue;
         };
         if let Role::Input(_) = role {
-            if roles.iter().any(|(r, _)| matches!(r, Role::Scalar | Role::Kwargs | Role::Rng)) {
-                err(errors, *span, "inputs come first, before the scalar, kwargs or rng");
+            if roles
+                .iter()
+                .any(|(r, _)| matches!(r, Role::Scalar | Role::Kwargs | Role::Rng))
+            {
+                err(
+                    errors,
+                    *span,
+                    "inputs come first, before the scalar, kwargs or rng",
+                );
             }
         }
         role_kind_ok(role, params, *span, errors);
@@ -409,19 +530,40 @@ fn elementwise_forward(
     }
     match &f.sig.output {
         ReturnType::Type(_, ty) if is_ident(ty, &t) => {}
-        ReturnType::Type(_, ty) => err(errors, ty.span(), format!("an elementwise `forward` returns one `{t}`")),
-        ReturnType::Default => err(errors, f.sig.ident.span(), format!("an elementwise `forward` returns one `{t}`")),
+        ReturnType::Type(_, ty) => err(
+            errors,
+            ty.span(),
+            format!("an elementwise `forward` returns one `{t}`"),
+        ),
+        ReturnType::Default => err(
+            errors,
+            f.sig.ident.span(),
+            format!("an elementwise `forward` returns one `{t}`"),
+        ),
     }
     if !names.is_empty() {
         if let Some((_, span)) = roles.iter().find(|(r, _)| *r == Role::Rng) {
-            err(errors, *span, "`&mut Rng` is for source ops (no inputs) in the elementwise form; use the blob form with `&EnvArguments`");
+            err(
+                errors,
+                *span,
+                "`&mut Rng` is for source ops (no inputs) in the elementwise form; use the blob form with `&EnvArguments`",
+            );
         }
     }
     if names.len() > 3 {
-        err(errors, f.sig.ident.span(), "elementwise ops take at most 3 inputs; use the blob form for more");
+        err(
+            errors,
+            f.sig.ident.span(),
+            "elementwise ops take at most 3 inputs; use the blob form for more",
+        );
     }
     no_duplicates(&roles, errors);
-    Some((Kernel { roles: roles.into_iter().map(|(r, _)| r).collect() }, names))
+    Some((
+        Kernel {
+            roles: roles.into_iter().map(|(r, _)| r).collect(),
+        },
+        names,
+    ))
 }
 
 fn elementwise_backward(
@@ -437,7 +579,11 @@ fn elementwise_backward(
             Role::Scalar
         } else if let Some(r) = common_role(&ty, params) {
             if r == Role::Env {
-                err(errors, ty.span(), "elementwise gradients take the scalar `T` or `&Params` directly, not `&EnvArguments`");
+                err(
+                    errors,
+                    ty.span(),
+                    "elementwise gradients take the scalar `T` or `&Params` directly, not `&EnvArguments`",
+                );
                 continue;
             }
             r
@@ -449,17 +595,35 @@ fn elementwise_backward(
                     "In0" | "In1" | "In2" => {
                         let k = (n.as_bytes()[2] - b'0') as usize;
                         if k >= arity {
-                            err(errors, span, format!("the gradient reads `{n}`, but the op has {arity} input(s)"));
+                            err(
+                                errors,
+                                span,
+                                format!(
+                                    "the gradient reads `{n}`, but the op has {arity} input(s)"
+                                ),
+                            );
                         }
                         Role::InputValue(k)
                     }
                     _ => {
-                        err(errors, ty.span(), format!("unexpected gradient parameter `{n}<{t}>`; expected `OutGrad<{t}>`, `OutValue<{t}>`, `In0<{t}>`..`In2<{t}>`"));
+                        err(
+                            errors,
+                            ty.span(),
+                            format!(
+                                "unexpected gradient parameter `{n}<{t}>`; expected `OutGrad<{t}>`, `OutValue<{t}>`, `In0<{t}>`..`In2<{t}>`"
+                            ),
+                        );
                         continue;
                     }
                 },
                 _ => {
-                    err(errors, ty.span(), format!("unexpected gradient parameter; expected `OutGrad<{t}>`, `OutValue<{t}>`, `In0<{t}>`..`In2<{t}>`, the scalar `{t}` or `&Params`"));
+                    err(
+                        errors,
+                        ty.span(),
+                        format!(
+                            "unexpected gradient parameter; expected `OutGrad<{t}>`, `OutValue<{t}>`, `In0<{t}>`..`In2<{t}>`, the scalar `{t}` or `&Params`"
+                        ),
+                    );
                     continue;
                 }
             }
@@ -469,7 +633,11 @@ fn elementwise_backward(
     }
     no_duplicates(&roles, errors);
     if !roles.iter().any(|(r, _)| *r == Role::OutGrad) {
-        err(errors, f.sig.ident.span(), format!("a gradient takes the output gradient: `dy: OutGrad<{t}>`"));
+        err(
+            errors,
+            f.sig.ident.span(),
+            format!("a gradient takes the output gradient: `dy: OutGrad<{t}>`"),
+        );
     }
     let returns = match &f.sig.output {
         ReturnType::Type(_, ty) if is_ident(ty, &t) => Some(1),
@@ -488,7 +656,11 @@ fn elementwise_backward(
             ReturnType::Type(_, ty) => ty.span(),
             ReturnType::Default => f.sig.ident.span(),
         };
-        err(errors, span, format!("the gradient of a {arity}-input op returns one value per input: `{want}`"));
+        err(
+            errors,
+            span,
+            format!("the gradient of a {arity}-input op returns one value per input: `{want}`"),
+        );
     }
     let needs_inputs = roles.iter().fold(0u32, |m, (r, _)| match r {
         Role::InputValue(k) => m | (1 << k),
@@ -497,11 +669,18 @@ fn elementwise_backward(
     Some(Backward {
         needs_output: roles.iter().any(|(r, _)| *r == Role::OutValue),
         needs_inputs,
-        kernel: Kernel { roles: roles.into_iter().map(|(r, _)| r).collect() },
+        kernel: Kernel {
+            roles: roles.into_iter().map(|(r, _)| r).collect(),
+        },
     })
 }
 
-fn blob_forward(f: &ItemFn, params: &Params, opts: &Options, errors: &mut Vec<syn::Error>) -> (Kernel, Vec<Ident>) {
+fn blob_forward(
+    f: &ItemFn,
+    params: &Params,
+    opts: &Options,
+    errors: &mut Vec<syn::Error>,
+) -> (Kernel, Vec<Ident>) {
     let mut roles = Vec::new();
     for (ty, span) in args(f, errors) {
         let role = if let Some(r) = common_role(&ty, params) {
@@ -512,10 +691,16 @@ fn blob_forward(f: &ItemFn, params: &Params, opts: &Options, errors: &mut Vec<sy
             Role::Req
         } else {
             match reference(&ty) {
-                Some((false, inner)) if slice_of(inner).is_some_and(|e| named(e, "TBlob")) => Role::Inputs,
+                Some((false, inner)) if slice_of(inner).is_some_and(|e| named(e, "TBlob")) => {
+                    Role::Inputs
+                }
                 Some((true, inner)) if named(inner, "TBlobMut") => Role::Out,
                 _ => {
-                    err(errors, ty.span(), "unexpected parameter in a blob `forward`; expected `&[TBlob]`, `&mut TBlobMut`, `OpReqType`, `f64` (scalar), `&Params` or `&EnvArguments`");
+                    err(
+                        errors,
+                        ty.span(),
+                        "unexpected parameter in a blob `forward`; expected `&[TBlob]`, `&mut TBlobMut`, `OpReqType`, `f64` (scalar), `&Params` or `&EnvArguments`",
+                    );
                     continue;
                 }
             }
@@ -525,7 +710,11 @@ fn blob_forward(f: &ItemFn, params: &Params, opts: &Options, errors: &mut Vec<sy
     }
     no_duplicates(&roles, errors);
     if !roles.iter().any(|(r, _)| *r == Role::Out) {
-        err(errors, f.sig.ident.span(), "a blob `forward` writes its output: add `out: &mut TBlobMut`");
+        err(
+            errors,
+            f.sig.ident.span(),
+            "a blob `forward` writes its output: add `out: &mut TBlobMut`",
+        );
     }
     let n = opts.inputs.as_ref().map_or(1, |i| i.value);
     let names = (0..n)
@@ -539,17 +728,29 @@ fn blob_forward(f: &ItemFn, params: &Params, opts: &Options, errors: &mut Vec<sy
             Ident::new(&s, f.sig.ident.span())
         })
         .collect();
-    (Kernel { roles: roles.into_iter().map(|(r, _)| r).collect() }, names)
+    (
+        Kernel {
+            roles: roles.into_iter().map(|(r, _)| r).collect(),
+        },
+        names,
+    )
 }
 
-fn blob_backward(f: &ItemFn, params: &Params, arity: usize, errors: &mut Vec<syn::Error>) -> Option<Backward> {
+fn blob_backward(
+    f: &ItemFn,
+    params: &Params,
+    arity: usize,
+    errors: &mut Vec<syn::Error>,
+) -> Option<Backward> {
     let mut roles = Vec::new();
     for (ty, span) in args(f, errors) {
         let role = if let Some(r) = common_role(&ty, params) {
             r
         } else if is_ident(&ty, &Ident::new("f64", span)) {
             Role::Scalar
-        } else if let Some((n, _)) = last_segment(&ty).filter(|(n, _)| ["OutGrad", "OutValue", "Inputs"].contains(&n.as_str())) {
+        } else if let Some((n, _)) = last_segment(&ty)
+            .filter(|(n, _)| ["OutGrad", "OutValue", "Inputs"].contains(&n.as_str()))
+        {
             match n.as_str() {
                 "OutGrad" => Role::OutGrad,
                 "OutValue" => Role::OutValue,
@@ -557,10 +758,18 @@ fn blob_backward(f: &ItemFn, params: &Params, arity: usize, errors: &mut Vec<syn
             }
         } else {
             match reference(&ty) {
-                Some((true, inner)) if slice_of(inner).is_some_and(|e| named(e, "TBlobMut")) => Role::Grads,
-                Some((false, inner)) if slice_of(inner).is_some_and(|e| named(e, "OpReqType")) => Role::Reqs,
+                Some((true, inner)) if slice_of(inner).is_some_and(|e| named(e, "TBlobMut")) => {
+                    Role::Grads
+                }
+                Some((false, inner)) if slice_of(inner).is_some_and(|e| named(e, "OpReqType")) => {
+                    Role::Reqs
+                }
                 _ => {
-                    err(errors, ty.span(), "unexpected parameter in a blob `backward`; expected `OutGrad<&TBlob>`, `OutValue<&TBlob>`, `Inputs<&[TBlob]>`, `&mut [TBlobMut]`, `&[OpReqType]`, `f64`, `&Params` or `&EnvArguments`");
+                    err(
+                        errors,
+                        ty.span(),
+                        "unexpected parameter in a blob `backward`; expected `OutGrad<&TBlob>`, `OutValue<&TBlob>`, `Inputs<&[TBlob]>`, `&mut [TBlobMut]`, `&[OpReqType]`, `f64`, `&Params` or `&EnvArguments`",
+                    );
                     continue;
                 }
             }
@@ -569,34 +778,63 @@ fn blob_backward(f: &ItemFn, params: &Params, arity: usize, errors: &mut Vec<syn
         roles.push((role, span));
     }
     no_duplicates(&roles, errors);
-    for (need, what) in [(Role::OutGrad, "dy: OutGrad<&TBlob>"), (Role::Grads, "grads: &mut [TBlobMut]")] {
+    for (need, what) in [
+        (Role::OutGrad, "dy: OutGrad<&TBlob>"),
+        (Role::Grads, "grads: &mut [TBlobMut]"),
+    ] {
         if !roles.iter().any(|(r, _)| *r == need) {
-            err(errors, f.sig.ident.span(), format!("a blob `backward` takes `{what}`"));
+            err(
+                errors,
+                f.sig.ident.span(),
+                format!("a blob `backward` takes `{what}`"),
+            );
         }
     }
     Some(Backward {
         needs_output: roles.iter().any(|(r, _)| *r == Role::OutValue),
-        needs_inputs: if roles.iter().any(|(r, _)| *r == Role::Inputs) { (1u32 << arity.min(31)) - 1 } else { 0 },
-        kernel: Kernel { roles: roles.into_iter().map(|(r, _)| r).collect() },
+        needs_inputs: if roles.iter().any(|(r, _)| *r == Role::Inputs) {
+            (1u32 << arity.min(31)) - 1
+        } else {
+            0
+        },
+        kernel: Kernel {
+            roles: roles.into_iter().map(|(r, _)| r).collect(),
+        },
     })
 }
 
-fn aux_fn(f: &ItemFn, params: &Params, main: Role, elem: &str, errors: &mut Vec<syn::Error>) -> Kernel {
+fn aux_fn(
+    f: &ItemFn,
+    params: &Params,
+    main: Role,
+    elem: &str,
+    errors: &mut Vec<syn::Error>,
+) -> Kernel {
     let mut roles = Vec::new();
     for (ty, span) in args(f, errors) {
         let role = if let Some(r) = common_role(&ty, params) {
             r
         } else if is_ident(&ty, &Ident::new("f64", span)) {
             Role::Scalar
-        } else if matches!(reference(&ty), Some((false, inner)) if slice_of(inner).is_some_and(|e| named(e, elem))) {
+        } else if matches!(reference(&ty), Some((false, inner)) if slice_of(inner).is_some_and(|e| named(e, elem)))
+        {
             main
         } else {
-            err(errors, ty.span(), format!("unexpected parameter in `{}`; expected `&[{elem}]`, `f64` (scalar) or `&Params`", f.sig.ident));
+            err(
+                errors,
+                ty.span(),
+                format!(
+                    "unexpected parameter in `{}`; expected `&[{elem}]`, `f64` (scalar) or `&Params`",
+                    f.sig.ident
+                ),
+            );
             continue;
         };
         role_kind_ok(role, params, span, errors);
         roles.push((role, span));
     }
     no_duplicates(&roles, errors);
-    Kernel { roles: roles.into_iter().map(|(r, _)| r).collect() }
+    Kernel {
+        roles: roles.into_iter().map(|(r, _)| r).collect(),
+    }
 }

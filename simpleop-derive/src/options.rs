@@ -40,8 +40,7 @@ pub struct Options {
     pub inputs: Option<At<usize>>,
 }
 
-const KNOWN: &str =
-    "name, inplace, scalar, kwargs, resources, pattern, broadcast, blob, inputs";
+const KNOWN: &str = "name, inplace, scalar, kwargs, resources, pattern, broadcast, blob, inputs";
 
 pub const PATTERNS: [&str; 6] = [
     "elementwise",
@@ -54,19 +53,21 @@ pub const PATTERNS: [&str; 6] = [
 
 pub fn parse(attr: TokenStream, errors: &mut Vec<syn::Error>) -> Options {
     let mut opts = Options::default();
-    let metas = match syn::parse::Parser::parse2(
-        Punctuated::<Meta, Token![,]>::parse_terminated,
-        attr,
-    ) {
-        Ok(m) => m,
-        Err(e) => {
-            errors.push(e);
-            return opts;
-        }
-    };
+    let metas =
+        match syn::parse::Parser::parse2(Punctuated::<Meta, Token![,]>::parse_terminated, attr) {
+            Ok(m) => m,
+            Err(e) => {
+                errors.push(e);
+                return opts;
+            }
+        };
     let mut seen: Vec<String> = Vec::new();
     for meta in metas {
-        let key = meta.path().get_ident().map(|i| i.to_string()).unwrap_or_default();
+        let key = meta
+            .path()
+            .get_ident()
+            .map(|i| i.to_string())
+            .unwrap_or_default();
         let span = meta.path().span();
         if seen.contains(&key) {
             errors.push(syn::Error::new(span, format!("duplicate option `{key}`")));
@@ -76,7 +77,10 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<syn::Error>) -> Options {
         match key.as_str() {
             "name" => {
                 if let Some(s) = lit_str(&meta, errors) {
-                    opts.name = Some(At { value: s.value(), span: s.span() });
+                    opts.name = Some(At {
+                        value: s.value(),
+                        span: s.span(),
+                    });
                 }
             }
             "inplace" => {
@@ -102,27 +106,40 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<syn::Error>) -> Options {
             "kwargs" => match &meta {
                 Meta::NameValue(nv) => match &nv.value {
                     Expr::Path(p) => {
-                        opts.kwargs = Some(At { value: p.path.clone(), span: nv.value.span() })
+                        opts.kwargs = Some(At {
+                            value: p.path.clone(),
+                            span: nv.value.span(),
+                        })
                     }
                     other => errors.push(syn::Error::new_spanned(
                         other,
                         "`kwargs` takes a type path: `kwargs = MyParams`",
                     )),
                 },
-                _ => errors.push(syn::Error::new(span, "`kwargs` takes a type path: `kwargs = MyParams`")),
+                _ => errors.push(syn::Error::new(
+                    span,
+                    "`kwargs` takes a type path: `kwargs = MyParams`",
+                )),
             },
             "resources" => match &meta {
                 Meta::List(list) => {
-                    match list.parse_args_with(Punctuated::<syn::Ident, Token![,]>::parse_terminated) {
+                    match list
+                        .parse_args_with(Punctuated::<syn::Ident, Token![,]>::parse_terminated)
+                    {
                         Ok(ids) => {
                             for id in ids {
                                 match id.to_string().as_str() {
                                     "rng" if opts.rng.is_none() => opts.rng = Some(id.span()),
                                     "temp" if opts.temp.is_none() => opts.temp = Some(id.span()),
-                                    "rng" | "temp" => errors.push(syn::Error::new(id.span(), format!("duplicate resource `{id}`"))),
+                                    "rng" | "temp" => errors.push(syn::Error::new(
+                                        id.span(),
+                                        format!("duplicate resource `{id}`"),
+                                    )),
                                     _ => errors.push(syn::Error::new(
                                         id.span(),
-                                        format!("unknown resource `{id}`; expected `rng` or `temp`"),
+                                        format!(
+                                            "unknown resource `{id}`; expected `rng` or `temp`"
+                                        ),
                                     )),
                                 }
                             }
@@ -130,35 +147,60 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<syn::Error>) -> Options {
                         Err(e) => errors.push(e),
                     }
                 }
-                _ => errors.push(syn::Error::new(span, "`resources` takes a list: `resources(rng, temp)`")),
+                _ => errors.push(syn::Error::new(
+                    span,
+                    "`resources` takes a list: `resources(rng, temp)`",
+                )),
             },
             "pattern" => {
                 if let Some(s) = lit_str(&meta, errors) {
                     if PATTERNS.contains(&s.value().as_str()) {
-                        opts.pattern = Some(At { value: s.value(), span: s.span() });
+                        opts.pattern = Some(At {
+                            value: s.value(),
+                            span: s.span(),
+                        });
                     } else {
                         errors.push(syn::Error::new(
                             s.span(),
-                            format!("unknown pattern `{}`; expected one of: {}", s.value(), PATTERNS.join(", ")),
+                            format!(
+                                "unknown pattern `{}`; expected one of: {}",
+                                s.value(),
+                                PATTERNS.join(", ")
+                            ),
                         ));
                     }
                 }
             }
             "inputs" => match &meta {
                 Meta::NameValue(nv) => match &nv.value {
-                    Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => match i.base10_parse::<usize>() {
-                        Ok(n) => opts.inputs = Some(At { value: n, span: i.span() }),
+                    Expr::Lit(ExprLit {
+                        lit: Lit::Int(i), ..
+                    }) => match i.base10_parse::<usize>() {
+                        Ok(n) => {
+                            opts.inputs = Some(At {
+                                value: n,
+                                span: i.span(),
+                            })
+                        }
                         Err(e) => errors.push(e),
                     },
-                    other => errors.push(syn::Error::new_spanned(other, "`inputs` takes an integer: `inputs = 2`")),
+                    other => errors.push(syn::Error::new_spanned(
+                        other,
+                        "`inputs` takes an integer: `inputs = 2`",
+                    )),
                 },
-                _ => errors.push(syn::Error::new(span, "`inputs` takes an integer: `inputs = 2`")),
+                _ => errors.push(syn::Error::new(
+                    span,
+                    "`inputs` takes an integer: `inputs = 2`",
+                )),
             },
             _ => errors.push(syn::Error::new(
                 span,
                 format!(
                     "unknown option `{}`; expected one of: {KNOWN}",
-                    quote::ToTokens::to_token_stream(meta.path()).to_string().replace(' ', "")
+                    quote::ToTokens::to_token_stream(meta.path())
+                        .to_string()
+                        .replace(' ', "")
                 ),
             )),
         }
@@ -170,14 +212,22 @@ fn lit_str(meta: &Meta, errors: &mut Vec<syn::Error>) -> Option<LitStr> {
     let key = quote::ToTokens::to_token_stream(meta.path()).to_string();
     match meta {
         Meta::NameValue(nv) => match &nv.value {
-            Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) => Some(s.clone()),
+            Expr::Lit(ExprLit {
+                lit: Lit::Str(s), ..
+            }) => Some(s.clone()),
             other => {
-                errors.push(syn::Error::new_spanned(other, format!("`{key}` takes a string: `{key} = \"...\"`")));
+                errors.push(syn::Error::new_spanned(
+                    other,
+                    format!("`{key}` takes a string: `{key} = \"...\"`"),
+                ));
                 None
             }
         },
         _ => {
-            errors.push(syn::Error::new_spanned(meta, format!("`{key}` takes a string: `{key} = \"...\"`")));
+            errors.push(syn::Error::new_spanned(
+                meta,
+                format!("`{key}` takes a string: `{key} = \"...\"`"),
+            ));
             None
         }
     }
@@ -188,14 +238,22 @@ fn flag(meta: &Meta, errors: &mut Vec<syn::Error>) -> bool {
         Meta::Path(_) => true,
         _ => {
             let key = quote::ToTokens::to_token_stream(meta.path()).to_string();
-            errors.push(syn::Error::new_spanned(meta, format!("`{key}` is a flag and takes no value")));
+            errors.push(syn::Error::new_spanned(
+                meta,
+                format!("`{key}` is a flag and takes no value"),
+            ));
             false
         }
     }
 }
 
 fn parse_inplace(s: &LitStr, opts: &mut Options, errors: &mut Vec<syn::Error>) {
-    for part in s.value().split([',', '+', '|']).map(str::trim).filter(|p| !p.is_empty()) {
+    for part in s
+        .value()
+        .split([',', '+', '|'])
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
         let name = match part {
             "InOut" => InplaceName::InOut,
             "LhsOut" => InplaceName::LhsOut,
@@ -209,16 +267,27 @@ fn parse_inplace(s: &LitStr, opts: &mut Options, errors: &mut Vec<syn::Error>) {
                 continue;
             }
         };
-        if opts.inplace.iter().any(|o| o.value.is_forward() == name.is_forward()) {
+        if opts
+            .inplace
+            .iter()
+            .any(|o| o.value.is_forward() == name.is_forward())
+        {
             errors.push(syn::Error::new(
                 s.span(),
                 format!(
                     "more than one {} inplace option",
-                    if name.is_forward() { "forward" } else { "gradient" }
+                    if name.is_forward() {
+                        "forward"
+                    } else {
+                        "gradient"
+                    }
                 ),
             ));
             continue;
         }
-        opts.inplace.push(At { value: name, span: s.span() });
+        opts.inplace.push(At {
+            value: name,
+            span: s.span(),
+        });
     }
 }

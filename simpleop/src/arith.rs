@@ -31,7 +31,13 @@ impl NDArray {
     /// this buffer; a broadcast `other` goes through `broadcast_add` in place.
     pub fn try_add_assign(&mut self, other: &NDArray) -> Result<()> {
         if self.shape() == other.shape() {
-            eager::invoke_into(op("_copy")?, &[other], &EnvArguments::none(), self, OpReqType::AddTo)
+            eager::invoke_into(
+                op("_copy")?,
+                &[other],
+                &EnvArguments::none(),
+                self,
+                OpReqType::AddTo,
+            )
         } else {
             eager::invoke_inplace(op("broadcast_add")?, self, &[other], &EnvArguments::none())
         }
@@ -39,19 +45,33 @@ impl NDArray {
     /// `self -= other`: `-other` accumulated with `AddTo`, or `broadcast_sub` in place.
     pub fn try_sub_assign(&mut self, other: &NDArray) -> Result<()> {
         if self.shape() == other.shape() {
-            eager::invoke_into(op("negative")?, &[other], &EnvArguments::none(), self, OpReqType::AddTo)
+            eager::invoke_into(
+                op("negative")?,
+                &[other],
+                &EnvArguments::none(),
+                self,
+                OpReqType::AddTo,
+            )
         } else {
             eager::invoke_inplace(op("broadcast_sub")?, self, &[other], &EnvArguments::none())
         }
     }
     /// `self *= other`, in place when the storage is not shared.
     pub fn try_mul_assign(&mut self, other: &NDArray) -> Result<()> {
-        let name = if self.shape() == other.shape() { "elemwise_mul" } else { "broadcast_mul" };
+        let name = if self.shape() == other.shape() {
+            "elemwise_mul"
+        } else {
+            "broadcast_mul"
+        };
         eager::invoke_inplace(op(name)?, self, &[other], &EnvArguments::none())
     }
     /// `self /= other`, in place when the storage is not shared.
     pub fn try_div_assign(&mut self, other: &NDArray) -> Result<()> {
-        let name = if self.shape() == other.shape() { "elemwise_div" } else { "broadcast_div" };
+        let name = if self.shape() == other.shape() {
+            "elemwise_div"
+        } else {
+            "broadcast_div"
+        };
         eager::invoke_inplace(op(name)?, self, &[other], &EnvArguments::none())
     }
     /// Applies a scalar op (`_plus_scalar`, ...) in place.

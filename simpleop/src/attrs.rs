@@ -141,9 +141,16 @@ pub fn to_attrs<P: serde::Serialize>(op: &str, params: &P) -> Result<Attrs> {
     let value = serde_json::to_value(params)
         .map_err(|e| Error::invalid(op, "kwargs", format!("cannot serialise: {e}")))?;
     let serde_json::Value::Object(map) = value else {
-        return Err(Error::invalid(op, "kwargs", "kwargs must serialise as a struct"));
+        return Err(Error::invalid(
+            op,
+            "kwargs",
+            "kwargs must serialise as a struct",
+        ));
     };
-    Ok(map.into_iter().map(|(k, v)| (k, mxnet_string(&v))).collect())
+    Ok(map
+        .into_iter()
+        .map(|(k, v)| (k, mxnet_string(&v)))
+        .collect())
 }
 
 fn mxnet_string(v: &serde_json::Value) -> String {
@@ -387,7 +394,9 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
 
     fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, KwargError> {
         let items = self.items();
-        visitor.visit_seq(de::value::SeqDeserializer::new(items.into_iter().map(ValueDe)))
+        visitor.visit_seq(de::value::SeqDeserializer::new(
+            items.into_iter().map(ValueDe),
+        ))
     }
 
     fn deserialize_tuple<V: Visitor<'de>>(
@@ -459,7 +468,12 @@ mod tests {
     fn parses_mxnet_string_forms() {
         let p: P = parse_kwargs(
             "sum",
-            &Attrs::from([("axis", "(0, 2)"), ("keepdims", "True"), ("lo", "-1"), ("n", "-1")]),
+            &Attrs::from([
+                ("axis", "(0, 2)"),
+                ("keepdims", "True"),
+                ("lo", "-1"),
+                ("n", "-1"),
+            ]),
         )
         .unwrap();
         assert_eq!(
@@ -480,10 +494,20 @@ mod tests {
     #[test]
     fn errors_name_the_argument() {
         let e = parse_kwargs::<P>("sum", &Attrs::from([("axes", "1")])).unwrap_err();
-        assert!(matches!(&e, Error::BadKwarg { arg, .. } if arg == "axes"), "{e}");
-        assert!(e.to_string().contains("expected one of: axis, keepdims, lo, n"), "{e}");
+        assert!(
+            matches!(&e, Error::BadKwarg { arg, .. } if arg == "axes"),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .contains("expected one of: axis, keepdims, lo, n"),
+            "{e}"
+        );
         let e = parse_kwargs::<P>("sum", &Attrs::from([("n", "x")])).unwrap_err();
-        assert_eq!(e.to_string(), "op `sum`: argument `n`: expected an integer, got `x`");
+        assert_eq!(
+            e.to_string(),
+            "op `sum`: argument `n`: expected an integer, got `x`"
+        );
     }
 
     #[test]
@@ -495,7 +519,10 @@ mod tests {
             a_max: f64,
         }
         let e = parse_kwargs::<Clip>("clip", &Attrs::from([("a_min", "0")])).unwrap_err();
-        assert_eq!(e.to_string(), "op `clip`: argument `a_max`: missing required argument");
+        assert_eq!(
+            e.to_string(),
+            "op `clip`: argument `a_max`: missing required argument"
+        );
     }
 
     #[test]

@@ -5,8 +5,8 @@
 //! [`invoke_into`] or [`invoke_inplace`].
 
 use crate::{
-    Attrs, EnvArguments, Error, GradArgs, NDArray, OpCall, OpDef, OpForm, OpReqType, Registry,
-    RegisteredOp, Result, RunContext, Shape, TBlob, TBlobMut, op::check_blob,
+    Attrs, EnvArguments, Error, GradArgs, NDArray, OpCall, OpDef, OpForm, OpReqType, RegisteredOp,
+    Registry, Result, RunContext, Shape, TBlob, TBlobMut, op::check_blob,
 };
 
 /// Looks an op up in the global registry.
@@ -128,7 +128,11 @@ fn run_forward(
     let env = seeded(op, env);
     let mut out = NDArray::zeros(shape, dtype);
     let blobs: Vec<TBlob<'_>> = inputs.iter().map(|a| a.blob()).collect();
-    let call = OpCall { op, env: &env, ctx: &ctx };
+    let call = OpCall {
+        op,
+        env: &env,
+        ctx: &ctx,
+    };
     (kernels.forward)(&call, &blobs, &mut out.blob_mut(), OpReqType::WriteTo)?;
     Ok(out)
 }
@@ -153,7 +157,11 @@ fn run_into(
         out.make_unique_for_overwrite();
     }
     let blobs: Vec<TBlob<'_>> = inputs.iter().map(|a| a.blob()).collect();
-    let call = OpCall { op, env: &env, ctx: &ctx };
+    let call = OpCall {
+        op,
+        env: &env,
+        ctx: &ctx,
+    };
     // `out` is borrowed mutably, so it cannot be one of `inputs`; `blob_mut`
     // copies it first if another handle (maybe an input) shares it.
     (kernels.forward)(&call, &blobs, &mut out.blob_mut(), req)
@@ -199,7 +207,11 @@ fn run_inplace(
     };
     blobs.push(input0);
     blobs.extend(rest.iter().map(|a| a.blob()));
-    let call = OpCall { op, env: &env, ctx: &ctx };
+    let call = OpCall {
+        op,
+        env: &env,
+        ctx: &ctx,
+    };
     (kernels.forward)(&call, &blobs, &mut out, OpReqType::WriteInplace)
 }
 
@@ -218,22 +230,39 @@ pub fn invoke_backward(
     reqs: &[OpReqType],
 ) -> Result<()> {
     let entry = registered(op)?;
-    let spec = op.gradient.ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
+    let spec = op
+        .gradient
+        .ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
     op.check_arity(inputs.len())?;
     op.check_arity(grads.len())?;
     op.check_arity(reqs.len())?;
     let ctx = RunContext::default();
     let kernels = entry.kernels(ctx.device)?;
-    let backward = kernels.backward.ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
+    let backward = kernels
+        .backward
+        .ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
     for (i, (g, x)) in grads.iter().zip(inputs).enumerate() {
         if reqs[i] != OpReqType::Null {
-            check_blob(op, &format!("{}_grad", op.input_name(i)), g.shape(), g.dtype(), x.shape(), x.dtype())?;
+            check_blob(
+                op,
+                &format!("{}_grad", op.input_name(i)),
+                g.shape(),
+                g.dtype(),
+                x.shape(),
+                x.dtype(),
+            )?;
         }
     }
     let args = GradArgs {
         out_grad: out_grad.blob(),
         output: if spec.needs_output {
-            Some(output.ok_or_else(|| Error::invalid(op.name, "output", "the gradient reads the forward output"))?.blob())
+            Some(
+                output
+                    .ok_or_else(|| {
+                        Error::invalid(op.name, "output", "the gradient reads the forward output")
+                    })?
+                    .blob(),
+            )
         } else {
             None
         },
@@ -263,7 +292,10 @@ pub fn gradient(
 ) -> Result<Vec<NDArray>> {
     let env = seeded(op, env);
     let out = invoke_with(op, inputs, &env)?;
-    let mut grads: Vec<NDArray> = inputs.iter().map(|x| NDArray::zeros(x.shape().clone(), x.dtype())).collect();
+    let mut grads: Vec<NDArray> = inputs
+        .iter()
+        .map(|x| NDArray::zeros(x.shape().clone(), x.dtype()))
+        .collect();
     let reqs = vec![OpReqType::WriteTo; inputs.len()];
     invoke_backward(op, &env, out_grad, Some(&out), inputs, &mut grads, &reqs)?;
     Ok(grads)
@@ -286,7 +318,9 @@ pub fn invoke_backward_inplace(
     reqs: &[OpReqType],
 ) -> Result<bool> {
     let entry = registered(op)?;
-    let spec = op.gradient.ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
+    let spec = op
+        .gradient
+        .ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
     op.check_arity(inputs.len())?;
     op.check_arity(reqs.len())?;
     op.check_arity(rest_grads.len() + 1)?;
@@ -313,11 +347,20 @@ pub fn invoke_backward_inplace(
     };
     let ctx = RunContext::default();
     let kernels = entry.kernels(ctx.device)?;
-    let backward = kernels.backward.ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
+    let backward = kernels
+        .backward
+        .ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
     let (shape, dtype) = (x0.shape().clone(), x0.dtype());
     for (i, g) in rest_grads.iter_mut().enumerate() {
         if reqs[i + 1] != OpReqType::Null {
-            check_blob(op, &format!("{}_grad", op.input_name(i + 1)), g.shape(), g.dtype(), inputs[i + 1].shape(), inputs[i + 1].dtype())?;
+            check_blob(
+                op,
+                &format!("{}_grad", op.input_name(i + 1)),
+                g.shape(),
+                g.dtype(),
+                inputs[i + 1].shape(),
+                inputs[i + 1].dtype(),
+            )?;
         }
         if reqs[i + 1] == OpReqType::WriteTo {
             g.make_unique_for_overwrite();
@@ -327,15 +370,30 @@ pub fn invoke_backward_inplace(
     // alone, aligned and sized for `shape` of `dtype`. The op is elementwise
     // and declared a gradient in-place option, so its driver reads each
     // element of the output gradient before writing the input gradient there.
-    let (dy, g0) = unsafe { (TBlob::from_raw(ptr, dtype, shape.clone()), TBlobMut::from_raw(ptr, dtype, shape)) };
+    let (dy, g0) = unsafe {
+        (
+            TBlob::from_raw(ptr, dtype, shape.clone()),
+            TBlobMut::from_raw(ptr, dtype, shape),
+        )
+    };
     let args = GradArgs {
         out_grad: dy,
         output: if spec.needs_output {
-            Some(output.ok_or_else(|| Error::invalid(op.name, "output", "the gradient reads the forward output"))?.blob())
+            Some(
+                output
+                    .ok_or_else(|| {
+                        Error::invalid(op.name, "output", "the gradient reads the forward output")
+                    })?
+                    .blob(),
+            )
         } else {
             None
         },
-        inputs: inputs.iter().enumerate().map(|(i, x)| spec.needs_input(i).then(|| x.blob())).collect(),
+        inputs: inputs
+            .iter()
+            .enumerate()
+            .map(|(i, x)| spec.needs_input(i).then(|| x.blob()))
+            .collect(),
     };
     let mut blobs = vec![g0];
     blobs.extend(rest_grads.iter_mut().map(|g| g.blob_mut()));

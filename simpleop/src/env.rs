@@ -94,7 +94,8 @@ impl EnvArguments {
     }
     /// The scalar; errors naming `op` when there is none.
     pub fn require_scalar(&self, op: &str) -> Result<f64> {
-        self.scalar.ok_or_else(|| Error::MissingScalar { op: op.into() })
+        self.scalar
+            .ok_or_else(|| Error::MissingScalar { op: op.into() })
     }
     /// Whether kwargs are present.
     pub fn has_kwargs(&self) -> bool {
@@ -125,7 +126,7 @@ impl EnvArguments {
 }
 
 static GLOBAL: Mutex<Option<ChaCha8Rng>> = Mutex::new(None);
-const DEFAULT_SEED: u64 = 0x5EED_0F_51_4D_0B;
+const DEFAULT_SEED: u64 = 0x5EED_0F51_4D0B;
 
 /// Seeds the global generator that eager random ops draw their seeds from,
 /// as `mx.random.seed` / `torch.manual_seed`. Until called, a fixed default

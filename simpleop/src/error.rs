@@ -170,7 +170,11 @@ fn suggest(names: &[String]) -> String {
 
 impl Error {
     /// Shorthand for [`Error::InvalidArgument`].
-    pub fn invalid(op: impl Into<String>, arg: impl Into<String>, reason: impl Into<String>) -> Self {
+    pub fn invalid(
+        op: impl Into<String>,
+        arg: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
         Error::InvalidArgument {
             op: op.into(),
             arg: arg.into(),

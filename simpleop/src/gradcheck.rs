@@ -15,9 +15,7 @@
 //! # Ok::<(), simpleop::Error>(())
 //! ```
 
-use crate::{
-    Attrs, DType, EnvArguments, Error, NDArray, OpDef, OpReqType, Result, Shape, eager,
-};
+use crate::{Attrs, DType, EnvArguments, Error, NDArray, OpDef, OpReqType, Result, Shape, eager};
 
 /// A configured gradient check. Build with [`GradCheck::new`], finish with
 /// [`GradCheck::run`].
@@ -114,12 +112,21 @@ impl GradCheck {
                 .iter()
                 .enumerate()
                 .map(|(i, s)| {
-                    NDArray::random_uniform(s.clone(), self.low, self.high, DType::F64, self.seed + i as u64)
-                        .map(|a| a.to_f64_vec())
+                    NDArray::random_uniform(
+                        s.clone(),
+                        self.low,
+                        self.high,
+                        DType::F64,
+                        self.seed + i as u64,
+                    )
+                    .map(|a| a.to_f64_vec())
                 })
                 .collect::<Result<_>>()?,
         };
-        let mut report = GradReport { op: op.name.into(), rows: Vec::new() };
+        let mut report = GradReport {
+            op: op.name.into(),
+            rows: Vec::new(),
+        };
         for &dtype in &self.dtypes {
             let inputs: Vec<NDArray> = base
                 .iter()
@@ -135,7 +142,8 @@ impl GradCheck {
             let Some(_) = op.gradient else {
                 return Err(Error::NoGradient { op: op.name.into() });
             };
-            let dy = NDArray::random_uniform(out.shape().clone(), -1.0, 1.0, dtype, self.seed ^ 0xD1)?;
+            let dy =
+                NDArray::random_uniform(out.shape().clone(), -1.0, 1.0, dtype, self.seed ^ 0xD1)?;
             // Central differences in f64 at the dtype-rounded inputs.
             let x64: Vec<NDArray> = inputs.iter().map(|x| x.astype(DType::F64)).collect();
             let dy64 = dy.astype(DType::F64).to_f64_vec();
@@ -155,7 +163,12 @@ fn tolerance(dtype: DType) -> (f64, f64) {
     }
 }
 
-fn numeric_grads(op: &'static OpDef, env: &EnvArguments, x: &[NDArray], dy: &[f64]) -> Result<Vec<Vec<f64>>> {
+fn numeric_grads(
+    op: &'static OpDef,
+    env: &EnvArguments,
+    x: &[NDArray],
+    dy: &[f64],
+) -> Result<Vec<Vec<f64>>> {
     let loss = |xs: &[NDArray]| -> Result<f64> {
         let refs: Vec<&NDArray> = xs.iter().collect();
         let y = eager::invoke_with(op, &refs, env)?.to_f64_vec();
@@ -195,7 +208,8 @@ fn compare(
     let mut worst = 0.0f64;
     for (index, (&a, &n)) in got.iter().zip(want).enumerate() {
         let ratio = (a - n).abs() / (atol + rtol * n.abs());
-        if !(ratio <= 1.0) {
+        // NaN ratios fail too.
+        if ratio.is_nan() || ratio > 1.0 {
             return Err(Error::GradCheck {
                 op: op.name.into(),
                 arg: arg.into(),
@@ -211,11 +225,26 @@ fn compare(
     Ok(worst)
 }
 
-fn exact(op: &OpDef, arg: &str, dtype: DType, req: OpReqType, got: &NDArray, want: &NDArray) -> Result<f64> {
+fn exact(
+    op: &OpDef,
+    arg: &str,
+    dtype: DType,
+    req: OpReqType,
+    got: &NDArray,
+    want: &NDArray,
+) -> Result<f64> {
     let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
     for (index, (&a, &b)) in g.iter().zip(&w).enumerate() {
         if a != b && !(a.is_nan() && b.is_nan()) {
-            return Err(Error::GradCheck { op: op.name.into(), arg: arg.into(), dtype, req, index, analytic: a, numeric: b });
+            return Err(Error::GradCheck {
+                op: op.name.into(),
+                arg: arg.into(),
+                dtype,
+                req,
+                index,
+                analytic: a,
+                numeric: b,
+            });
         }
     }
     Ok(0.0)
@@ -233,22 +262,51 @@ fn check_forward_reqs(
     // Null leaves the output alone.
     let mut o = init.deep_copy();
     eager::invoke_into(op, x, env, &mut o, OpReqType::Null)?;
-    report.rows.push((dtype, OpReqType::Null, exact(op, "output", dtype, OpReqType::Null, &o, &init)?));
+    report.rows.push((
+        dtype,
+        OpReqType::Null,
+        exact(op, "output", dtype, OpReqType::Null, &o, &init)?,
+    ));
     // WriteTo overwrites whatever was there.
     let mut o = init.deep_copy();
     eager::invoke_into(op, x, env, &mut o, OpReqType::WriteTo)?;
-    report.rows.push((dtype, OpReqType::WriteTo, exact(op, "output", dtype, OpReqType::WriteTo, &o, out)?));
+    report.rows.push((
+        dtype,
+        OpReqType::WriteTo,
+        exact(op, "output", dtype, OpReqType::WriteTo, &o, out)?,
+    ));
     // AddTo accumulates.
     let mut o = init.deep_copy();
     eager::invoke_into(op, x, env, &mut o, OpReqType::AddTo)?;
-    let want: Vec<f64> = init.to_f64_vec().iter().zip(out.to_f64_vec()).map(|(a, b)| a + b).collect();
+    let want: Vec<f64> = init
+        .to_f64_vec()
+        .iter()
+        .zip(out.to_f64_vec())
+        .map(|(a, b)| a + b)
+        .collect();
     let tol = tolerance(dtype);
-    report.rows.push((dtype, OpReqType::AddTo, compare(op, "output", dtype, OpReqType::AddTo, &o.to_f64_vec(), &want, tol)?));
+    report.rows.push((
+        dtype,
+        OpReqType::AddTo,
+        compare(
+            op,
+            "output",
+            dtype,
+            OpReqType::AddTo,
+            &o.to_f64_vec(),
+            &want,
+            tol,
+        )?,
+    ));
     // WriteInplace over input 0, when declared.
     if op.inplace.forward.is_some() && !x.is_empty() && x[0].shape() == out.shape() {
         let mut target = x[0].deep_copy();
         eager::invoke_inplace(op, &mut target, &x[1..], env)?;
-        report.rows.push((dtype, OpReqType::WriteInplace, exact(op, "output", dtype, OpReqType::WriteInplace, &target, out)?));
+        report.rows.push((
+            dtype,
+            OpReqType::WriteInplace,
+            exact(op, "output", dtype, OpReqType::WriteInplace, &target, out)?,
+        ));
     }
     Ok(())
 }
@@ -269,7 +327,9 @@ fn check_backward_reqs(
     let init: Vec<NDArray> = x
         .iter()
         .enumerate()
-        .map(|(i, xi)| NDArray::random_uniform(xi.shape().clone(), -1.0, 1.0, dtype, 100 + i as u64))
+        .map(|(i, xi)| {
+            NDArray::random_uniform(xi.shape().clone(), -1.0, 1.0, dtype, 100 + i as u64)
+        })
         .collect::<Result<_>>()?;
     for req in [OpReqType::WriteTo, OpReqType::AddTo, OpReqType::Null] {
         let mut grads: Vec<NDArray> = init.iter().map(NDArray::deep_copy).collect();
@@ -283,7 +343,15 @@ fn check_backward_reqs(
                 OpReqType::Null => base.clone(),
                 _ => numeric[i].clone(),
             };
-            worst = worst.max(compare(op, &arg, dtype, req, &grads[i].to_f64_vec(), &want, tol)?);
+            worst = worst.max(compare(
+                op,
+                &arg,
+                dtype,
+                req,
+                &grads[i].to_f64_vec(),
+                &want,
+                tol,
+            )?);
         }
         report.rows.push((dtype, req, worst));
     }
@@ -291,13 +359,34 @@ fn check_backward_reqs(
         let mut g0 = dy.deep_copy();
         let mut rest: Vec<NDArray> = init[1..].iter().map(NDArray::deep_copy).collect();
         let reqs = vec![OpReqType::WriteTo; n];
-        let in_place = eager::invoke_backward_inplace(op, env, &mut g0, Some(out), x, &mut rest, &reqs)?;
+        let in_place =
+            eager::invoke_backward_inplace(op, env, &mut g0, Some(out), x, &mut rest, &reqs)?;
         if !in_place {
-            return Err(Error::invalid(op.name, "out_grad", "declared gradient in-place option was not used"));
+            return Err(Error::invalid(
+                op.name,
+                "out_grad",
+                "declared gradient in-place option was not used",
+            ));
         }
-        let mut worst = compare(op, &format!("{}_grad", op.input_name(0)), dtype, OpReqType::WriteInplace, &g0.to_f64_vec(), &numeric[0], tol)?;
+        let mut worst = compare(
+            op,
+            &format!("{}_grad", op.input_name(0)),
+            dtype,
+            OpReqType::WriteInplace,
+            &g0.to_f64_vec(),
+            &numeric[0],
+            tol,
+        )?;
         for i in 1..n {
-            worst = worst.max(compare(op, &format!("{}_grad", op.input_name(i)), dtype, OpReqType::WriteInplace, &rest[i - 1].to_f64_vec(), &numeric[i], tol)?);
+            worst = worst.max(compare(
+                op,
+                &format!("{}_grad", op.input_name(i)),
+                dtype,
+                OpReqType::WriteInplace,
+                &rest[i - 1].to_f64_vec(),
+                &numeric[i],
+                tol,
+            )?);
         }
         report.rows.push((dtype, OpReqType::WriteInplace, worst));
     }

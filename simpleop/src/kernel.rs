@@ -115,7 +115,12 @@ impl Indexer {
 
     /// Calls `f(j, offset, run, stride)` for runs along the last axis
     /// covering output indices `start..start + len`; `j` counts from 0.
-    fn for_each_run(&self, start: usize, len: usize, mut f: impl FnMut(usize, usize, usize, usize)) {
+    fn for_each_run(
+        &self,
+        start: usize,
+        len: usize,
+        mut f: impl FnMut(usize, usize, usize, usize),
+    ) {
         let nd = self.dims.len();
         let last = nd - 1;
         let mut coord = vec![0usize; nd];
@@ -365,7 +370,11 @@ fn build_srcs<'a, S: Float, const N: usize>(
     Ok(srcs)
 }
 
-fn source_for<'a, S: Float>(x: &TBlob<'a>, alias: Option<usize>, out_shape: &Shape) -> Result<Src<'a, S>> {
+fn source_for<'a, S: Float>(
+    x: &TBlob<'a>,
+    alias: Option<usize>,
+    out_shape: &Shape,
+) -> Result<Src<'a, S>> {
     Ok(match alias {
         Some(k) => Src::Dst(k),
         None if x.shape() == out_shape => Src::Contig(x.as_slice::<S>()?),
@@ -431,8 +440,12 @@ pub fn map_backward<K: MapGrad<N>, const N: usize>(
         _p: PhantomData,
     };
     let broadcast = op.pattern == crate::Pattern::Broadcast;
-    let spec = op.gradient.ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
-    let grad_names: Vec<String> = (0..N).map(|i| format!("{}_grad", op.input_name(i))).collect();
+    let spec = op
+        .gradient
+        .ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
+    let grad_names: Vec<String> = (0..N)
+        .map(|i| format!("{}_grad", op.input_name(i)))
+        .collect();
     for (i, g) in grads.iter().enumerate() {
         if reqs[i] == OpReqType::Null {
             continue;
@@ -442,7 +455,11 @@ pub fn map_backward<K: MapGrad<N>, const N: usize>(
     if let Some(y) = &args.output {
         check_input(&c, "output", y, false, None)?;
     } else if spec.needs_output {
-        return Err(Error::invalid(op.name, "output", "the gradient reads the forward output"));
+        return Err(Error::invalid(
+            op.name,
+            "output",
+            "the gradient reads the forward output",
+        ));
     }
     for (i, x) in args.inputs.iter().enumerate() {
         match x {
@@ -479,7 +496,14 @@ pub fn map_backward<K: MapGrad<N>, const N: usize>(
         }
     }
     let dst_info: Vec<(&str, Range<usize>, &Shape, bool)> = (0..N)
-        .map(|i| (grad_names[i].as_str(), ranges[i].clone(), grads[i].shape(), reqs[i] != OpReqType::Null))
+        .map(|i| {
+            (
+                grad_names[i].as_str(),
+                ranges[i].clone(),
+                grads[i].shape(),
+                reqs[i] != OpReqType::Null,
+            )
+        })
         .collect();
     // A source that is exactly a reduced destination is read in the map
     // pass and that destination is written after it: no conflict.
@@ -581,7 +605,9 @@ impl<S: Float, K: MapGrad<N>, const N: usize> BackwardJob<'_, '_, S, K, N> {
                 x.load(start, &tiles, &mut b[..len]);
             }
             for j in 0..len {
-                let g = self.kernel.apply(dyb[j], yb[j], std::array::from_fn(|i| xb[i][j]));
+                let g = self
+                    .kernel
+                    .apply(dyb[j], yb[j], std::array::from_fn(|i| xb[i][j]));
                 for i in 0..N {
                     res[i][j] = g[i];
                 }

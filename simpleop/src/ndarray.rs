@@ -106,7 +106,9 @@ impl NDArray {
             return Err(Error::invalid(
                 "NDArray::arange",
                 "step",
-                format!("expected a finite non-zero step and finite bounds, got start {start}, stop {stop}, step {step}"),
+                format!(
+                    "expected a finite non-zero step and finite bounds, got start {start}, stop {stop}, step {step}"
+                ),
             ));
         }
         let n = ((stop - start) / step).ceil().max(0.0) as usize;
@@ -117,14 +119,28 @@ impl NDArray {
     /// Uniform samples in `[low, high)`, reproducible for a given `seed`.
     ///
     /// Matches the op `_random_uniform` called with the same seed.
-    pub fn random_uniform(shape: impl Into<Shape>, low: f64, high: f64, dtype: DType, seed: u64) -> Result<Self> {
+    pub fn random_uniform(
+        shape: impl Into<Shape>,
+        low: f64,
+        high: f64,
+        dtype: DType,
+        seed: u64,
+    ) -> Result<Self> {
         let mut a = Self::zeros(shape, dtype);
-        crate::kernel::fill_random(&mut a.blob_mut(), seed, move |r| low + (high - low) * r.uniform())?;
+        crate::kernel::fill_random(&mut a.blob_mut(), seed, move |r| {
+            low + (high - low) * r.uniform()
+        })?;
         Ok(a)
     }
 
     /// Normal samples with mean `loc` and standard deviation `scale`.
-    pub fn random_normal(shape: impl Into<Shape>, loc: f64, scale: f64, dtype: DType, seed: u64) -> Result<Self> {
+    pub fn random_normal(
+        shape: impl Into<Shape>,
+        loc: f64,
+        scale: f64,
+        dtype: DType,
+        seed: u64,
+    ) -> Result<Self> {
         let mut a = Self::zeros(shape, dtype);
         crate::kernel::fill_random(&mut a.blob_mut(), seed, move |r| loc + scale * r.normal())?;
         Ok(a)
@@ -235,7 +251,13 @@ impl NDArray {
     pub fn blob(&self) -> TBlob<'_> {
         // SAFETY: the buffer is 64-byte aligned, holds `size()` elements of
         // `dtype`, and `&self` keeps it alive and unwritten for the borrow.
-        unsafe { TBlob::from_raw(self.storage.bytes().as_ptr(), self.dtype, self.shape.clone()) }
+        unsafe {
+            TBlob::from_raw(
+                self.storage.bytes().as_ptr(),
+                self.dtype,
+                self.shape.clone(),
+            )
+        }
     }
 
     /// A writable blob view; copies first if the storage is shared.
@@ -275,14 +297,23 @@ impl fmt::Debug for NDArray {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let values = self.to_f64_vec();
         let shown: Vec<f64> = values.iter().copied().take(16).collect();
-        write!(f, "NDArray({}, {}, {:?}{})", self.shape, self.dtype, shown, if values.len() > 16 { " ..." } else { "" })
+        write!(
+            f,
+            "NDArray({}, {}, {:?}{})",
+            self.shape,
+            self.dtype,
+            shown,
+            if values.len() > 16 { " ..." } else { "" }
+        )
     }
 }
 
 impl PartialEq for NDArray {
     /// Same shape, dtype and elements (NaN ≠ NaN, as IEEE).
     fn eq(&self, other: &Self) -> bool {
-        self.shape == other.shape && self.dtype == other.dtype && self.to_f64_vec() == other.to_f64_vec()
+        self.shape == other.shape
+            && self.dtype == other.dtype
+            && self.to_f64_vec() == other.to_f64_vec()
     }
 }
 

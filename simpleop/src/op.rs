@@ -4,7 +4,9 @@
 
 use std::fmt;
 
-use crate::{Attrs, DType, EnvArguments, Error, OpReqType, Result, RunContext, Shape, TBlob, TBlobMut};
+use crate::{
+    Attrs, DType, EnvArguments, Error, OpReqType, Result, RunContext, Shape, TBlob, TBlobMut,
+};
 
 /// How an op's output relates to its inputs, for fusion (TVM's op patterns).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -329,11 +331,16 @@ where
             takes: "keyword arguments".into(),
         });
     }
-    Ok(EnvArguments::kwargs(crate::attrs::parse_kwargs::<P>(op.name, attrs)?))
+    Ok(EnvArguments::kwargs(crate::attrs::parse_kwargs::<P>(
+        op.name, attrs,
+    )?))
 }
 
 /// Attribute writer of kwargs ops.
-pub fn kwargs_to_attrs<P: serde::Serialize + 'static>(op: &OpDef, env: &EnvArguments) -> Result<Attrs> {
+pub fn kwargs_to_attrs<P: serde::Serialize + 'static>(
+    op: &OpDef,
+    env: &EnvArguments,
+) -> Result<Attrs> {
     crate::attrs::to_attrs(op.name, env.require_kwargs::<P>(op.name)?)
 }
 
@@ -349,7 +356,11 @@ pub fn scalar_to_attrs(op: &OpDef, env: &EnvArguments) -> Result<Attrs> {
 pub fn same_shape(op: &OpDef, inputs: &[Shape], _env: &EnvArguments) -> Result<Shape> {
     op.check_arity(inputs.len())?;
     let first = inputs.first().ok_or_else(|| {
-        Error::invalid(op.name, "inputs", "an op without inputs needs a shape function")
+        Error::invalid(
+            op.name,
+            "inputs",
+            "an op without inputs needs a shape function",
+        )
     })?;
     for (i, s) in inputs.iter().enumerate().skip(1) {
         if s != first {
@@ -407,7 +418,14 @@ pub fn same_float_dtype(op: &OpDef, inputs: &[DType], _env: &EnvArguments) -> Re
 }
 
 /// Checks that a blob has the shape and dtype inference gave, naming the argument.
-pub fn check_blob(op: &OpDef, arg: &str, shape: &Shape, dtype: DType, want_shape: &Shape, want_dtype: DType) -> Result<()> {
+pub fn check_blob(
+    op: &OpDef,
+    arg: &str,
+    shape: &Shape,
+    dtype: DType,
+    want_shape: &Shape,
+    want_dtype: DType,
+) -> Result<()> {
     if dtype != want_dtype {
         return Err(Error::DTypeMismatch {
             op: op.name.into(),

@@ -181,7 +181,11 @@ impl Registry {
             .filter(|(s, _)| *s > 0.8)
             .collect();
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
-        scored.into_iter().take(3).map(|(_, k)| k.to_string()).collect()
+        scored
+            .into_iter()
+            .take(3)
+            .map(|(_, k)| k.to_string())
+            .collect()
     }
 }
 

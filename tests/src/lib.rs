@@ -33,7 +33,8 @@ impl ArrayJson {
     /// As an NDArray of its dtype.
     pub fn to_ndarray(&self) -> Result<NDArray, String> {
         let dtype = DType::from_name(&self.dtype).ok_or(format!("unknown dtype {}", self.dtype))?;
-        NDArray::from_f64(&self.values(), Shape::new(self.shape.clone()), dtype).map_err(|e| e.to_string())
+        NDArray::from_f64(&self.values(), Shape::new(self.shape.clone()), dtype)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -107,16 +108,34 @@ pub fn load_cases(text: &str) -> Result<Vec<Case>, String> {
 impl Case {
     /// The single op node, when the graph is exactly one op over variables.
     pub fn single_op(&self) -> Option<&NodeJson> {
-        let ops: Vec<&NodeJson> = self.symbol.nodes.iter().filter(|n| n.op != "null").collect();
+        let ops: Vec<&NodeJson> = self
+            .symbol
+            .nodes
+            .iter()
+            .filter(|n| n.op != "null")
+            .collect();
         match ops.as_slice() {
-            [one] if one.inputs.iter().all(|i| self.symbol.nodes[i[0]].op == "null") => Some(one),
+            [one]
+                if one
+                    .inputs
+                    .iter()
+                    .all(|i| self.symbol.nodes[i[0]].op == "null") =>
+            {
+                Some(one)
+            }
             _ => None,
         }
     }
 }
 
 /// Compares `got` with `want` as FORMAT.md says; `Err` describes the worst element.
-pub fn compare(what: &str, got: &NDArray, want: &ArrayJson, rtol: f64, atol: f64) -> Result<(), String> {
+pub fn compare(
+    what: &str,
+    got: &NDArray,
+    want: &ArrayJson,
+    rtol: f64,
+    atol: f64,
+) -> Result<(), String> {
     if got.shape().dims() != want.shape.as_slice() {
         return Err(format!("{what}: shape {} != {:?}", got.shape(), want.shape));
     }
@@ -144,21 +163,45 @@ pub fn run_single_op(case: &Case) -> Result<(), String> {
     let node = case.single_op().ok_or("not a single-op graph")?;
     let entry = eager::lookup(&node.op).map_err(|e| e.to_string())?;
     let op = entry.def;
-    let attrs: Attrs = node.attrs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let attrs: Attrs = node
+        .attrs
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     let env = (op.parse)(op, &attrs).map_err(|e| e.to_string())?;
-    let names: Vec<&str> = node.inputs.iter().map(|i| case.symbol.nodes[i[0]].name.as_str()).collect();
+    let names: Vec<&str> = node
+        .inputs
+        .iter()
+        .map(|i| case.symbol.nodes[i[0]].name.as_str())
+        .collect();
     let inputs: Vec<NDArray> = names
         .iter()
-        .map(|n| case.inputs.get(*n).ok_or(format!("no input {n}"))?.to_ndarray())
+        .map(|n| {
+            case.inputs
+                .get(*n)
+                .ok_or(format!("no input {n}"))?
+                .to_ndarray()
+        })
         .collect::<Result<_, _>>()?;
     let refs: Vec<&NDArray> = inputs.iter().collect();
     let out = eager::invoke_with(op, &refs, &env).map_err(|e| e.to_string())?;
-    compare("output", &out, &case.expect.outputs[0], case.rtol, case.atol)?;
-    let Some(heads) = &case.head_grads else { return Ok(()) };
+    compare(
+        "output",
+        &out,
+        &case.expect.outputs[0],
+        case.rtol,
+        case.atol,
+    )?;
+    let Some(heads) = &case.head_grads else {
+        return Ok(());
+    };
     let dy = heads[0].to_ndarray()?;
     let reqs: Vec<OpReqType> = names
         .iter()
-        .map(|n| OpReqType::from_name(case.grad_req.get(*n).map_or("null", String::as_str)).unwrap_or(OpReqType::Null))
+        .map(|n| {
+            OpReqType::from_name(case.grad_req.get(*n).map_or("null", String::as_str))
+                .unwrap_or(OpReqType::Null)
+        })
         .collect();
     if reqs.iter().all(|r| *r == OpReqType::Null) {
         return Ok(());
@@ -171,12 +214,13 @@ pub fn run_single_op(case: &Case) -> Result<(), String> {
             None => Ok(NDArray::zeros(x.shape().clone(), x.dtype())),
         })
         .collect::<Result<_, _>>()?;
-    eager::invoke_backward(op, &env, &dy, Some(&out), &refs, &mut grads, &reqs).map_err(|e| e.to_string())?;
+    eager::invoke_backward(op, &env, &dy, Some(&out), &refs, &mut grads, &reqs)
+        .map_err(|e| e.to_string())?;
     for (i, n) in names.iter().enumerate() {
-        if let Some(want) = case.expect.grads.get(*n) {
-            if reqs[i] != OpReqType::Null {
-                compare(&format!("grad {n}"), &grads[i], want, case.rtol, case.atol)?;
-            }
+        if let Some(want) = case.expect.grads.get(*n)
+            && reqs[i] != OpReqType::Null
+        {
+            compare(&format!("grad {n}"), &grads[i], want, case.rtol, case.atol)?;
         }
     }
     Ok(())

@@ -14,7 +14,9 @@ fn single_op_cases_match_mxnet() {
     let mut passed = Vec::new();
     let mut failed = Vec::new();
     for case in &cases {
-        let Some(node) = case.single_op() else { continue };
+        let Some(node) = case.single_op() else {
+            continue;
+        };
         if !registry.contains(&node.op) {
             continue;
         }
@@ -27,11 +29,29 @@ fn single_op_cases_match_mxnet() {
     assert!(failed.is_empty(), "failing cases:\n{}", failed.join("\n"));
     // The ops this issue implements, each with at least one case.
     for op in [
-        "smooth_l1", "relu", "elemwise_add", "elemwise_mul", "broadcast_add", "broadcast_mul",
-        "_mul_scalar", "clip", "elemwise_sub", "elemwise_div", "broadcast_sub", "broadcast_div",
-        "_plus_scalar", "_minus_scalar", "_rminus_scalar", "_div_scalar", "_rdiv_scalar", "negative",
+        "smooth_l1",
+        "relu",
+        "elemwise_add",
+        "elemwise_mul",
+        "broadcast_add",
+        "broadcast_mul",
+        "_mul_scalar",
+        "clip",
+        "elemwise_sub",
+        "elemwise_div",
+        "broadcast_sub",
+        "broadcast_div",
+        "_plus_scalar",
+        "_minus_scalar",
+        "_rminus_scalar",
+        "_div_scalar",
+        "_rdiv_scalar",
+        "negative",
     ] {
-        assert!(passed.iter().any(|n| n.split('/').next() == Some(op)), "no passing case for {op}");
+        assert!(
+            passed.iter().any(|n| n.split('/').next() == Some(op)),
+            "no passing case for {op}"
+        );
     }
     assert!(passed.len() >= 41, "only {} cases ran", passed.len());
 }

@@ -27,7 +27,11 @@ fn check_with(g: GradCheck, first_is_output: bool) {
     }
     let op = Registry::global().unwrap().get(&report.op).unwrap().def;
     if op.inplace.gradient.is_some() || op.inplace.forward.is_some() {
-        let inplace_rows = report.rows.iter().filter(|(_, r, _)| *r == OpReqType::WriteInplace).count();
+        let inplace_rows = report
+            .rows
+            .iter()
+            .filter(|(_, r, _)| *r == OpReqType::WriteInplace)
+            .count();
         let want = if first_is_output {
             4 * (op.inplace.gradient.is_some() as usize + op.inplace.forward.is_some() as usize)
         } else {
@@ -41,10 +45,24 @@ fn check_with(g: GradCheck, first_is_output: bool) {
 fn unary_ops() {
     simpleop_ops::link();
     for op in ["relu", "negative", "_copy"] {
-        check(GradCheck::new(op).shapes(&[&[2, 4]]).inputs(vec![kink_free()]));
+        check(
+            GradCheck::new(op)
+                .shapes(&[&[2, 4]])
+                .inputs(vec![kink_free()]),
+        );
     }
-    check(GradCheck::new("smooth_l1").attr("scalar", 1.0).shapes(&[&[2, 4]]).inputs(vec![kink_free()]));
-    check(GradCheck::new("smooth_l1").attr("scalar", 2.0).shapes(&[&[2, 4]]).inputs(vec![kink_free()]));
+    check(
+        GradCheck::new("smooth_l1")
+            .attr("scalar", 1.0)
+            .shapes(&[&[2, 4]])
+            .inputs(vec![kink_free()]),
+    );
+    check(
+        GradCheck::new("smooth_l1")
+            .attr("scalar", 2.0)
+            .shapes(&[&[2, 4]])
+            .inputs(vec![kink_free()]),
+    );
     check(
         GradCheck::new("clip")
             .attr("a_min", -1.0)
@@ -57,10 +75,20 @@ fn unary_ops() {
 #[test]
 fn scalar_ops() {
     simpleop_ops::link();
-    for op in ["_plus_scalar", "_minus_scalar", "_rminus_scalar", "_mul_scalar", "_div_scalar"] {
+    for op in [
+        "_plus_scalar",
+        "_minus_scalar",
+        "_rminus_scalar",
+        "_mul_scalar",
+        "_div_scalar",
+    ] {
         check(GradCheck::new(op).attr("scalar", 1.5));
     }
-    check(GradCheck::new("_rdiv_scalar").attr("scalar", 1.5).range(0.5, 2.0));
+    check(
+        GradCheck::new("_rdiv_scalar")
+            .attr("scalar", 1.5)
+            .range(0.5, 2.0),
+    );
 }
 
 #[test]
@@ -75,13 +103,20 @@ fn binary_ops() {
 #[test]
 fn broadcast_ops_reduce_gradients_to_input_shapes() {
     simpleop_ops::link();
-    let shapes: [&[&[usize]]; 3] = [&[&[2, 3, 4], &[1, 3, 1]], &[&[3, 1], &[1, 5]], &[&[4], &[2, 3, 4]]];
+    let shapes: [&[&[usize]]; 3] = [
+        &[&[2, 3, 4], &[1, 3, 1]],
+        &[&[3, 1], &[1, 5]],
+        &[&[4], &[2, 3, 4]],
+    ];
     for (k, s) in shapes.into_iter().enumerate() {
         let first_is_output = k == 0;
         for op in ["broadcast_add", "broadcast_sub", "broadcast_mul"] {
             check_with(GradCheck::new(op).shapes(s), first_is_output);
         }
-        check_with(GradCheck::new("broadcast_div").shapes(s).range(0.5, 2.0), first_is_output);
+        check_with(
+            GradCheck::new("broadcast_div").shapes(s).range(0.5, 2.0),
+            first_is_output,
+        );
     }
 }
 
@@ -103,7 +138,11 @@ fn a_broken_gradient_is_caught() {
     // one-sided registered gradient (0) disagrees with the central
     // difference (0.5).
     simpleop_ops::link();
-    let err = GradCheck::new("relu").shapes(&[&[1]]).inputs(vec![vec![0.0]]).run().unwrap_err();
+    let err = GradCheck::new("relu")
+        .shapes(&[&[1]])
+        .inputs(vec![vec![0.0]])
+        .run()
+        .unwrap_err();
     assert!(matches!(err, simpleop::Error::GradCheck { .. }), "{err}");
     assert!(err.to_string().contains("op `relu`"), "{err}");
 }
