@@ -1,0 +1,70 @@
+//! Ops defined in a test crate: the ternary elementwise form with
+//! broadcasting, and a kernel that branches, each through the gradient
+//! checker and the eager API.
+
+use simpleop::gradcheck::GradCheck;
+use simpleop::{DType, NDArray, OpReqType, simple_op};
+
+/// Fused multiply-add `a * b + c`, broadcasting all three inputs.
+#[simple_op(name = "_test_fma", broadcast, inplace = "OutLhs")]
+mod fma {
+    use simpleop::prelude::*;
+    pub fn forward<T: Float>(a: T, b: T, c: T) -> T {
+        a * b + c
+    }
+    pub fn backward<T: Float>(dy: OutGrad<T>, a: In0<T>, b: In1<T>) -> (T, T, T) {
+        (dy * *b, dy * *a, *dy)
+    }
+}
+
+/// A kernel with a branch and a T1 gradient: leaky relu with slope `scalar`.
+#[simple_op(name = "_test_leaky", scalar, inplace = "InOut, OutIn")]
+mod leaky {
+    use simpleop::prelude::*;
+    pub fn forward<T: Float>(x: T, slope: T) -> T {
+        if x > T::zero() { x } else { x * slope }
+    }
+    pub fn backward<T: Float>(dy: OutGrad<T>, y: OutValue<T>, slope: T) -> T {
+        if *y > T::zero() { *dy } else { dy * slope }
+    }
+}
+
+#[test]
+fn ternary_op_broadcasts_and_reduces_all_three_gradients() {
+    for shapes in [
+        &[&[2, 3][..], &[2, 3][..], &[2, 3][..]][..],
+        &[&[2, 3], &[1, 3], &[2, 1]],
+        &[&[4], &[3, 1], &[]],
+    ] {
+        GradCheck::new("_test_fma")
+            .shapes(shapes)
+            .run()
+            .unwrap_or_else(|e| panic!("{shapes:?}: {e}"));
+    }
+    let a = NDArray::from_vec(vec![1.0f64, 2.0], [2, 1]).unwrap();
+    let b = NDArray::from_vec(vec![10.0f64, 20.0, 30.0], [3]).unwrap();
+    let c = NDArray::from_vec(vec![0.5f64], []).unwrap();
+    let y = fma(&a, &b, &c).unwrap();
+    assert_eq!(y.shape().dims(), &[2, 3]);
+    assert_eq!(
+        y.to_vec::<f64>().unwrap(),
+        vec![10.5, 20.5, 30.5, 20.5, 40.5, 60.5]
+    );
+}
+
+#[test]
+fn branching_kernel_with_t1_gradient() {
+    GradCheck::new("_test_leaky")
+        .attr("scalar", 0.1)
+        .shapes(&[&[2, 4]])
+        .inputs(vec![vec![-2.0, -1.0, -0.5, -0.1, 0.1, 0.5, 1.0, 2.0]])
+        .run()
+        .unwrap();
+    assert_eq!(leaky::OP.gradient.unwrap().kind(), simpleop::GradKind::T1);
+    let mut x = NDArray::from_f64(&[-2.0, 3.0], [2], DType::BF16).unwrap();
+    leaky_inplace(&mut x, 0.5).unwrap();
+    assert_eq!(x.to_f64_vec(), vec![-1.0, 3.0]);
+    let mut out = NDArray::full([2], 1.0, DType::BF16);
+    leaky_into(&x, 0.5, &mut out, OpReqType::AddTo).unwrap();
+    assert_eq!(out.to_f64_vec(), vec![0.5, 4.0]);
+}
