@@ -241,6 +241,7 @@ pub fn invoke_backward(
     let backward = kernels
         .backward
         .ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
+    check_grad_sources(op, env, inputs, out_grad, output)?;
     for (i, (g, x)) in grads.iter().zip(inputs).enumerate() {
         if reqs[i] != OpReqType::Null {
             check_blob(
@@ -280,6 +281,30 @@ pub fn invoke_backward(
     let mut blobs: Vec<TBlobMut<'_>> = grads.iter_mut().map(|g| g.blob_mut()).collect();
     let call = OpCall { op, env, ctx: &ctx };
     backward(&call, &args, &mut blobs, reqs)
+}
+
+/// Checks the output gradient (and the output, when given) against the
+/// shape and dtype inference gives for `inputs`.
+fn check_grad_sources(
+    op: &OpDef,
+    env: &EnvArguments,
+    inputs: &[&NDArray],
+    out_grad: &NDArray,
+    output: Option<&NDArray>,
+) -> Result<()> {
+    let (shape, dtype) = infer(op, inputs, env)?;
+    check_blob(
+        op,
+        "out_grad",
+        out_grad.shape(),
+        out_grad.dtype(),
+        &shape,
+        dtype,
+    )?;
+    if let Some(y) = output {
+        check_blob(op, "output", y.shape(), y.dtype(), &shape, dtype)?;
+    }
+    Ok(())
 }
 
 /// Forward then backward: the gradient of `sum(out_grad * op(inputs))`
@@ -324,6 +349,7 @@ pub fn invoke_backward_inplace(
     op.check_arity(inputs.len())?;
     op.check_arity(reqs.len())?;
     op.check_arity(rest_grads.len() + 1)?;
+    check_grad_sources(op, env, inputs, out_grad, output)?;
     let x0 = inputs[0];
     let fits = op.inplace.gradient.is_some()
         && op.form == OpForm::Elementwise

@@ -53,8 +53,8 @@ pub use wrappers::{In0, In1, In2, Inputs, OutGrad, OutValue};
 /// parameter types, blobs and errors.
 pub mod prelude {
     pub use crate::{
-        DType, EnvArguments, Error, Float, In0, In1, In2, Inputs, NDArray, OpReqType, OutGrad,
-        OutValue, Result, Rng, Shape, TBlob, TBlobMut, simple_op,
+        DType, Element, EnvArguments, Error, Float, In0, In1, In2, Inputs, NDArray, OpReqType,
+        OutGrad, OutValue, Result, Rng, Shape, TBlob, TBlobMut, simple_op,
     };
 }
 

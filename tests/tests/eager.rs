@@ -299,6 +299,47 @@ fn broadcast_gradient_add_to_accumulates_the_reduced_sum() {
 }
 
 #[test]
+fn backward_checks_the_output_gradient_against_inference() {
+    let a = NDArray::ones([3], DType::F32);
+    let env = simpleop::EnvArguments::none();
+    let mut grads = vec![
+        NDArray::zeros([3], DType::F32),
+        NDArray::zeros([3], DType::F32),
+    ];
+    let reqs = [OpReqType::WriteTo; 2];
+    // dy of shape (2, 3) for inputs of shape (3,): the output is (3,).
+    let e = eager::invoke_backward(
+        &ops::broadcast_add::OP,
+        &env,
+        &NDArray::ones([2, 3], DType::F32),
+        None,
+        &[&a, &a],
+        &mut grads,
+        &reqs,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, Error::ShapeMismatch { op, arg, .. } if op == "broadcast_add" && arg == "out_grad"),
+        "{e}"
+    );
+    let e = eager::invoke_backward(
+        &ops::broadcast_add::OP,
+        &env,
+        &NDArray::ones([3], DType::F64),
+        None,
+        &[&a, &a],
+        &mut grads,
+        &reqs,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, Error::DTypeMismatch { arg, .. } if arg == "out_grad"),
+        "{e}"
+    );
+    assert_eq!(vals(&grads[0]), vec![0.0; 3], "nothing written on error");
+}
+
+#[test]
 fn threaded_results_equal_serial_results() {
     let n = PARALLEL_GRAIN * 3 + 17;
     let x = NDArray::random_uniform([n], -3.0, 3.0, DType::F32, 1).unwrap();
