@@ -116,12 +116,37 @@ fn scale_rows<T: Float>(src: &[T], dst: &mut [T], cols: usize, factor: f64, req:
     }
 }
 
-/// Checks `src` and `dst` (named `src_arg`, `dst_arg`) against each other,
-/// then scales the rows of `src` into `dst` per `req`.
+/// Errors unless `suspect` has the shape and dtype of `reference` (the
+/// argument the framework has already validated), naming both.
+fn check_same_layout(
+    suspect: (&str, &Shape, simpleop::DType),
+    reference: (&str, &Shape, simpleop::DType),
+) -> Result<()> {
+    let ((arg, shape, dtype), (ref_arg, ref_shape, ref_dtype)) = (suspect, reference);
+    if shape != ref_shape {
+        return Err(Error::ShapeMismatch {
+            op: "row_scale".into(),
+            arg: arg.into(),
+            expected: format!("{ref_shape} (the shape of `{ref_arg}`)"),
+            got: shape.clone(),
+        });
+    }
+    if dtype != ref_dtype {
+        return Err(Error::DTypeMismatch {
+            op: "row_scale".into(),
+            arg: arg.into(),
+            expected: format!("{ref_dtype} (the dtype of `{ref_arg}`)"),
+            got: dtype,
+        });
+    }
+    Ok(())
+}
+
+/// Scales the rows of the 2-D `src` (named `src_arg`) into `dst`, which has
+/// the same shape and dtype, per `req`.
 fn row_scale_blob(
     src_arg: &str,
     src: &simpleop::TBlob<'_>,
-    dst_arg: &str,
     dst: &mut simpleop::TBlobMut<'_>,
     factor: f64,
     req: OpReqType,
@@ -130,22 +155,6 @@ fn row_scale_blob(
         return Ok(());
     }
     let (_, cols) = rows_cols(src_arg, src.shape())?;
-    if dst.shape() != src.shape() {
-        return Err(Error::ShapeMismatch {
-            op: "row_scale".into(),
-            arg: dst_arg.into(),
-            expected: format!("{} (the shape of `{src_arg}`)", src.shape()),
-            got: dst.shape().clone(),
-        });
-    }
-    if dst.dtype() != src.dtype() {
-        return Err(Error::DTypeMismatch {
-            op: "row_scale".into(),
-            arg: dst_arg.into(),
-            expected: format!("{} (the dtype of `{src_arg}`)", src.dtype()),
-            got: dst.dtype(),
-        });
-    }
     simpleop::dispatch_float!(src.dtype(), T => {
         scale_rows::<T>(src.as_slice::<T>()?, dst.as_slice_mut::<T>()?, cols, factor, req);
         Ok(())
@@ -184,7 +193,15 @@ pub mod row_scale {
         req: OpReqType,
         p: &RowScaleParams,
     ) -> Result<()> {
-        super::row_scale_blob("data", &inputs[0], "output", out, p.factor, req)
+        let x = &inputs[0];
+        if req != OpReqType::Null {
+            // Eager calls validate `out`; other executors might not.
+            super::check_same_layout(
+                ("output", out.shape(), out.dtype()),
+                ("data", x.shape(), x.dtype()),
+            )?;
+        }
+        super::row_scale_blob("data", x, out, p.factor, req)
     }
 
     /// The op is linear, so `data_grad[i, :] = dy[i, :] · factor · (i + 1)`.
@@ -194,6 +211,15 @@ pub mod row_scale {
         req: &[OpReqType],
         p: &RowScaleParams,
     ) -> Result<()> {
-        super::row_scale_blob("out_grad", &dy, "data_grad", &mut grads[0], p.factor, req[0])
+        let g = &mut grads[0];
+        if req[0] != OpReqType::Null {
+            // The framework checks `data_grad` against `data` but not the
+            // output gradient against the output.
+            super::check_same_layout(
+                ("out_grad", dy.shape(), dy.dtype()),
+                ("data_grad", g.shape(), g.dtype()),
+            )?;
+        }
+        super::row_scale_blob("out_grad", &dy, g, p.factor, req[0])
     }
 }
