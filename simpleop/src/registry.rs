@@ -8,11 +8,15 @@
 //!
 //! # Making sure an ops crate is linked
 //! Registration happens at link time, so a crate whose ops are only ever
-//! called *by name* must still be linked into the final binary. Rust drops
-//! dependencies that are never referenced. Reference the crate once, for
-//! example with `simpleop_ops::link();` at the start of `main`, or by
-//! calling [`crate::link_ops!`] in your own op crate to give it the same
-//! `link()` function.
+//! called *by name* must still be linked into the final binary, and Rust
+//! drops dependencies that nothing references. Either of these does it:
+//!
+//! * `use simpleop_ops as _;` anywhere in the binary crate;
+//! * `simpleop_ops::link();` once, e.g. first thing in `main`. An op crate
+//!   gets this function from [`crate::link_ops!`].
+//!
+//! `examples/tests/link_by_use.rs` and `link_by_name.rs` test both with a
+//! crate whose ops are never named by a Rust path.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
