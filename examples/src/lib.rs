@@ -100,18 +100,8 @@ fn scale_rows<T: Float>(src: &[T], dst: &mut [T], cols: usize, factor: f64, req:
     }
     for (i, (s_row, d_row)) in src.chunks(cols).zip(dst.chunks_mut(cols)).enumerate() {
         let k = <T::Compute as Element>::from_f64(factor * (i + 1) as f64);
-        match req {
-            OpReqType::Null => {}
-            OpReqType::WriteTo | OpReqType::WriteInplace => {
-                for (d, &s) in d_row.iter_mut().zip(s_row) {
-                    *d = T::from_compute(s.to_compute() * k);
-                }
-            }
-            OpReqType::AddTo => {
-                for (d, &s) in d_row.iter_mut().zip(s_row) {
-                    *d = T::from_compute(d.to_compute() + s.to_compute() * k);
-                }
-            }
+        for (d, &s) in d_row.iter_mut().zip(s_row) {
+            req.assign(d, s.to_compute() * k);
         }
     }
 }

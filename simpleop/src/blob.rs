@@ -4,7 +4,7 @@
 use std::marker::PhantomData;
 use std::ops::Range;
 
-use crate::{DType, Element, Error, Result, Shape};
+use crate::{DType, Element, Error, Float, Result, Shape};
 
 /// How a kernel must write an output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -36,6 +36,17 @@ impl OpReqType {
             "inplace" => Some(OpReqType::WriteInplace),
             "add" => Some(OpReqType::AddTo),
             _ => None,
+        }
+    }
+
+    /// Stores one value computed in `T::Compute` into `dst` as this request
+    /// says: nothing, overwrite, or accumulate. For blob-form kernels.
+    #[inline(always)]
+    pub fn assign<T: Float>(self, dst: &mut T, value: T::Compute) {
+        match self {
+            OpReqType::Null => {}
+            OpReqType::WriteTo | OpReqType::WriteInplace => *dst = T::from_compute(value),
+            OpReqType::AddTo => *dst = T::from_compute(dst.to_compute() + value),
         }
     }
 
@@ -302,6 +313,20 @@ mod tests {
         let mut blob = TBlobMut::from_slice(&mut out, [2]).unwrap();
         blob.as_slice_mut::<f64>().unwrap()[1] = 5.0;
         assert_eq!(out, [0.0, 5.0]);
+    }
+
+    #[test]
+    fn assign_honours_the_request() {
+        let mut v = 2.0f32;
+        OpReqType::Null.assign(&mut v, 5.0);
+        assert_eq!(v, 2.0);
+        OpReqType::AddTo.assign(&mut v, 5.0);
+        assert_eq!(v, 7.0);
+        OpReqType::WriteTo.assign(&mut v, 1.0);
+        assert_eq!(v, 1.0);
+        let mut h = half::f16::from_f32(1.0);
+        OpReqType::AddTo.assign(&mut h, 0.5f32);
+        assert_eq!(h.to_f32(), 1.5);
     }
 
     #[test]
