@@ -29,7 +29,14 @@ fn inner_path(p: &syn::Path) -> TokenStream {
 pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
     let ident = &m.ident;
     let vis = &m.vis;
-    let attrs = &module.attrs;
+    let outer = module
+        .attrs
+        .iter()
+        .filter(|a| matches!(a.style, syn::AttrStyle::Outer));
+    let inner = module
+        .attrs
+        .iter()
+        .filter(|a| matches!(a.style, syn::AttrStyle::Inner(_)));
     let items = &module.content.as_ref().expect("checked in model").1;
     let name = &m.name;
     let doc = &m.doc;
@@ -344,8 +351,9 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
 
     let typed = typed_functions(m);
     quote! {
-        #(#attrs)*
+        #(#outer)*
         #vis mod #ident {
+            #(#inner)*
             #(#items)*
 
             #generated

@@ -81,6 +81,9 @@ impl OpModel {
     }
 }
 
+/// Parameter names of the generated eager functions; inputs cannot use them.
+const RESERVED: [&str; 4] = ["out", "req", "scalar", "params"];
+
 fn err(errors: &mut Vec<syn::Error>, span: Span, msg: impl std::fmt::Display) {
     errors.push(syn::Error::new(span, msg));
 }
@@ -248,7 +251,7 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
                 k.span,
                 "`scalar` and `kwargs` cannot be combined: pass the scalar as a field of the kwargs struct",
             );
-            Params::None
+            Params::Kwargs(k.value.clone())
         }
         (Some(_), None) => Params::Scalar,
         (None, Some(k)) => Params::Kwargs(k.value.clone()),
@@ -330,6 +333,13 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
                     "a source op has no input to take the shape from"
                 }
             ),
+        );
+    }
+    if let (Some(i), Form::Elementwise) = (&opts.inputs, form) {
+        err(
+            errors,
+            i.span,
+            "`inputs = N` is for the blob form; an elementwise op's inputs are its forward's `T` parameters",
         );
     }
     if let Some(b) = opts.broadcast {
@@ -463,12 +473,14 @@ fn elementwise_forward(
     let scalar_at = match params {
         Params::Scalar => {
             let last = t_positions.last().copied();
-            if last.is_none() {
+            if t_positions.len() < 2 {
+                let span = last.map_or(f.sig.ident.span(), |i| args[i].1);
                 err(
                     errors,
-                    f.sig.ident.span(),
-                    "`scalar` needs a trailing `T` parameter for the scalar: `fn forward<T: Float>(x: T, s: T) -> T`",
+                    span,
+                    "with `scalar`, the last `T` parameter is the scalar, so this op would have no input; write `fn forward<T: Float>(x: T, s: T) -> T`",
                 );
+                return None;
             }
             last
         }
@@ -540,6 +552,18 @@ fn elementwise_forward(
             f.sig.ident.span(),
             format!("an elementwise `forward` returns one `{t}`"),
         ),
+    }
+    for n in &names {
+        if RESERVED.contains(&n.to_string().as_str()) {
+            err(
+                errors,
+                n.span(),
+                format!(
+                    "input name `{n}` is taken by the generated eager functions ({}); rename the parameter",
+                    RESERVED.join(", ")
+                ),
+            );
+        }
     }
     if !names.is_empty() {
         if let Some((_, span)) = roles.iter().find(|(r, _)| *r == Role::Rng) {
@@ -647,7 +671,7 @@ fn elementwise_backward(
         },
         ReturnType::Default => Some(0),
     };
-    if returns != Some(arity) {
+    if arity > 0 && returns != Some(arity) {
         let want = match arity {
             1 => t.to_string(),
             n => format!("({})", vec![t.to_string(); n].join(", ")),

@@ -63,11 +63,9 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<syn::Error>) -> Options {
         };
     let mut seen: Vec<String> = Vec::new();
     for meta in metas {
-        let key = meta
-            .path()
-            .get_ident()
-            .map(|i| i.to_string())
-            .unwrap_or_default();
+        let key = quote::ToTokens::to_token_stream(meta.path())
+            .to_string()
+            .replace(' ', "");
         let span = meta.path().span();
         if seen.contains(&key) {
             errors.push(syn::Error::new(span, format!("duplicate option `{key}`")));
@@ -196,12 +194,7 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<syn::Error>) -> Options {
             },
             _ => errors.push(syn::Error::new(
                 span,
-                format!(
-                    "unknown option `{}`; expected one of: {KNOWN}",
-                    quote::ToTokens::to_token_stream(meta.path())
-                        .to_string()
-                        .replace(' ', "")
-                ),
+                format!("unknown option `{key}`; expected one of: {KNOWN}"),
             )),
         }
     }
