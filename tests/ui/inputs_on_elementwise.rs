@@ -1,0 +1,11 @@
+use simpleop::simple_op;
+
+#[simple_op(inputs = 3)]
+mod negative {
+    use simpleop::prelude::*;
+    pub fn forward<T: Float>(x: T) -> T {
+        -x
+    }
+}
+
+fn main() {}

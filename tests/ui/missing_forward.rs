@@ -1,0 +1,12 @@
+use simpleop::simple_op;
+
+#[simple_op]
+mod negative {
+    use simpleop::prelude::*;
+
+    pub fn forwrd<T: Float>(x: T) -> T {
+        -x
+    }
+}
+
+fn main() {}
