@@ -61,6 +61,37 @@ impl OpReqType {
     }
 }
 
+/// The accessors both blob kinds share.
+macro_rules! blob_metadata {
+    () => {
+        /// The element type.
+        pub fn dtype(&self) -> DType {
+            self.dtype
+        }
+        /// The shape.
+        pub fn shape(&self) -> &Shape {
+            &self.shape
+        }
+        /// Number of elements.
+        pub fn len(&self) -> usize {
+            self.shape.size()
+        }
+        /// True when there are no elements.
+        pub fn is_empty(&self) -> bool {
+            self.len() == 0
+        }
+        /// The start address, for aliasing checks.
+        pub fn as_ptr(&self) -> *const u8 {
+            self.ptr
+        }
+        /// The byte range covered, for aliasing checks.
+        pub fn byte_range(&self) -> Range<usize> {
+            let start = self.ptr as usize;
+            start..start + self.len() * self.dtype.size()
+        }
+    };
+}
+
 /// A read-only, dtype-erased view of `shape.size()` contiguous elements.
 ///
 /// # Aliasing contract
@@ -111,31 +142,7 @@ impl<'a> TBlob<'a> {
         }
     }
 
-    /// The element type.
-    pub fn dtype(&self) -> DType {
-        self.dtype
-    }
-    /// The shape.
-    pub fn shape(&self) -> &Shape {
-        &self.shape
-    }
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.shape.size()
-    }
-    /// True when there are no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// The start address, for aliasing checks.
-    pub fn as_ptr(&self) -> *const u8 {
-        self.ptr
-    }
-    /// The byte range covered, for aliasing checks.
-    pub fn byte_range(&self) -> Range<usize> {
-        let start = self.ptr as usize;
-        start..start + self.len() * self.dtype.size()
-    }
+    blob_metadata!();
 
     /// The elements as a typed slice; errors when `T` is not the blob's dtype.
     pub fn as_slice<T: Element>(&self) -> Result<&'a [T]> {
@@ -204,31 +211,7 @@ impl<'a> TBlobMut<'a> {
         }
     }
 
-    /// The element type.
-    pub fn dtype(&self) -> DType {
-        self.dtype
-    }
-    /// The shape.
-    pub fn shape(&self) -> &Shape {
-        &self.shape
-    }
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.shape.size()
-    }
-    /// True when there are no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// The start address, for aliasing checks.
-    pub fn as_ptr(&self) -> *const u8 {
-        self.ptr
-    }
-    /// The byte range covered, for aliasing checks.
-    pub fn byte_range(&self) -> Range<usize> {
-        let start = self.ptr as usize;
-        start..start + self.len() * self.dtype.size()
-    }
+    blob_metadata!();
 
     /// The elements as a typed mutable slice; errors when `T` is not the dtype.
     pub fn as_slice_mut<T: Element>(&mut self) -> Result<&mut [T]> {

@@ -231,6 +231,13 @@ pub trait Float:
     fn is_nan(self) -> bool;
 }
 
+macro_rules! native_unary {
+    ($t:ident; $($m:ident),*) => {$(
+        #[inline(always)]
+        fn $m(self) -> Self { $t::$m(self) }
+    )*};
+}
+
 macro_rules! impl_native_float {
     ($t:ident, $d:ident, $erf:path, $gamma:path) => {
         impl Element for $t {
@@ -274,10 +281,7 @@ macro_rules! impl_native_float {
             fn nan() -> Self {
                 $t::NAN
             }
-            #[inline(always)]
-            fn abs(self) -> Self {
-                $t::abs(self)
-            }
+            native_unary!($t; abs, sqrt, cbrt, exp, exp_m1, ln, ln_1p, log2, log10, sin, cos, tan, asin, acos, atan, sinh, cosh, tanh, floor, ceil, round, trunc);
             #[inline(always)]
             fn sign(self) -> Self {
                 if self > 0.0 {
@@ -289,76 +293,8 @@ macro_rules! impl_native_float {
                 }
             }
             #[inline(always)]
-            fn sqrt(self) -> Self {
-                $t::sqrt(self)
-            }
-            #[inline(always)]
-            fn cbrt(self) -> Self {
-                $t::cbrt(self)
-            }
-            #[inline(always)]
-            fn exp(self) -> Self {
-                $t::exp(self)
-            }
-            #[inline(always)]
-            fn exp_m1(self) -> Self {
-                $t::exp_m1(self)
-            }
-            #[inline(always)]
-            fn ln(self) -> Self {
-                $t::ln(self)
-            }
-            #[inline(always)]
-            fn ln_1p(self) -> Self {
-                $t::ln_1p(self)
-            }
-            #[inline(always)]
-            fn log2(self) -> Self {
-                $t::log2(self)
-            }
-            #[inline(always)]
-            fn log10(self) -> Self {
-                $t::log10(self)
-            }
-            #[inline(always)]
             fn powf(self, y: Self) -> Self {
                 $t::powf(self, y)
-            }
-            #[inline(always)]
-            fn sin(self) -> Self {
-                $t::sin(self)
-            }
-            #[inline(always)]
-            fn cos(self) -> Self {
-                $t::cos(self)
-            }
-            #[inline(always)]
-            fn tan(self) -> Self {
-                $t::tan(self)
-            }
-            #[inline(always)]
-            fn asin(self) -> Self {
-                $t::asin(self)
-            }
-            #[inline(always)]
-            fn acos(self) -> Self {
-                $t::acos(self)
-            }
-            #[inline(always)]
-            fn atan(self) -> Self {
-                $t::atan(self)
-            }
-            #[inline(always)]
-            fn sinh(self) -> Self {
-                $t::sinh(self)
-            }
-            #[inline(always)]
-            fn cosh(self) -> Self {
-                $t::cosh(self)
-            }
-            #[inline(always)]
-            fn tanh(self) -> Self {
-                $t::tanh(self)
             }
             #[inline(always)]
             fn erf(self) -> Self {
@@ -371,22 +307,6 @@ macro_rules! impl_native_float {
             #[inline(always)]
             fn hypot(self, y: Self) -> Self {
                 $t::hypot(self, y)
-            }
-            #[inline(always)]
-            fn floor(self) -> Self {
-                $t::floor(self)
-            }
-            #[inline(always)]
-            fn ceil(self) -> Self {
-                $t::ceil(self)
-            }
-            #[inline(always)]
-            fn round(self) -> Self {
-                $t::round(self)
-            }
-            #[inline(always)]
-            fn trunc(self) -> Self {
-                $t::trunc(self)
             }
             #[inline(always)]
             fn is_nan(self) -> bool {

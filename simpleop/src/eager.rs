@@ -254,25 +254,7 @@ pub fn invoke_backward(
             )?;
         }
     }
-    let args = GradArgs {
-        out_grad: out_grad.blob(),
-        output: if spec.needs_output {
-            Some(
-                output
-                    .ok_or_else(|| {
-                        Error::invalid(op.name, "output", "the gradient reads the forward output")
-                    })?
-                    .blob(),
-            )
-        } else {
-            None
-        },
-        inputs: inputs
-            .iter()
-            .enumerate()
-            .map(|(i, x)| spec.needs_input(i).then(|| x.blob()))
-            .collect(),
-    };
+    let args = grad_args(op, spec, out_grad.blob(), output, inputs)?;
     for (g, &r) in grads.iter_mut().zip(reqs) {
         if r == OpReqType::WriteTo || r == OpReqType::WriteInplace {
             g.make_unique_for_overwrite();
@@ -281,6 +263,36 @@ pub fn invoke_backward(
     let mut blobs: Vec<TBlobMut<'_>> = grads.iter_mut().map(|g| g.blob_mut()).collect();
     let call = OpCall { op, env, ctx: &ctx };
     backward(&call, &args, &mut blobs, reqs)
+}
+
+/// What a backward kernel reads: exactly the forward values `spec` asks for.
+fn grad_args<'a>(
+    op: &OpDef,
+    spec: crate::GradSpec,
+    out_grad: TBlob<'a>,
+    output: Option<&'a NDArray>,
+    inputs: &[&'a NDArray],
+) -> Result<GradArgs<'a>> {
+    let output = match (spec.needs_output, output) {
+        (false, _) => None,
+        (true, Some(y)) => Some(y.blob()),
+        (true, None) => {
+            return Err(Error::invalid(
+                op.name,
+                "output",
+                "the gradient reads the forward output",
+            ));
+        }
+    };
+    Ok(GradArgs {
+        out_grad,
+        output,
+        inputs: inputs
+            .iter()
+            .enumerate()
+            .map(|(i, x)| spec.needs_input(i).then(|| x.blob()))
+            .collect(),
+    })
 }
 
 /// Checks the output gradient (and the output, when given) against the
@@ -402,25 +414,7 @@ pub fn invoke_backward_inplace(
             TBlobMut::from_raw(ptr, dtype, shape),
         )
     };
-    let args = GradArgs {
-        out_grad: dy,
-        output: if spec.needs_output {
-            Some(
-                output
-                    .ok_or_else(|| {
-                        Error::invalid(op.name, "output", "the gradient reads the forward output")
-                    })?
-                    .blob(),
-            )
-        } else {
-            None
-        },
-        inputs: inputs
-            .iter()
-            .enumerate()
-            .map(|(i, x)| spec.needs_input(i).then(|| x.blob()))
-            .collect(),
-    };
+    let args = grad_args(op, spec, dy, output, inputs)?;
     let mut blobs = vec![g0];
     blobs.extend(rest_grads.iter_mut().map(|g| g.blob_mut()));
     let mut reqs = reqs.to_vec();

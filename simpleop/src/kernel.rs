@@ -233,11 +233,11 @@ fn for_each_chunk(n: usize, parallel: bool, align: usize, f: impl Fn(Range<usize
     });
 }
 
-struct Checked<'b> {
+/// The facts every argument is checked against.
+struct Checked {
     op: &'static str,
     dtype: DType,
     out_shape: Shape,
-    _p: PhantomData<&'b ()>,
 }
 
 fn check_float(op: &'static str, arg: &str, dtype: DType) -> Result<()> {
@@ -253,7 +253,7 @@ fn check_float(op: &'static str, arg: &str, dtype: DType) -> Result<()> {
 }
 
 fn check_input(
-    c: &Checked<'_>,
+    c: &Checked,
     arg: &str,
     blob: &TBlob<'_>,
     broadcast: bool,
@@ -338,7 +338,6 @@ pub fn map_forward<K: MapFn<N>, const N: usize>(
         op: op.name,
         dtype: out.dtype(),
         out_shape: out.shape().clone(),
-        _p: PhantomData,
     };
     let broadcast = op.pattern == crate::Pattern::Broadcast;
     let out_range = out.byte_range();
@@ -437,7 +436,6 @@ pub fn map_backward<K: MapGrad<N>, const N: usize>(
         op: op.name,
         dtype: args.out_grad.dtype(),
         out_shape: args.out_grad.shape().clone(),
-        _p: PhantomData,
     };
     let broadcast = op.pattern == crate::Pattern::Broadcast;
     let spec = op
