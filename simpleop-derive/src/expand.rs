@@ -39,6 +39,7 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
         .filter(|a| matches!(a.style, syn::AttrStyle::Inner(_)));
     let items = &module.content.as_ref().expect("checked in model").1;
     let name = &m.name;
+    let aliases = &m.aliases;
     let doc = &m.doc;
     let arity = m.arity();
     let p_inner = match &m.params {
@@ -320,6 +321,7 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
         #[doc = concat!("The definition of op `", #name, "`.")]
         pub static OP: ::simpleop::OpDef = ::simpleop::OpDef {
             name: #name,
+            aliases: &[#(#aliases),*],
             description: #doc,
             location: concat!(file!(), ":", line!()),
             inputs: &[#(#input_strs),*],

@@ -60,6 +60,7 @@ pub struct OpModel {
     pub ident: Ident,
     pub vis: Visibility,
     pub name: String,
+    pub aliases: Vec<String>,
     pub doc: String,
     pub form: Form,
     pub input_names: Vec<Ident>,
@@ -437,6 +438,7 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
     Some(OpModel {
         ident,
         vis: module.vis.clone(),
+        aliases: opts.aliases.iter().map(|a| a.value.clone()).collect(),
         name,
         doc,
         form,

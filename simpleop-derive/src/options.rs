@@ -29,6 +29,7 @@ impl InplaceName {
 #[derive(Default)]
 pub struct Options {
     pub name: Option<At<String>>,
+    pub aliases: Vec<At<String>>,
     pub inplace: Vec<At<InplaceName>>,
     pub scalar: Option<Span>,
     pub kwargs: Option<At<Path>>,
@@ -40,7 +41,8 @@ pub struct Options {
     pub inputs: Option<At<usize>>,
 }
 
-const KNOWN: &str = "name, inplace, scalar, kwargs, resources, pattern, broadcast, blob, inputs";
+const KNOWN: &str =
+    "name, alias, inplace, scalar, kwargs, resources, pattern, broadcast, blob, inputs";
 
 pub const PATTERNS: [&str; 6] = [
     "elementwise",
@@ -73,6 +75,21 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<syn::Error>) -> Options {
         }
         seen.push(key.clone());
         match key.as_str() {
+            "alias" => {
+                if let Some(s) = lit_str(&meta, errors) {
+                    for a in s
+                        .value()
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|a| !a.is_empty())
+                    {
+                        opts.aliases.push(At {
+                            value: a.to_string(),
+                            span: s.span(),
+                        });
+                    }
+                }
+            }
             "name" => {
                 if let Some(s) = lit_str(&meta, errors) {
                     opts.name = Some(At {

@@ -180,6 +180,8 @@ pub type BackwardFn =
 pub struct OpDef {
     /// The registered name (MXNet's name for standard ops).
     pub name: &'static str,
+    /// Other names the op answers to (MXNet's `add_alias`).
+    pub aliases: &'static [&'static str],
     /// The doc comment.
     pub description: &'static str,
     /// Where the op is defined (`file:line`), for duplicate-name errors.

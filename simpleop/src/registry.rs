@@ -70,6 +70,8 @@ impl RegisteredOp {
 #[derive(Debug, Default)]
 pub struct Registry {
     ops: BTreeMap<&'static str, RegisteredOp>,
+    /// Alias → registered name.
+    aliases: BTreeMap<&'static str, &'static str>,
 }
 
 impl Registry {
@@ -113,6 +115,31 @@ impl Registry {
                 second: def.location.into(),
             });
         }
+        for &alias in def.aliases {
+            let taken = self.ops.get(alias).map(|o| o.def.location).or_else(|| {
+                self.aliases
+                    .get(alias)
+                    .and_then(|n| self.ops.get(n))
+                    .map(|o| o.def.location)
+            });
+            if let Some(first) = taken {
+                return Err(Error::DuplicateOp {
+                    op: alias.into(),
+                    first: first.into(),
+                    second: def.location.into(),
+                });
+            }
+        }
+        if let Some(prev) = self.aliases.get(def.name).and_then(|n| self.ops.get(n)) {
+            return Err(Error::DuplicateOp {
+                op: def.name.into(),
+                first: prev.def.location.into(),
+                second: def.location.into(),
+            });
+        }
+        for &alias in def.aliases {
+            self.aliases.insert(alias, def.name);
+        }
         self.ops.insert(
             def.name,
             RegisteredOp {
@@ -126,7 +153,8 @@ impl Registry {
     /// Adds kernels for a registered op on one device.
     pub fn register_kernel(&mut self, k: KernelRegistration) -> Result<()> {
         let suggestions = self.suggest(k.op);
-        let entry = self.ops.get_mut(k.op).ok_or(Error::UnknownOp {
+        let name = self.aliases.get(k.op).copied().unwrap_or(k.op);
+        let entry = self.ops.get_mut(name).ok_or(Error::UnknownOp {
             name: k.op.into(),
             suggestions,
         })?;
@@ -150,6 +178,7 @@ impl Registry {
 
     /// Looks an op up; an unknown name errors with close names suggested.
     pub fn get(&self, name: &str) -> Result<&RegisteredOp> {
+        let name = self.aliases.get(name).copied().unwrap_or(name);
         self.ops.get(name).ok_or_else(|| Error::UnknownOp {
             name: name.into(),
             suggestions: self.suggest(name),
@@ -158,7 +187,7 @@ impl Registry {
 
     /// Whether an op of that name exists.
     pub fn contains(&self, name: &str) -> bool {
-        self.ops.contains_key(name)
+        self.ops.contains_key(name) || self.aliases.contains_key(name)
     }
 
     /// All ops, sorted by name.
@@ -181,6 +210,7 @@ impl Registry {
         let mut scored: Vec<(f64, &str)> = self
             .ops
             .keys()
+            .chain(self.aliases.keys())
             .map(|k| (strsim::jaro_winkler(name, k), *k))
             .filter(|(s, _)| *s > 0.8)
             .collect();

@@ -68,3 +68,51 @@ fn branching_kernel_with_t1_gradient() {
     leaky_into(&x, 0.5, &mut out, OpReqType::AddTo).unwrap();
     assert_eq!(out.to_f64_vec(), vec![0.5, 4.0]);
 }
+
+/// An op with MXNet-style aliases.
+#[simple_op(name = "_test_twice", alias = "_test_double, _test_x2")]
+mod twice {
+    use simpleop::prelude::*;
+    pub fn forward<T: Float>(x: T) -> T {
+        x + x
+    }
+}
+
+#[test]
+fn aliases_resolve_to_the_same_op() {
+    let reg = simpleop::Registry::global().unwrap();
+    let a = reg.get("_test_twice").unwrap();
+    for alias in ["_test_double", "_test_x2"] {
+        assert!(std::ptr::eq(reg.get(alias).unwrap().def, a.def));
+        assert!(reg.contains(alias));
+    }
+    assert_eq!(twice::OP.aliases, ["_test_double", "_test_x2"]);
+    let x = NDArray::from_vec(vec![1.5f32], [1]).unwrap();
+    let y = simpleop::eager::invoke("_test_x2", &[&x], &simpleop::Attrs::new()).unwrap();
+    assert_eq!(y.to_f64_vec(), vec![3.0]);
+    // Iteration lists each op once, under its registered name.
+    assert_eq!(
+        reg.iter().filter(|o| o.def.name == "_test_twice").count(),
+        1
+    );
+    // An alias that collides with another op's name is a duplicate.
+    let mut fresh = simpleop::Registry::new();
+    fresh.register(&twice::OP).unwrap();
+    let e = fresh.register(&leaky::OP).map(|_| ()).and_then(|_| {
+        static CLASH: std::sync::OnceLock<simpleop::OpDef> = std::sync::OnceLock::new();
+        let def = CLASH.get_or_init(|| simpleop::OpDef {
+            name: "_test_x2",
+            aliases: &[],
+            ..clone_def(&leaky::OP)
+        });
+        fresh.register(def)
+    });
+    assert!(
+        matches!(e, Err(simpleop::Error::DuplicateOp { .. })),
+        "{e:?}"
+    );
+}
+
+fn clone_def(d: &simpleop::OpDef) -> simpleop::OpDef {
+    simpleop::OpDef { ..*d }
+}
