@@ -13,16 +13,34 @@
 
 pub mod activation;
 pub mod arith;
+pub mod binary;
+pub mod broadcast;
 pub mod clip;
+pub mod compare;
+pub mod linalg;
 pub mod loss;
+pub mod math;
+pub mod nn;
 pub mod random;
+pub mod reduce;
 pub mod scalar;
+pub mod select;
+pub mod shape;
 
 pub use activation::*;
 pub use arith::*;
+pub use binary::*;
+pub use broadcast::*;
 pub use clip::*;
+pub use compare::*;
+pub use linalg::*;
 pub use loss::*;
+pub use math::*;
+pub use nn::*;
 pub use random::*;
+pub use reduce::*;
 pub use scalar::*;
+pub use select::*;
+pub use shape::*;
 
 simpleop::link_ops!();
