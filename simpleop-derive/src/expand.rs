@@ -40,6 +40,15 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
     let items = &module.content.as_ref().expect("checked in model").1;
     let name = &m.name;
     let aliases = &m.aliases;
+    let states: Vec<usize> = m
+        .forward
+        .roles
+        .iter()
+        .filter_map(|r| match r {
+            Role::State(k) => Some(*k),
+            _ => None,
+        })
+        .collect();
     let doc = &m.doc;
     let arity = m.arity();
     let p_inner = match &m.params {
@@ -81,8 +90,16 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
 
     let (forward_body, backward_body) = match m.form {
         Form::Elementwise => {
+            let binds = (0..arity).map(|k| format_ident!("__x{}", k));
             let fwd_args = m.forward.roles.iter().map(|r| match r {
-                Role::Input(k) => quote!(x[#k]),
+                Role::Input(k) => {
+                    let v = format_ident!("__x{}", k);
+                    quote!(*#v)
+                }
+                Role::State(k) => {
+                    let v = format_ident!("__x{}", k);
+                    quote!(&mut *#v)
+                }
                 Role::Scalar => scalar_t.clone(),
                 Role::Kwargs => quote!(self.params),
                 Role::Rng => quote!(rng),
@@ -102,7 +119,8 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
                 generated.extend(quote! {
                     impl ::simpleop::kernel::MapFn<#arity> for __Kernel<'_> {
                         #[inline(always)]
-                        fn apply<__T: ::simpleop::Float>(&self, x: [__T; #arity]) -> __T {
+                        fn apply<__T: ::simpleop::Float>(&self, x: &mut [__T; #arity]) -> __T {
+                            let [#(#binds),*] = x;
                             forward::<__T>(#(#fwd_args),*)
                         }
                     }
@@ -112,11 +130,11 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
                 quote!(::simpleop::kernel::source_forward(
                     call,
                     &__kernel(call.env)?,
-                    out,
-                    req
+                    outputs,
+                    reqs
                 ))
             } else {
-                quote!(::simpleop::kernel::map_forward::<_, #arity>(call, &__kernel(call.env)?, inputs, out, req))
+                quote!(::simpleop::kernel::map_forward::<_, #arity>(call, &__kernel(call.env)?, inputs, outputs, reqs))
             };
             let bwd = m.backward.as_ref().map(|b| {
                 let args = b.kernel.roles.iter().map(|r| match r {
@@ -130,10 +148,11 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
                     Role::Kwargs => quote!(self.params),
                     _ => quote!(compile_error!("unsupported role")),
                 });
-                let ret = match arity {
-                    1 => quote!([r]),
-                    2 => quote!([r.0, r.1]),
-                    _ => quote!([r.0, r.1, r.2]),
+                let ret = if arity == 1 {
+                    quote!([r])
+                } else {
+                    let idx = (0..arity).map(syn::Index::from);
+                    quote!([#(r.#idx),*])
                 };
                 generated.extend(quote! {
                     impl ::simpleop::kernel::MapGrad<#arity> for __Kernel<'_> {
@@ -161,6 +180,10 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
             });
             let fwd = quote! {{
                 call.op.check_arity(inputs.len())?;
+                let ([out], [req]) = (outputs, reqs) else {
+                    return Err(::simpleop::Error::invalid(#name, "outputs", "a blob-form op has one output"));
+                };
+                let req = *req;
                 Ok(forward(#(#fwd_args),*)?)
             }};
             let bwd = m.backward.as_ref().map(|b| {
@@ -311,8 +334,8 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
                 fn __forward_cpu(
             call: &::simpleop::OpCall<'_>,
             inputs: &[::simpleop::TBlob<'_>],
-            out: &mut ::simpleop::TBlobMut<'_>,
-            req: ::simpleop::OpReqType,
+            outputs: &mut [::simpleop::TBlobMut<'_>],
+            reqs: &[::simpleop::OpReqType],
         ) -> ::simpleop::Result<()> {
             let _ = inputs;
             #forward_body
@@ -322,6 +345,7 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
         pub static OP: ::simpleop::OpDef = ::simpleop::OpDef {
             name: #name,
             aliases: &[#(#aliases),*],
+            mutate_inputs: &[#(#states),*],
             description: #doc,
             location: concat!(file!(), ":", line!()),
             inputs: &[#(#input_strs),*],
@@ -382,14 +406,70 @@ fn typed_functions(m: &OpModel) -> TokenStream {
     };
     let into = format_ident!("{}_into", ident);
     let inplace = format_ident!("{}_inplace", ident);
+    let is_state: Vec<bool> = (0..inputs.len())
+        .map(|k| m.forward.roles.contains(&Role::State(k)))
+        .collect();
+    let first = inputs.first().map(|i| i.to_string()).unwrap_or_default();
     let doc_call = format!("Runs op `{name}` eagerly and returns a fresh output.");
     let doc_into = format!(
         "Runs op `{name}` into `out` (which has the output's shape and dtype), honouring `req`."
     );
     let doc_inplace = format!(
-        "Runs op `{name}` with `{}` as its first input and stores the result there: in its own buffer when the op allows it and nothing shares the storage, otherwise by replacing the handle.",
-        inputs.first().map(|i| i.to_string()).unwrap_or_default()
+        "Runs op `{name}` with `{first}` as its first input and stores the result there: in its own buffer when the op allows it and nothing shares the storage, otherwise by replacing the handle."
     );
+    if is_state.iter().any(|&s| s) {
+        // Ops that update some inputs in place take those as `&mut`.
+        let decl = inputs.iter().zip(&is_state).map(|(i, &s)| {
+            if s {
+                quote!(#i: &mut ::simpleop::NDArray)
+            } else {
+                quote!(#i: &::simpleop::NDArray)
+            }
+        });
+        let plain = inputs
+            .iter()
+            .zip(&is_state)
+            .filter(|(_, s)| !**s)
+            .map(|(i, _)| i);
+        let states: Vec<_> = inputs
+            .iter()
+            .zip(&is_state)
+            .filter(|(_, s)| **s)
+            .map(|(i, _)| i)
+            .collect();
+        let rest_decl = inputs.iter().zip(&is_state).skip(1).map(|(i, &s)| {
+            if s {
+                quote!(#i: &mut ::simpleop::NDArray)
+            } else {
+                quote!(#i: &::simpleop::NDArray)
+            }
+        });
+        let rest_plain = inputs
+            .iter()
+            .zip(&is_state)
+            .skip(1)
+            .filter(|(_, s)| !**s)
+            .map(|(i, _)| i);
+        let first = &inputs[0];
+        let doc_call = format!(
+            "Runs op `{name}` eagerly, updating its state inputs in place, and returns the output."
+        );
+        let doc_inplace = format!(
+            "Runs op `{name}` with the result stored in `{first}` and its state inputs updated in place."
+        );
+        return quote! {
+            #[doc = #doc_call]
+            #[allow(dead_code)]
+            #vis fn #ident(#(#decl,)* #param_decl) -> ::simpleop::Result<::simpleop::NDArray> {
+                ::simpleop::eager::invoke_with_states(&#ident::OP, &[#(#plain),*], &mut [#(#states),*], &#env)
+            }
+            #[doc = #doc_inplace]
+            #[allow(dead_code)]
+            #vis fn #inplace(#first: &mut ::simpleop::NDArray, #(#rest_decl,)* #param_decl) -> ::simpleop::Result<()> {
+                ::simpleop::eager::invoke_inplace_with_states(&#ident::OP, #first, &[#(#rest_plain),*], &mut [#(#states),*], &#env)
+            }
+        };
+    }
     let mut out = quote! {
         #[doc = #doc_call]
         #[allow(dead_code)]

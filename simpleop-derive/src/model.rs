@@ -27,6 +27,8 @@ pub enum Params {
 pub enum Role {
     /// Elementwise input `i`.
     Input(usize),
+    /// Elementwise input `i`, updated in place by the forward (`&mut T`).
+    State(usize),
     Scalar,
     Kwargs,
     Rng,
@@ -81,6 +83,9 @@ impl OpModel {
         self.input_names.len()
     }
 }
+
+/// The most inputs an elementwise kernel takes (its tile buffers live on the stack).
+const MAX_INPUTS: usize = 8;
 
 /// Parameter names of the generated eager functions; inputs cannot use them.
 const RESERVED: [&str; 4] = ["out", "req", "scalar", "params"];
@@ -404,6 +409,25 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
             }
         }
     }
+    if forward.roles.iter().any(|r| matches!(r, Role::State(_))) {
+        if let Some(b) = bwd {
+            err(
+                errors,
+                b.sig.ident.span(),
+                "an op that updates inputs in place (`&mut T` parameters) has no gradient",
+            );
+        }
+        if let (true, Some(o)) = (
+            forward.roles.contains(&Role::State(0)),
+            opts.inplace.iter().find(|o| o.value.is_forward()),
+        ) {
+            err(
+                errors,
+                o.span,
+                "the first input is updated in place as state; it cannot also take the output",
+            );
+        }
+    }
     if let (Some(f), Some(b), Some(bk)) = (fwd_inplace, bwd, &backward) {
         if bk.needs_inputs & 1 != 0 {
             let span = b
@@ -508,6 +532,10 @@ fn elementwise_forward(
                 continue;
             }
             r
+        } else if matches!(reference(ty), Some((true, inner)) if is_ident(inner, &t)) {
+            let k = names.len();
+            names.push(param_name(f, i).unwrap_or_else(|| Ident::new(&format!("in{k}"), *span)));
+            Role::State(k)
         } else if matches!(reference(ty), Some((true, inner)) if named(inner, "Rng")) {
             if opts.rng.is_none() {
                 err(
@@ -527,7 +555,7 @@ fn elementwise_forward(
             );
             continue;
         };
-        if let Role::Input(_) = role {
+        if let Role::Input(_) | Role::State(_) = role {
             if roles
                 .iter()
                 .any(|(r, _)| matches!(r, Role::Scalar | Role::Kwargs | Role::Rng))
@@ -576,11 +604,11 @@ fn elementwise_forward(
             );
         }
     }
-    if names.len() > 3 {
+    if names.len() > MAX_INPUTS {
         err(
             errors,
             f.sig.ident.span(),
-            "elementwise ops take at most 3 inputs; use the blob form for more",
+            format!("elementwise ops take at most {MAX_INPUTS} inputs; use the blob form for more"),
         );
     }
     no_duplicates(&roles, errors);

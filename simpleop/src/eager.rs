@@ -107,6 +107,17 @@ pub fn infer(op: &OpDef, inputs: &[&NDArray], env: &EnvArguments) -> Result<(Sha
     Ok((shape, dtype))
 }
 
+fn no_states(op: &OpDef) -> Result<()> {
+    match op.mutate_inputs.first() {
+        None => Ok(()),
+        Some(&k) => Err(Error::invalid(
+            op.name,
+            op.input_name(k),
+            "this op updates the input in place; call it with `invoke_with_states` (or its typed function)",
+        )),
+    }
+}
+
 fn seeded(op: &OpDef, env: &EnvArguments) -> EnvArguments {
     if op.resources.rng {
         env.clone().with_seed(env.seed_or_draw())
@@ -122,6 +133,7 @@ fn run_forward(
     ctx: Option<&RunContext>,
 ) -> Result<NDArray> {
     let op = entry.def;
+    no_states(op)?;
     let (shape, dtype) = infer(op, inputs, env)?;
     let ctx = ctx.copied().unwrap_or_default();
     let kernels = entry.kernels(ctx.device)?;
@@ -133,7 +145,7 @@ fn run_forward(
         env: &env,
         ctx: &ctx,
     };
-    (kernels.forward)(&call, &blobs, &mut out.blob_mut(), OpReqType::WriteTo)?;
+    (kernels.forward)(&call, &blobs, &mut [out.blob_mut()], &[OpReqType::WriteTo])?;
     Ok(out)
 }
 
@@ -145,6 +157,7 @@ fn run_into(
     req: OpReqType,
 ) -> Result<()> {
     let op = entry.def;
+    no_states(op)?;
     let (shape, dtype) = infer(op, inputs, env)?;
     check_blob(op, "out", out.shape(), out.dtype(), &shape, dtype)?;
     if req == OpReqType::Null {
@@ -164,7 +177,7 @@ fn run_into(
     };
     // `out` is borrowed mutably, so it cannot be one of `inputs`; `blob_mut`
     // copies it first if another handle (maybe an input) shares it.
-    (kernels.forward)(&call, &blobs, &mut out.blob_mut(), req)
+    (kernels.forward)(&call, &blobs, &mut [out.blob_mut()], &[req])
 }
 
 fn run_inplace(
@@ -174,6 +187,7 @@ fn run_inplace(
     env: &EnvArguments,
 ) -> Result<()> {
     let op = entry.def;
+    no_states(op)?;
     let mut all: Vec<&NDArray> = Vec::with_capacity(rest.len() + 1);
     all.push(target);
     all.extend_from_slice(rest);
@@ -199,7 +213,7 @@ fn run_inplace(
     // alone (`unique_ptr`), aligned and sized for `shape` of `dtype`. The op
     // is elementwise and declared a forward in-place option, so per the
     // TBlob aliasing contract its driver reads each element before writing it.
-    let (input0, mut out) = unsafe {
+    let (input0, out) = unsafe {
         (
             TBlob::from_raw(ptr, dtype, shape.clone()),
             TBlobMut::from_raw(ptr, dtype, shape),
@@ -212,7 +226,7 @@ fn run_inplace(
         env: &env,
         ctx: &ctx,
     };
-    (kernels.forward)(&call, &blobs, &mut out, OpReqType::WriteInplace)
+    (kernels.forward)(&call, &blobs, &mut [out], &[OpReqType::WriteInplace])
 }
 
 /// Runs `op`'s backward kernel.
@@ -422,4 +436,171 @@ pub fn invoke_backward_inplace(
     let call = OpCall { op, env, ctx: &ctx };
     backward(&call, &args, &mut blobs, &reqs)?;
     Ok(true)
+}
+
+/// Runs op `name`, which updates the inputs listed in its
+/// [`OpDef::mutate_inputs`] in place (optimizer updates), by name.
+///
+/// `inputs` are the other inputs, in order; `states` are the updated ones,
+/// in order. Returns the op's output.
+pub fn invoke_mut(
+    name: &str,
+    inputs: &[&NDArray],
+    states: &mut [&mut NDArray],
+    attrs: &Attrs,
+) -> Result<NDArray> {
+    let entry = lookup(name)?;
+    let env = (entry.def.parse)(entry.def, attrs)?;
+    run_states(entry, None, inputs, states, &env).map(|o| o.expect("no target: a fresh output"))
+}
+
+/// Runs `op`, which updates some inputs in place (see [`invoke_mut`]), and
+/// returns its output.
+pub fn invoke_with_states(
+    op: &'static OpDef,
+    inputs: &[&NDArray],
+    states: &mut [&mut NDArray],
+    env: &EnvArguments,
+) -> Result<NDArray> {
+    run_states(registered(op)?, None, inputs, states, env)
+        .map(|o| o.expect("no target: a fresh output"))
+}
+
+/// Runs `op`, which updates some inputs in place, with `target` as its
+/// first input and the output stored in `target` (in its own buffer when
+/// the op declares a forward in-place option and the storage is not shared).
+/// This is the usual optimizer step: `weight` updated with its state.
+pub fn invoke_inplace_with_states(
+    op: &'static OpDef,
+    target: &mut NDArray,
+    inputs: &[&NDArray],
+    states: &mut [&mut NDArray],
+    env: &EnvArguments,
+) -> Result<()> {
+    run_states(registered(op)?, Some(target), inputs, states, env).map(|_| ())
+}
+
+fn run_states(
+    entry: &'static RegisteredOp,
+    mut target: Option<&mut NDArray>,
+    inputs: &[&NDArray],
+    states: &mut [&mut NDArray],
+    env: &EnvArguments,
+) -> Result<Option<NDArray>> {
+    let op = entry.def;
+    let n_states = op.mutate_inputs.len();
+    let n_plain = op.num_inputs() - n_states;
+    let given = inputs.len() + usize::from(target.is_some());
+    if states.len() != n_states || given != n_plain {
+        return Err(Error::Arity {
+            op: op.name.into(),
+            expected: op.num_inputs(),
+            got: given + states.len(),
+        });
+    }
+    if target.is_some() && op.mutate_inputs.contains(&0) {
+        return Err(Error::invalid(
+            op.name,
+            op.input_name(0),
+            "an updated state cannot also be the in-place target",
+        ));
+    }
+    // Input `i` is either state `j` or the next plain input.
+    let mut order: Vec<Result<usize, usize>> = Vec::with_capacity(op.num_inputs());
+    let mut plain = 0;
+    for i in 0..op.num_inputs() {
+        match op.mutate_inputs.iter().position(|&k| k == i) {
+            Some(j) => order.push(Err(j)),
+            None => {
+                order.push(Ok(plain));
+                plain += 1;
+            }
+        }
+    }
+    let plain_arg = |p: usize, target: &Option<&mut NDArray>| -> NDArray {
+        match (target, p) {
+            (Some(t), 0) => (**t).clone(),
+            (Some(_), p) => inputs[p - 1].clone(),
+            (None, p) => inputs[p].clone(),
+        }
+    };
+    // Inference over all inputs, in op order.
+    let all: Vec<NDArray> = order
+        .iter()
+        .map(|o| match *o {
+            Ok(p) => plain_arg(p, &target),
+            Err(j) => (*states[j]).clone(),
+        })
+        .collect();
+    let refs: Vec<&NDArray> = all.iter().collect();
+    let (shape, dtype) = infer(op, &refs, env)?;
+    drop(refs);
+    drop(all);
+    for (j, s) in states.iter().enumerate() {
+        let k = op.mutate_inputs[j];
+        check_blob(op, op.input_name(k), s.shape(), s.dtype(), &shape, dtype)?;
+    }
+    let ctx = RunContext::default();
+    let kernels = entry.kernels(ctx.device)?;
+    let env = seeded(op, env);
+    let in_place_target = match target.as_deref_mut() {
+        Some(t) if op.inplace.forward.is_some() && *t.shape() == shape && t.dtype() == dtype => {
+            t.unique_ptr()
+        }
+        _ => None,
+    };
+    let state_ptrs: Vec<*mut u8> = states.iter_mut().map(|s| s.make_unique_ptr()).collect();
+    let mut fresh = if in_place_target.is_some() {
+        None
+    } else {
+        Some(NDArray::zeros(shape.clone(), dtype))
+    };
+    // Handles that keep the plain inputs alive while their blobs are used;
+    // none for an in-place target, which is only reached through its pointer.
+    let plain_inputs: Vec<Option<NDArray>> = (0..n_plain)
+        .map(|p| (p > 0 || in_place_target.is_none()).then(|| plain_arg(p, &target)))
+        .collect();
+    // SAFETY: each state pointer is the start of a buffer that `states[j]`
+    // (borrowed mutably for this call) now owns alone (`make_unique_ptr`),
+    // sized and aligned for `shape` of `dtype` (checked above); so is the
+    // in-place target's (`unique_ptr`). Each is viewed once as an input and
+    // once as an output, exactly aliased, and the op is elementwise (the
+    // attribute allows state updates only there), so its driver reads every
+    // element before writing it.
+    let blobs: Vec<TBlob<'_>> = order
+        .iter()
+        .map(|o| match (*o, in_place_target) {
+            (Ok(0), Some(p)) => unsafe { TBlob::from_raw(p, dtype, shape.clone()) },
+            (Ok(p), _) => plain_inputs[p].as_ref().expect("kept above").blob(),
+            (Err(j), _) => unsafe { TBlob::from_raw(state_ptrs[j], dtype, shape.clone()) },
+        })
+        .collect();
+    let mut outs: Vec<TBlobMut<'_>> = Vec::with_capacity(1 + n_states);
+    outs.push(match (in_place_target, fresh.as_mut()) {
+        (Some(p), _) => unsafe { TBlobMut::from_raw(p, dtype, shape.clone()) },
+        (None, Some(f)) => f.blob_mut(),
+        (None, None) => unreachable!("a fresh output exists when not in place"),
+    });
+    for &p in &state_ptrs {
+        outs.push(unsafe { TBlobMut::from_raw(p, dtype, shape.clone()) });
+    }
+    let mut reqs = vec![OpReqType::WriteInplace; 1 + n_states];
+    if in_place_target.is_none() {
+        reqs[0] = OpReqType::WriteTo;
+    }
+    let call = OpCall {
+        op,
+        env: &env,
+        ctx: &ctx,
+    };
+    (kernels.forward)(&call, &blobs, &mut outs, &reqs)?;
+    drop(outs);
+    drop(blobs);
+    match (target, fresh) {
+        (Some(t), Some(f)) => {
+            *t = f;
+            Ok(None)
+        }
+        (_, f) => Ok(f),
+    }
 }

@@ -38,10 +38,12 @@ pub const PARALLEL_GRAIN: usize = 1 << 16;
 /// Elements per random stream of a source op; thread splits align to it.
 pub const RNG_BLOCK: usize = 4 * TILE;
 
-/// A forward kernel of arity `N`: one output element from `N` input elements.
+/// A forward kernel of arity `N`: one output element from `N` input
+/// elements. An op that updates some inputs in place writes their new
+/// values back into `x`.
 pub trait MapFn<const N: usize>: Sync {
     /// Computes one element, in the compute type `T`.
-    fn apply<T: Float>(&self, x: [T; N]) -> T;
+    fn apply<T: Float>(&self, x: &mut [T; N]) -> T;
 }
 
 /// A backward kernel of arity `N`: the gradient of each input at one element.
@@ -316,43 +318,78 @@ fn alias_of(
     Ok(None)
 }
 
-/// Runs a forward [`MapFn`] of arity `N` (1..=3) over `inputs` into `out`.
+/// Runs a forward [`MapFn`] of arity `N` (1..=3) over `inputs`.
 ///
-/// Inputs must have the output's shape, or broadcast to it when the op's
-/// pattern is [`crate::Pattern::Broadcast`]. An input may be the output's
-/// own buffer (same address and shape).
+/// `outputs[0]` is the op's output, written per `reqs[0]`. Inputs must have
+/// its shape, or broadcast to it when the op's pattern is
+/// [`crate::Pattern::Broadcast`]; an input may be the output's own buffer
+/// (same address and shape). For an op that updates inputs in place
+/// ([`crate::OpDef::mutate_inputs`]), `outputs[1 + j]` is exactly the buffer
+/// of the `j`-th mutated input, and receives its new value.
 pub fn map_forward<K: MapFn<N>, const N: usize>(
     call: &OpCall<'_>,
     kernel: &K,
     inputs: &[TBlob<'_>],
-    out: &mut TBlobMut<'_>,
-    req: OpReqType,
+    outputs: &mut [TBlobMut<'_>],
+    reqs: &[OpReqType],
 ) -> Result<()> {
     let op = call.op;
     op.check_arity(inputs.len())?;
-    if req == OpReqType::Null {
+    let states = op.mutate_inputs;
+    if outputs.len() != 1 + states.len() || reqs.len() != outputs.len() {
+        return Err(Error::invalid(
+            op.name,
+            "outputs",
+            format!(
+                "expected {} output blob(s) and requests, got {} and {}",
+                1 + states.len(),
+                outputs.len(),
+                reqs.len()
+            ),
+        ));
+    }
+    if reqs[0] == OpReqType::Null && states.is_empty() {
         return Ok(());
     }
-    check_float(op.name, "output", out.dtype())?;
+    check_float(op.name, "output", outputs[0].dtype())?;
     let c = Checked {
         op: op.name,
-        dtype: out.dtype(),
-        out_shape: out.shape().clone(),
+        dtype: outputs[0].dtype(),
+        out_shape: outputs[0].shape().clone(),
     };
     let broadcast = op.pattern == crate::Pattern::Broadcast;
-    let out_range = out.byte_range();
-    let dst_info = [("output", out_range, &c.out_shape, true)];
+    let names: Vec<String> = std::iter::once("output".to_string())
+        .chain(states.iter().map(|&k| op.input_name(k).to_string()))
+        .collect();
+    let dst_info: Vec<(&str, Range<usize>, &Shape, bool)> = outputs
+        .iter()
+        .zip(&names)
+        .map(|(o, n)| (n.as_str(), o.byte_range(), o.shape(), true))
+        .collect();
     let mut aliases = [None; N];
     for (i, x) in inputs.iter().enumerate() {
         check_input(&c, op.input_name(i), x, broadcast, None)?;
         aliases[i] = alias_of(op.name, op.input_name(i), x, &dst_info)?;
     }
-    let n = out.len();
+    for (j, &k) in states.iter().enumerate() {
+        if aliases.get(k).copied().flatten() != Some(1 + j) {
+            return Err(Error::invalid(
+                op.name,
+                op.input_name(k),
+                "an input the op updates in place must be passed as its own output buffer",
+            ));
+        }
+    }
+    let n = c.out_shape.size();
     let parallel = call.ctx.parallel;
     dispatch_float!(c.dtype, S => {
         let srcs: [Src<'_, S>; N] = build_srcs(inputs, &aliases, &c.out_shape)?;
-        let dst = DisjointMut::new(out.as_slice_mut::<S>()?);
-        for_each_chunk(n, parallel, TILE, |range| forward_range(kernel, &srcs, &dst, range, req));
+        let mut dsts = Vec::with_capacity(outputs.len());
+        for o in outputs.iter_mut() {
+            dsts.push(DisjointMut::new(o.as_slice_mut::<S>()?));
+        }
+        let job = ForwardJob { kernel, srcs: &srcs, dsts: &dsts, reqs, states };
+        for_each_chunk(n, parallel, TILE, |range| job.run(range));
         Ok(())
     }, _ => unreachable!("checked float above"))
 }
@@ -381,33 +418,46 @@ fn source_for<'a, S: Float>(
     })
 }
 
-fn forward_range<S: Float, K: MapFn<N>, const N: usize>(
-    kernel: &K,
-    srcs: &[Src<'_, S>; N],
-    dst: &DisjointMut<'_, S>,
-    range: Range<usize>,
-    req: OpReqType,
-) {
-    let zero = <S::Compute as Float>::zero();
-    let mut bufs = [[zero; TILE]; N];
-    let mut res = [zero; TILE];
-    let mut start = range.start;
-    while start < range.end {
-        let len = TILE.min(range.end - start);
-        // SAFETY: each worker gets a disjoint `range`, and tiles within it
-        // are disjoint and used one at a time.
-        let tile = unsafe { dst.range(start..start + len) };
-        {
-            let dsts = [&mut *tile];
-            for (src, buf) in srcs.iter().zip(bufs.iter_mut()) {
-                src.load(start, &dsts, &mut buf[..len]);
+struct ForwardJob<'a, 'b, S: Float, K, const N: usize> {
+    kernel: &'a K,
+    srcs: &'a [Src<'b, S>; N],
+    dsts: &'a [DisjointMut<'b, S>],
+    reqs: &'a [OpReqType],
+    states: &'a [usize],
+}
+
+impl<S: Float, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {
+    fn run(&self, range: Range<usize>) {
+        let zero = <S::Compute as Float>::zero();
+        let mut bufs = [[zero; TILE]; N];
+        let mut res = [zero; TILE];
+        let mut start = range.start;
+        while start < range.end {
+            let len = TILE.min(range.end - start);
+            // SAFETY: each worker gets a disjoint `range`, tiles within it
+            // are disjoint and used one at a time, and distinct outputs
+            // never overlap (each aliases a distinct input or nothing).
+            let mut tiles: Vec<&mut [S]> = self
+                .dsts
+                .iter()
+                .map(|d| unsafe { d.range(start..start + len) })
+                .collect();
+            for (src, buf) in self.srcs.iter().zip(bufs.iter_mut()) {
+                src.load(start, &tiles, &mut buf[..len]);
             }
+            for (j, r) in res[..len].iter_mut().enumerate() {
+                let mut x: [S::Compute; N] = std::array::from_fn(|i| bufs[i][j]);
+                *r = self.kernel.apply(&mut x);
+                for &k in self.states {
+                    bufs[k][j] = x[k];
+                }
+            }
+            store(&mut *tiles[0], &res[..len], self.reqs[0]);
+            for (j, &k) in self.states.iter().enumerate() {
+                store(&mut *tiles[1 + j], &bufs[k][..len], OpReqType::WriteTo);
+            }
+            start += len;
         }
-        for (j, r) in res[..len].iter_mut().enumerate() {
-            *r = kernel.apply(std::array::from_fn(|i| bufs[i][j]));
-        }
-        store(tile, &res[..len], req);
-        start += len;
     }
 }
 
@@ -657,10 +707,18 @@ fn reduce_into<S: Float>(
 pub fn source_forward<K: SourceFn>(
     call: &OpCall<'_>,
     kernel: &K,
-    out: &mut TBlobMut<'_>,
-    req: OpReqType,
+    outputs: &mut [TBlobMut<'_>],
+    reqs: &[OpReqType],
 ) -> Result<()> {
     let op = call.op;
+    let ([out], [req]) = (outputs, reqs) else {
+        return Err(Error::invalid(
+            op.name,
+            "outputs",
+            "a source op has one output",
+        ));
+    };
+    let req = *req;
     if req == OpReqType::Null {
         return Ok(());
     }

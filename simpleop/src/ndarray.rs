@@ -285,6 +285,12 @@ impl NDArray {
         Arc::get_mut(&mut self.storage).map(|b| b.bytes_mut().as_mut_ptr())
     }
 
+    /// Makes this handle the storage's sole owner (copying if shared) and
+    /// returns a pointer to it, for kernels that update it in place.
+    pub(crate) fn make_unique_ptr(&mut self) -> *mut u8 {
+        Arc::make_mut(&mut self.storage).bytes_mut().as_mut_ptr()
+    }
+
     fn typed<T: Element>(&self) -> &[T] {
         bytemuck::cast_slice(self.storage.bytes())
     }

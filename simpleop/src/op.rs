@@ -167,8 +167,10 @@ pub struct GradArgs<'a> {
     pub inputs: Vec<Option<TBlob<'a>>>,
 }
 
-/// A forward kernel: computes the output from the inputs, honouring `req`.
-pub type ForwardFn = fn(&OpCall<'_>, &[TBlob<'_>], &mut TBlobMut<'_>, OpReqType) -> Result<()>;
+/// A forward kernel: computes `outputs[0]` from the inputs per `reqs[0]`.
+/// For an op with [`OpDef::mutate_inputs`], `outputs[1..]` are those
+/// inputs' own buffers, which receive their updated values.
+pub type ForwardFn = fn(&OpCall<'_>, &[TBlob<'_>], &mut [TBlobMut<'_>], &[OpReqType]) -> Result<()>;
 /// A backward kernel: computes one gradient per input, honouring each `req`.
 pub type BackwardFn =
     fn(&OpCall<'_>, &GradArgs<'_>, &mut [TBlobMut<'_>], &[OpReqType]) -> Result<()>;
@@ -196,6 +198,9 @@ pub struct OpDef {
     pub pattern: Pattern,
     /// Declared in-place options.
     pub inplace: InplaceOptions,
+    /// Inputs the forward pass updates in place (optimizer state, as
+    /// MXNet's `FMutateInputs`), by index.
+    pub mutate_inputs: &'static [usize],
     /// The gradient's needs; `None` when the op has no gradient.
     pub gradient: Option<GradSpec>,
     /// Requested resources.

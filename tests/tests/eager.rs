@@ -212,7 +212,7 @@ fn kernels_handle_exact_aliasing_for_every_request() {
                 )
             };
             let inputs: Vec<TBlob<'_>> = vec![x; entry.def.num_inputs()];
-            forward(&call, &inputs, &mut out, req).unwrap();
+            forward(&call, &inputs, std::slice::from_mut(&mut out), &[req]).unwrap();
             let expect: Vec<f32> = match req {
                 OpReqType::Null => init.to_vec(),
                 OpReqType::AddTo => init.iter().zip(want).map(|(a, b)| a + b as f32).collect(),
@@ -243,7 +243,13 @@ fn partial_overlap_is_an_error_and_writes_nothing() {
             TBlobMut::from_raw(p.add(1).cast(), DType::F32, [3].into()),
         )
     };
-    let e = forward(&call, &[x], &mut out, OpReqType::WriteTo).unwrap_err();
+    let e = forward(
+        &call,
+        &[x],
+        std::slice::from_mut(&mut out),
+        &[OpReqType::WriteTo],
+    )
+    .unwrap_err();
     assert!(
         matches!(&e, Error::Aliasing { op, .. } if op == "relu"),
         "{e}"
@@ -361,8 +367,8 @@ fn threaded_results_equal_serial_results() {
         (entry.kernels(simpleop::Device::Cpu).unwrap().forward)(
             &call,
             &[x.blob()],
-            &mut out.blob_mut(),
-            OpReqType::WriteTo,
+            &mut [out.blob_mut()],
+            &[OpReqType::WriteTo],
         )
         .unwrap();
         outs.push(out);

@@ -1,0 +1,151 @@
+//! Optimizer updates. Their state (momentum, Adam's moments) is updated in
+//! place: the kernels take it as `&mut T`, which the framework records as
+//! the op's mutated inputs (MXNet's `FMutateInputs`). `lr` is required, as
+//! in MXNet; the other arguments have MXNet's defaults.
+
+use serde::{Deserialize, Serialize};
+use simpleop::simple_op;
+
+fn one() -> f64 {
+    1.0
+}
+fn no_clip() -> f64 {
+    -1.0
+}
+fn beta1() -> f64 {
+    0.9
+}
+fn beta2() -> f64 {
+    0.999
+}
+fn epsilon() -> f64 {
+    1e-8
+}
+
+/// `rescale · g`, clipped to `[-clip, clip]` when `clip >= 0`.
+#[inline(always)]
+fn scaled_grad<T: simpleop::Float>(g: T, rescale: f64, clip: f64) -> T {
+    let g = g * T::from_f64(rescale);
+    if clip >= 0.0 {
+        g.max(T::from_f64(-clip)).min(T::from_f64(clip))
+    } else {
+        g
+    }
+}
+
+/// Arguments of [`sgd_update()`].
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct SgdParams {
+    /// Learning rate.
+    pub lr: f64,
+    /// Weight decay.
+    #[serde(default)]
+    pub wd: f64,
+    /// Multiplies the gradient first.
+    #[serde(default = "one")]
+    pub rescale_grad: f64,
+    /// Clips the rescaled gradient to `[-c, c]`; negative disables.
+    #[serde(default = "no_clip")]
+    pub clip_gradient: f64,
+    /// MXNet's sparse-update flag; accepted, dense arrays ignore it.
+    #[serde(default)]
+    pub lazy_update: bool,
+}
+
+/// SGD step: `weight - lr · (clip(rescale_grad · grad) + wd · weight)`.
+#[simple_op(kwargs = SgdParams, inplace = "LhsOut")]
+pub mod sgd_update {
+    use super::SgdParams;
+    use simpleop::prelude::*;
+
+    /// The updated weight.
+    pub fn forward<T: Float>(weight: T, grad: T, p: &SgdParams) -> T {
+        let g = super::scaled_grad(grad, p.rescale_grad, p.clip_gradient);
+        (T::one() - T::from_f64(p.lr * p.wd)) * weight - T::from_f64(p.lr) * g
+    }
+}
+
+/// Arguments of [`sgd_mom_update()`].
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct SgdMomParams {
+    /// Learning rate.
+    pub lr: f64,
+    /// Momentum.
+    #[serde(default)]
+    pub momentum: f64,
+    /// Weight decay.
+    #[serde(default)]
+    pub wd: f64,
+    /// Multiplies the gradient first.
+    #[serde(default = "one")]
+    pub rescale_grad: f64,
+    /// Clips the rescaled gradient to `[-c, c]`; negative disables.
+    #[serde(default = "no_clip")]
+    pub clip_gradient: f64,
+    /// MXNet's sparse-update flag; accepted, dense arrays ignore it.
+    #[serde(default)]
+    pub lazy_update: bool,
+}
+
+/// SGD with momentum: `mom = momentum · mom - lr · (wd · weight + clip(rescale_grad · grad))`,
+/// then `weight + mom`. `mom` is updated in place.
+#[simple_op(kwargs = SgdMomParams, inplace = "LhsOut")]
+pub mod sgd_mom_update {
+    use super::SgdMomParams;
+    use simpleop::prelude::*;
+
+    /// The updated weight; writes the new momentum into `mom`.
+    pub fn forward<T: Float>(weight: T, grad: T, mom: &mut T, p: &SgdMomParams) -> T {
+        let g = super::scaled_grad(grad, p.rescale_grad, p.clip_gradient);
+        *mom = T::from_f64(p.momentum) * *mom
+            - T::from_f64(p.lr * p.wd) * weight
+            - T::from_f64(p.lr) * g;
+        weight + *mom
+    }
+}
+
+/// Arguments of [`adam_update()`].
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct AdamParams {
+    /// Learning rate (bias correction is the caller's, as in MXNet).
+    pub lr: f64,
+    /// Decay of the first moment.
+    #[serde(default = "beta1")]
+    pub beta1: f64,
+    /// Decay of the second moment.
+    #[serde(default = "beta2")]
+    pub beta2: f64,
+    /// Added to the denominator.
+    #[serde(default = "epsilon")]
+    pub epsilon: f64,
+    /// Weight decay.
+    #[serde(default)]
+    pub wd: f64,
+    /// Multiplies the gradient first.
+    #[serde(default = "one")]
+    pub rescale_grad: f64,
+    /// Clips the gradient to `[-c, c]`; negative disables.
+    #[serde(default = "no_clip")]
+    pub clip_gradient: f64,
+    /// MXNet's sparse-update flag; accepted, dense arrays ignore it.
+    #[serde(default)]
+    pub lazy_update: bool,
+}
+
+/// Adam step: `g = clip(rescale_grad · grad + wd · weight)`, `mean = β1 mean + (1-β1) g`,
+/// `var = β2 var + (1-β2) g²`, then `weight - lr · mean / (sqrt(var) + ε)`.
+/// `mean` and `var` are updated in place.
+#[simple_op(kwargs = AdamParams, inplace = "LhsOut")]
+pub mod adam_update {
+    use super::AdamParams;
+    use simpleop::prelude::*;
+
+    /// The updated weight; writes the new moments into `mean` and `var`.
+    pub fn forward<T: Float>(weight: T, grad: T, mean: &mut T, var: &mut T, p: &AdamParams) -> T {
+        let g = grad * T::from_f64(p.rescale_grad) + T::from_f64(p.wd) * weight;
+        let g = super::scaled_grad(g, 1.0, p.clip_gradient);
+        *mean = T::from_f64(p.beta1) * *mean + T::from_f64(1.0 - p.beta1) * g;
+        *var = T::from_f64(p.beta2) * *var + T::from_f64(1.0 - p.beta2) * g * g;
+        weight - T::from_f64(p.lr) * *mean / (var.sqrt() + T::from_f64(p.epsilon))
+    }
+}
