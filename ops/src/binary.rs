@@ -1,1 +1,117 @@
-//! (in progress)
+//! Binary elementwise math: powers, maximum, minimum and hypotenuse, in a
+//! same-shape form (`_power`, ...) and a NumPy broadcasting form
+//! (`broadcast_power`, ...) that share their kernels.
+
+use simpleop::simple_op;
+
+/// `a ^ b` elementwise, for arrays of the same shape. Not in place: the
+/// gradient reads both inputs.
+#[simple_op(name = "_power", inplace = "OutLhs")]
+pub mod power {
+    use simpleop::prelude::*;
+    /// `a^b`.
+    pub fn forward<T: Float>(a: T, b: T) -> T {
+        a.powf(b)
+    }
+    /// `(dy · b · a^(b-1), dy · y · ln a)`.
+    pub fn backward<T: Float>(dy: OutGrad<T>, y: OutValue<T>, a: In0<T>, b: In1<T>) -> (T, T) {
+        (dy * (*b * a.powf(*b - T::one())), dy * (*y * a.ln()))
+    }
+}
+
+/// Elementwise maximum of two arrays of the same shape; the gradient goes
+/// to `a` where `a >= b`, else to `b`.
+#[simple_op(name = "_maximum", inplace = "OutLhs")]
+pub mod maximum {
+    use simpleop::prelude::*;
+    /// `a > b ? a : b`.
+    pub fn forward<T: Float>(a: T, b: T) -> T {
+        if a > b { a } else { b }
+    }
+    /// `(a >= b ? dy : 0, a < b ? dy : 0)`.
+    pub fn backward<T: Float>(dy: OutGrad<T>, a: In0<T>, b: In1<T>) -> (T, T) {
+        if *a >= *b {
+            (*dy, T::zero())
+        } else {
+            (T::zero(), *dy)
+        }
+    }
+}
+
+/// Elementwise minimum of two arrays of the same shape; the gradient goes
+/// to `a` where `a <= b`, else to `b`.
+#[simple_op(name = "_minimum", inplace = "OutLhs")]
+pub mod minimum {
+    use simpleop::prelude::*;
+    /// `a < b ? a : b`.
+    pub fn forward<T: Float>(a: T, b: T) -> T {
+        if a < b { a } else { b }
+    }
+    /// `(a <= b ? dy : 0, a > b ? dy : 0)`.
+    pub fn backward<T: Float>(dy: OutGrad<T>, a: In0<T>, b: In1<T>) -> (T, T) {
+        if *a <= *b {
+            (*dy, T::zero())
+        } else {
+            (T::zero(), *dy)
+        }
+    }
+}
+
+/// Hypotenuse `√(a² + b²)` of two arrays of the same shape, without undue
+/// overflow.
+#[simple_op(name = "_hypot", inplace = "OutLhs")]
+pub mod hypot {
+    use simpleop::prelude::*;
+    /// `√(a² + b²)`.
+    pub fn forward<T: Float>(a: T, b: T) -> T {
+        a.hypot(b)
+    }
+    /// `(dy · a / y, dy · b / y)`.
+    pub fn backward<T: Float>(dy: OutGrad<T>, y: OutValue<T>, a: In0<T>, b: In1<T>) -> (T, T) {
+        (dy * (*a / *y), dy * (*b / *y))
+    }
+}
+
+/// `a ^ b` elementwise with NumPy broadcasting.
+#[simple_op(broadcast, inplace = "OutLhs")]
+pub mod broadcast_power {
+    use simpleop::prelude::*;
+    /// `a^b`.
+    pub fn forward<T: Float>(a: T, b: T) -> T {
+        super::power::forward(a, b)
+    }
+    /// `(dy · b · a^(b-1), dy · y · ln a)`, summed over broadcast axes.
+    pub fn backward<T: Float>(dy: OutGrad<T>, y: OutValue<T>, a: In0<T>, b: In1<T>) -> (T, T) {
+        super::power::backward(dy, y, a, b)
+    }
+}
+
+/// Elementwise maximum with NumPy broadcasting; the gradient goes to `a`
+/// where `a >= b`, else to `b`.
+#[simple_op(broadcast, inplace = "OutLhs")]
+pub mod broadcast_maximum {
+    use simpleop::prelude::*;
+    /// `a > b ? a : b`.
+    pub fn forward<T: Float>(a: T, b: T) -> T {
+        super::maximum::forward(a, b)
+    }
+    /// `(a >= b ? dy : 0, a < b ? dy : 0)`, summed over broadcast axes.
+    pub fn backward<T: Float>(dy: OutGrad<T>, a: In0<T>, b: In1<T>) -> (T, T) {
+        super::maximum::backward(dy, a, b)
+    }
+}
+
+/// Elementwise minimum with NumPy broadcasting; the gradient goes to `a`
+/// where `a <= b`, else to `b`.
+#[simple_op(broadcast, inplace = "OutLhs")]
+pub mod broadcast_minimum {
+    use simpleop::prelude::*;
+    /// `a < b ? a : b`.
+    pub fn forward<T: Float>(a: T, b: T) -> T {
+        super::minimum::forward(a, b)
+    }
+    /// `(a <= b ? dy : 0, a > b ? dy : 0)`, summed over broadcast axes.
+    pub fn backward<T: Float>(dy: OutGrad<T>, a: In0<T>, b: In1<T>) -> (T, T) {
+        super::minimum::backward(dy, a, b)
+    }
+}

@@ -85,3 +85,60 @@ pub mod rdiv_scalar {
         -(dy * s) / (*x * *x)
     }
 }
+
+/// `x ^ scalar`. Not in place: the gradient reads `x`.
+#[simple_op(name = "_power_scalar", scalar, inplace = "OutIn")]
+pub mod power_scalar {
+    use simpleop::prelude::*;
+    /// `x^s`.
+    pub fn forward<T: Float>(x: T, s: T) -> T {
+        x.powf(s)
+    }
+    /// `dy · s · x^(s-1)`.
+    pub fn backward<T: Float>(dy: OutGrad<T>, x: In0<T>, s: T) -> T {
+        dy * (s * x.powf(s - T::one()))
+    }
+}
+
+/// `scalar ^ x`. The gradient reads the output only, so the forward may run
+/// in place.
+#[simple_op(name = "_rpower_scalar", scalar, inplace = "InOut, OutIn")]
+pub mod rpower_scalar {
+    use simpleop::prelude::*;
+    /// `s^x`.
+    pub fn forward<T: Float>(x: T, s: T) -> T {
+        s.powf(x)
+    }
+    /// `dy · y · ln s`.
+    pub fn backward<T: Float>(dy: OutGrad<T>, y: OutValue<T>, s: T) -> T {
+        dy * (*y * s.ln())
+    }
+}
+
+/// `max(x, scalar)`; the gradient flows to `x` where `x >= scalar`.
+#[simple_op(name = "_maximum_scalar", scalar, inplace = "OutIn")]
+pub mod maximum_scalar {
+    use simpleop::prelude::*;
+    /// `x > s ? x : s`.
+    pub fn forward<T: Float>(x: T, s: T) -> T {
+        if x > s { x } else { s }
+    }
+    /// `x >= s ? dy : 0`.
+    pub fn backward<T: Float>(dy: OutGrad<T>, x: In0<T>, s: T) -> T {
+        if *x >= s { *dy } else { T::zero() }
+    }
+}
+
+/// `min(x, scalar)`; the gradient flows to `x` where `x <= scalar`.
+#[simple_op(name = "_minimum_scalar", scalar, inplace = "OutIn")]
+pub mod minimum_scalar {
+    use simpleop::prelude::*;
+    /// `x < s ? x : s`.
+    pub fn forward<T: Float>(x: T, s: T) -> T {
+        if x < s { x } else { s }
+    }
+    /// `x <= s ? dy : 0`.
+    pub fn backward<T: Float>(dy: OutGrad<T>, x: In0<T>, s: T) -> T {
+        if *x <= s { *dy } else { T::zero() }
+    }
+}
