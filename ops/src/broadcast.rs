@@ -1,1 +1,220 @@
-//! (in progress)
+//! Explicit broadcasting: `broadcast_to` and `broadcast_axis`.
+//!
+//! Both repeat the input along axes where it has size 1. They run on the
+//! reduction plan of `reduce.rs` read backwards: output element
+//! `outer[o] + inner[r]` is input element `o`, and the gradient sums the
+//! output gradient over the broadcast axes back to the input shape.
+
+use serde::{Deserialize, Serialize};
+use simpleop::{Error, OpReqType, Result, Shape, TBlob, TBlobMut, simple_op};
+
+use crate::reduce::{AxesPlan, Reducer, broadcast_blob, reduce_blob, resolve_axis};
+
+/// Keyword arguments of [`broadcast_to()`].
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default)]
+pub struct BroadcastToParams {
+    /// The target shape, with as many dimensions as the input; 0 keeps the
+    /// input's dimension.
+    pub shape: Vec<i64>,
+}
+
+/// Keyword arguments of [`broadcast_axis()`].
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default)]
+pub struct BroadcastAxisParams {
+    /// The axes to broadcast (negative counts from the end); the input has
+    /// size 1 there.
+    pub axis: Vec<i64>,
+    /// The size to broadcast each axis to, one per axis.
+    pub size: Vec<i64>,
+}
+
+fn bad(op: &str, arg: &str, reason: String) -> Error {
+    Error::BadKwarg {
+        op: op.into(),
+        arg: arg.into(),
+        reason,
+    }
+}
+
+/// The output shape of `broadcast_to`.
+fn broadcast_to_shape(input: &Shape, p: &BroadcastToParams) -> Result<Shape> {
+    const OP: &str = "broadcast_to";
+    if p.shape.len() != input.ndim() {
+        return Err(bad(
+            OP,
+            "shape",
+            format!(
+                "{:?} has {} dimension(s) but the input {input} has {}",
+                p.shape,
+                p.shape.len(),
+                input.ndim()
+            ),
+        ));
+    }
+    let dims = input
+        .dims()
+        .iter()
+        .zip(&p.shape)
+        .map(|(&d, &s)| match s {
+            0 => Ok(d),
+            s if s > 0 && (d == 1 || d as i64 == s) => Ok(s as usize),
+            s => Err(bad(
+                OP,
+                "shape",
+                format!(
+                    "cannot broadcast the input {input} to {:?} (dimension {d} to {s})",
+                    p.shape
+                ),
+            )),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Shape::new(dims))
+}
+
+/// The output shape of `broadcast_axis`.
+fn broadcast_axis_shape(input: &Shape, p: &BroadcastAxisParams) -> Result<Shape> {
+    const OP: &str = "broadcast_axis";
+    if p.axis.len() != p.size.len() {
+        return Err(bad(
+            OP,
+            "size",
+            format!(
+                "{} size(s) for {} axis/axes; give one size per axis",
+                p.size.len(),
+                p.axis.len()
+            ),
+        ));
+    }
+    let mut dims = input.dims().to_vec();
+    for (&a, &s) in p.axis.iter().zip(&p.size) {
+        let k = resolve_axis(OP, "axis", a, input.ndim(), 0)?;
+        if s < 0 {
+            return Err(bad(
+                OP,
+                "size",
+                format!("sizes must be non-negative, got {s}"),
+            ));
+        }
+        if input.dims()[k] != 1 && input.dims()[k] as i64 != s {
+            return Err(bad(
+                OP,
+                "axis",
+                format!(
+                    "axis {a} of the input {input} has size {}, not 1",
+                    input.dims()[k]
+                ),
+            ));
+        }
+        dims[k] = s as usize;
+    }
+    Ok(Shape::new(dims))
+}
+
+/// The plan over the output: the broadcast axes are the ones that grew.
+fn plan(input: &Shape, output: &Shape) -> AxesPlan {
+    let grown: Vec<bool> = input
+        .dims()
+        .iter()
+        .zip(output.dims())
+        .map(|(i, o)| i != o)
+        .collect();
+    AxesPlan::new(output, &grown)
+}
+
+fn forward_blob(
+    op: &str,
+    out_shape: Result<Shape>,
+    x: &TBlob<'_>,
+    out: &mut TBlobMut<'_>,
+    req: OpReqType,
+) -> Result<()> {
+    let plan = plan(x.shape(), &out_shape?);
+    broadcast_blob(op, &plan, x, out, req)
+}
+
+fn backward_blob(
+    op: &str,
+    out_shape: Result<Shape>,
+    dy: &TBlob<'_>,
+    grads: &mut [TBlobMut<'_>],
+    req: &[OpReqType],
+) -> Result<()> {
+    let g = &mut grads[0];
+    let plan = plan(g.shape(), &out_shape?);
+    reduce_blob(op, Reducer::Sum, &plan, dy, g, req[0])
+}
+
+/// Broadcasts the input to `shape` (same number of dimensions; 0 keeps a
+/// dimension, and only size-1 dimensions may grow). The gradient sums back
+/// over the broadcast axes.
+#[simple_op(blob, kwargs = BroadcastToParams, pattern = "broadcast")]
+pub mod broadcast_to {
+    use super::BroadcastToParams;
+    use simpleop::prelude::*;
+
+    /// The input shape with each size-1 axis grown to `shape`'s.
+    pub fn shape(inputs: &[Shape], p: &BroadcastToParams) -> Result<Shape> {
+        super::broadcast_to_shape(&inputs[0], p)
+    }
+
+    /// Repeats the input along the grown axes, honouring `req`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &BroadcastToParams,
+    ) -> Result<()> {
+        let x = &inputs[0];
+        let out_shape = super::broadcast_to_shape(x.shape(), p);
+        super::forward_blob("broadcast_to", out_shape, x, out, req)
+    }
+
+    /// `data_grad = Σ dy` over the grown axes.
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+        p: &BroadcastToParams,
+    ) -> Result<()> {
+        let out_shape = super::broadcast_to_shape(grads[0].shape(), p);
+        super::backward_blob("broadcast_to", out_shape, dy.0, grads, req)
+    }
+}
+
+/// Broadcasts size-1 axes `axis` to `size` (one size per axis). The
+/// gradient sums back over those axes.
+#[simple_op(blob, kwargs = BroadcastAxisParams, pattern = "broadcast", alias = "broadcast_axes")]
+pub mod broadcast_axis {
+    use super::BroadcastAxisParams;
+    use simpleop::prelude::*;
+
+    /// The input shape with `axis[i]` set to `size[i]`.
+    pub fn shape(inputs: &[Shape], p: &BroadcastAxisParams) -> Result<Shape> {
+        super::broadcast_axis_shape(&inputs[0], p)
+    }
+
+    /// Repeats the input along `axis`, honouring `req`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &BroadcastAxisParams,
+    ) -> Result<()> {
+        let x = &inputs[0];
+        let out_shape = super::broadcast_axis_shape(x.shape(), p);
+        super::forward_blob("broadcast_axis", out_shape, x, out, req)
+    }
+
+    /// `data_grad = Σ dy` over `axis`.
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+        p: &BroadcastAxisParams,
+    ) -> Result<()> {
+        let out_shape = super::broadcast_axis_shape(grads[0].shape(), p);
+        super::backward_blob("broadcast_axis", out_shape, dy.0, grads, req)
+    }
+}

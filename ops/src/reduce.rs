@@ -1,1 +1,912 @@
-//! (in progress)
+//! Reductions over axes (`sum`, `mean`, `max`, `min`, `prod`, `norm`) and
+//! index searches (`argmax`, `argmin`), with MXNet 1.x's shape rules.
+//!
+//! Every op here goes through one plan, `AxesPlan`: the input is split
+//! into kept and reduced axes; output element `o` reduces the input elements
+//! at `outer[o] + inner[r]` for every `r`. The same plan, read backwards,
+//! broadcasts (see `broadcast.rs`) and scatters gradients.
+//!
+//! Output shapes follow MXNet 1.x, not NumPy: reducing every axis without
+//! `keepdims` gives shape `(1,)`, `axis=None` (or `()`) reduces every axis
+//! whatever `exclude` says, and `exclude=True` reduces the axes *not* listed.
+
+use serde::{Deserialize, Serialize};
+use simpleop::{Element, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, simple_op};
+
+/// Keyword arguments of [`sum()`], [`mean()`], [`max()`], [`min()`] and
+/// [`prod()`] (MXNet's `ReduceAxesParam`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default)]
+pub struct ReduceAxesParams {
+    /// The axes to reduce (negative counts from the end); `None` or `()`
+    /// reduces every axis. Accepts `"1"`, `"(0, 2)"` and `"None"`.
+    pub axis: Option<Vec<i64>>,
+    /// Keep reduced axes as size 1.
+    pub keepdims: bool,
+    /// Reduce over every axis *not* in `axis`.
+    pub exclude: bool,
+}
+
+/// Keyword arguments of [`norm()`] (MXNet's `NormParam`, plus `exclude`).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default)]
+pub struct NormParams {
+    /// 2 (the default) for the L2 norm, 1 for the L1 norm.
+    pub ord: i64,
+    /// The axes to reduce, as for [`ReduceAxesParams::axis`].
+    pub axis: Option<Vec<i64>>,
+    /// Keep reduced axes as size 1.
+    pub keepdims: bool,
+    /// Reduce over every axis *not* in `axis`.
+    pub exclude: bool,
+}
+
+impl Default for NormParams {
+    fn default() -> Self {
+        NormParams {
+            ord: 2,
+            axis: None,
+            keepdims: false,
+            exclude: false,
+        }
+    }
+}
+
+/// Keyword arguments of [`argmax()`] and [`argmin()`] (MXNet's
+/// `ReduceAxisParam`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default)]
+pub struct ArgReduceParams {
+    /// The axis to search along (negative counts from the end); `None`
+    /// searches the flattened array.
+    pub axis: Option<i64>,
+    /// Keep the searched axis as size 1.
+    pub keepdims: bool,
+}
+
+// ---------------------------------------------------------------------------
+// Axes and plans (shared with broadcast.rs)
+// ---------------------------------------------------------------------------
+
+/// Resolves a possibly negative axis of an `ndim`-D array, or errors naming
+/// `op` and `arg`. `extra` widens the valid range (1 for `expand_dims`).
+pub(crate) fn resolve_axis(
+    op: &str,
+    arg: &str,
+    axis: i64,
+    ndim: usize,
+    extra: usize,
+) -> Result<usize> {
+    let n = (ndim + extra) as i64;
+    let a = if axis < 0 { axis + n } else { axis };
+    if a < 0 || a >= n {
+        return Err(Error::BadKwarg {
+            op: op.into(),
+            arg: arg.into(),
+            reason: format!(
+                "axis {axis} is out of range for an array of {ndim} dimension(s) (valid: {}..={})",
+                -n,
+                n - 1
+            ),
+        });
+    }
+    Ok(a as usize)
+}
+
+/// Resolves a list of axes into a mask over `ndim` axes, rejecting
+/// out-of-range and repeated axes.
+pub(crate) fn axes_mask(op: &str, arg: &str, axes: &[i64], ndim: usize) -> Result<Vec<bool>> {
+    let mut mask = vec![false; ndim];
+    for &a in axes {
+        let k = resolve_axis(op, arg, a, ndim, 0)?;
+        if mask[k] {
+            return Err(Error::BadKwarg {
+                op: op.into(),
+                arg: arg.into(),
+                reason: format!("axis {a} is given more than once in {axes:?}"),
+            });
+        }
+        mask[k] = true;
+    }
+    Ok(mask)
+}
+
+/// The walk over an array split into kept and reduced axes: output `o`
+/// (kept axes, row-major) covers the flat elements `outer[o] + inner[r]`
+/// (reduced axes, row-major).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct AxesPlan {
+    /// Flat offset of the first element of each group.
+    pub outer: Vec<usize>,
+    /// Offsets of a group's elements from its first.
+    pub inner: Vec<usize>,
+}
+
+/// Row-major flat offsets of every index over `(dim, stride)` pairs.
+fn offsets(axes: impl Iterator<Item = (usize, usize)>) -> Vec<usize> {
+    let mut offs = vec![0usize];
+    for (dim, stride) in axes {
+        offs = offs
+            .iter()
+            .flat_map(|&o| (0..dim).map(move |k| o + k * stride))
+            .collect();
+    }
+    offs
+}
+
+impl AxesPlan {
+    /// The plan of `shape` reducing the axes where `reduced` is true.
+    pub(crate) fn new(shape: &Shape, reduced: &[bool]) -> Self {
+        let strides = shape.strides();
+        let axes = || shape.dims().iter().copied().zip(strides.iter().copied());
+        AxesPlan {
+            outer: offsets(axes().zip(reduced).filter(|(_, r)| !**r).map(|(a, _)| a)),
+            inner: offsets(axes().zip(reduced).filter(|(_, r)| **r).map(|(a, _)| a)),
+        }
+    }
+
+    /// Calls `f(o, flat)` for every element, grouped by output.
+    #[inline]
+    fn for_each(&self, mut f: impl FnMut(usize, usize)) {
+        for (o, &base) in self.outer.iter().enumerate() {
+            for &r in &self.inner {
+                f(o, base + r);
+            }
+        }
+    }
+}
+
+/// Output shape and reduced-axes mask of reducing `shape` as MXNet 1.x's
+/// `ReduceAxesShapeImpl` does.
+pub(crate) fn reduce_axes(
+    op: &str,
+    shape: &Shape,
+    axis: Option<&[i64]>,
+    keepdims: bool,
+    exclude: bool,
+) -> Result<(Shape, Vec<bool>)> {
+    let dims = shape.dims();
+    let ndim = dims.len();
+    let mask = match axis {
+        None | Some([]) => vec![true; ndim],
+        Some(axes) => {
+            let listed = axes_mask(op, "axis", axes, ndim)?;
+            if exclude {
+                listed.iter().map(|l| !l).collect()
+            } else {
+                listed
+            }
+        }
+    };
+    let out: Vec<usize> = if keepdims {
+        dims.iter()
+            .zip(&mask)
+            .map(|(&d, &r)| if r { 1 } else { d })
+            .collect()
+    } else {
+        let kept: Vec<usize> = dims
+            .iter()
+            .zip(&mask)
+            .filter(|(_, r)| !**r)
+            .map(|(&d, _)| d)
+            .collect();
+        if kept.is_empty() { vec![1] } else { kept }
+    };
+    Ok((Shape::new(out), mask))
+}
+
+fn layout_error(op: &str, arg: &str, expected: usize, got: &Shape) -> Error {
+    Error::ShapeMismatch {
+        op: op.into(),
+        arg: arg.into(),
+        expected: format!("{expected} element(s)"),
+        got: got.clone(),
+    }
+}
+
+fn dtype_error(op: &str, arg: &str, want: simpleop::DType, got: simpleop::DType) -> Error {
+    Error::DTypeMismatch {
+        op: op.into(),
+        arg: arg.into(),
+        expected: if want.is_float() {
+            format!("{want}")
+        } else {
+            "a float dtype (float32, float64, float16, bfloat16)".into()
+        },
+        got,
+    }
+}
+
+/// Checks that `blob` (named `arg`) has `len` elements and dtype `dtype`.
+pub(crate) fn check_layout(
+    op: &str,
+    arg: &str,
+    shape: &Shape,
+    blob_dtype: simpleop::DType,
+    len: usize,
+    dtype: simpleop::DType,
+) -> Result<()> {
+    if blob_dtype != dtype {
+        return Err(dtype_error(op, arg, dtype, blob_dtype));
+    }
+    if shape.size() != len {
+        return Err(layout_error(op, arg, len, shape));
+    }
+    Ok(())
+}
+
+/// Converts an f64 result into `T`'s compute type.
+#[inline(always)]
+fn cv<T: Float>(v: f64) -> T::Compute {
+    <T::Compute as Element>::from_f64(v)
+}
+
+// ---------------------------------------------------------------------------
+// Kernels
+// ---------------------------------------------------------------------------
+
+/// A reduction: how one group of values becomes one output, and its gradient.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reducer {
+    Sum,
+    Mean,
+    Max,
+    Min,
+    Prod,
+    /// L1 (`1`) or L2 (`2`) norm.
+    Norm(i64),
+    ArgMax,
+    ArgMin,
+}
+
+impl Reducer {
+    /// Reduces one group (given in walk order), in f64.
+    fn reduce(self, values: impl Iterator<Item = f64>, n: usize) -> f64 {
+        match self {
+            Reducer::Sum => values.sum(),
+            Reducer::Mean => values.sum::<f64>() / n as f64,
+            Reducer::Prod => values.product(),
+            Reducer::Norm(1) => values.map(f64::abs).sum(),
+            Reducer::Norm(_) => values.map(|v| v * v).sum::<f64>().sqrt(),
+            // NaN propagates, as in mshadow's maximum/minimum reducers.
+            Reducer::Max => {
+                values.fold(
+                    f64::NEG_INFINITY,
+                    |a, v| {
+                        if a.is_nan() || a >= v { a } else { v }
+                    },
+                )
+            }
+            Reducer::Min => values.fold(
+                f64::INFINITY,
+                |a, v| {
+                    if a.is_nan() || a <= v { a } else { v }
+                },
+            ),
+            Reducer::ArgMax | Reducer::ArgMin => {
+                let max = self == Reducer::ArgMax;
+                let mut best: Option<(usize, f64)> = None;
+                for (i, v) in values.enumerate() {
+                    let better = match best {
+                        None => true,
+                        Some((_, b)) if b.is_nan() => false,
+                        Some((_, b)) => v.is_nan() || if max { v > b } else { v < b },
+                    };
+                    if better {
+                        best = Some((i, v));
+                    }
+                }
+                best.map_or(0.0, |(i, _)| i as f64)
+            }
+        }
+    }
+}
+
+/// `dst[o] (=|+=) reduce(src[outer[o] + inner[..]])` per `req`.
+pub(crate) fn reduce_blob(
+    op: &str,
+    reducer: Reducer,
+    plan: &AxesPlan,
+    src: &TBlob<'_>,
+    dst: &mut TBlobMut<'_>,
+    req: OpReqType,
+) -> Result<()> {
+    if req == OpReqType::Null {
+        return Ok(());
+    }
+    check_layout(
+        op,
+        "output",
+        dst.shape(),
+        dst.dtype(),
+        plan.outer.len(),
+        src.dtype(),
+    )?;
+    let n = plan.inner.len();
+    if src.len() != plan.outer.len() * n {
+        return Err(layout_error(op, "data", plan.outer.len() * n, src.shape()));
+    }
+    simpleop::dispatch_float!(src.dtype(), T => {
+        let xs = src.as_slice::<T>()?;
+        let ys = dst.as_slice_mut::<T>()?;
+        for (y, &base) in ys.iter_mut().zip(&plan.outer) {
+            let v = reducer.reduce(plan.inner.iter().map(|&r| xs[base + r].to_f64()), n);
+            req.assign(y, cv::<T>(v));
+        }
+        Ok(())
+    }, _ => Err(dtype_error(op, "data", src.dtype(), src.dtype())))
+}
+
+/// `dst[outer[o] + inner[r]] (=|+=) src[o]` for every `r`: broadcasting
+/// along the plan's reduced axes, per `req`.
+pub(crate) fn broadcast_blob(
+    op: &str,
+    plan: &AxesPlan,
+    src: &TBlob<'_>,
+    dst: &mut TBlobMut<'_>,
+    req: OpReqType,
+) -> Result<()> {
+    if req == OpReqType::Null {
+        return Ok(());
+    }
+    let total = plan.outer.len() * plan.inner.len();
+    check_layout(op, "output", dst.shape(), dst.dtype(), total, src.dtype())?;
+    if src.len() != plan.outer.len() {
+        return Err(layout_error(op, "data", plan.outer.len(), src.shape()));
+    }
+    simpleop::dispatch_float!(src.dtype(), T => {
+        let xs = src.as_slice::<T>()?;
+        let ys = dst.as_slice_mut::<T>()?;
+        plan.for_each(|o, i| req.assign(&mut ys[i], xs[o].to_compute()));
+        Ok(())
+    }, _ => Err(dtype_error(op, "data", src.dtype(), src.dtype())))
+}
+
+/// The forward value `what` a gradient reads, or an error when it is absent.
+fn need<'a, 'b>(op: &str, blob: Option<&'a TBlob<'b>>, what: &str) -> Result<&'a TBlob<'b>> {
+    blob.ok_or_else(|| Error::invalid(op, what, "the gradient reads it"))
+}
+
+/// What a reduction's gradient reads: the output gradient, and the forward
+/// output and input when the reducer needs them.
+#[derive(Clone, Copy)]
+struct GradSources<'a, 'b> {
+    dy: &'a TBlob<'b>,
+    y: Option<&'a TBlob<'b>>,
+    x: Option<&'a TBlob<'b>>,
+}
+
+/// The gradient of a reduction: `grad[outer[o] + inner[r]] (=|+=) dy[o] ·
+/// ∂y[o]/∂x[..]`, per `req`. The forward output and input are needed by
+/// every reducer but `Sum`, `Mean` and the arg searches.
+fn reduce_grad_blob(
+    op: &str,
+    reducer: Reducer,
+    plan: &AxesPlan,
+    src: GradSources<'_, '_>,
+    grad: &mut TBlobMut<'_>,
+    req: OpReqType,
+) -> Result<()> {
+    let GradSources { dy, y, x } = src;
+    if req == OpReqType::Null {
+        return Ok(());
+    }
+    let dtype = grad.dtype();
+    let outs = plan.outer.len();
+    let n = plan.inner.len();
+    check_layout(op, "out_grad", dy.shape(), dy.dtype(), outs, dtype)?;
+    check_layout(op, "data_grad", grad.shape(), dtype, outs * n, dtype)?;
+    if let Some(y) = y {
+        check_layout(op, "output", y.shape(), y.dtype(), outs, dtype)?;
+    }
+    if let Some(x) = x {
+        check_layout(op, "data", x.shape(), x.dtype(), outs * n, dtype)?;
+    }
+    simpleop::dispatch_float!(dtype, T => {
+        let dys = dy.as_slice::<T>()?;
+        let gs = grad.as_slice_mut::<T>()?;
+        match reducer {
+            Reducer::Sum | Reducer::Mean => {
+                let scale = if reducer == Reducer::Mean { 1.0 / n as f64 } else { 1.0 };
+                plan.for_each(|o, i| req.assign(&mut gs[i], cv::<T>(dys[o].to_f64() * scale)));
+            }
+            Reducer::Max | Reducer::Min => {
+                // Every element equal to the extreme gets the whole `dy`, as in MXNet.
+                let (yb, xb) = (need(op, y, "output")?, need(op, x, "data")?);
+                let (ys, xs) = (yb.as_slice::<T>()?, xb.as_slice::<T>()?);
+                plan.for_each(|o, i| {
+                    let v = if xs[i].to_f64() == ys[o].to_f64() { dys[o].to_f64() } else { 0.0 };
+                    req.assign(&mut gs[i], cv::<T>(v));
+                });
+            }
+            Reducer::Norm(ord) => {
+                let (yb, xb) = (need(op, y, "output")?, need(op, x, "data")?);
+                let (ys, xs) = (yb.as_slice::<T>()?, xb.as_slice::<T>()?);
+                plan.for_each(|o, i| {
+                    let (xv, yv) = (xs[i].to_f64(), ys[o].to_f64());
+                    let d = if ord == 1 {
+                        xv.signum() * (xv != 0.0) as u8 as f64
+                    } else if yv == 0.0 {
+                        0.0
+                    } else {
+                        xv / yv
+                    };
+                    req.assign(&mut gs[i], cv::<T>(dys[o].to_f64() * d));
+                });
+            }
+            Reducer::Prod => {
+                // The product of the others, from prefix and suffix products,
+                // so zeros in the group are handled exactly.
+                let xb = need(op, x, "data")?;
+                let xs = xb.as_slice::<T>()?;
+                let mut suffix = vec![1.0f64; n + 1];
+                for (o, &base) in plan.outer.iter().enumerate() {
+                    for r in (0..n).rev() {
+                        suffix[r] = suffix[r + 1] * xs[base + plan.inner[r]].to_f64();
+                    }
+                    let mut prefix = 1.0f64;
+                    for (r, &off) in plan.inner.iter().enumerate() {
+                        let i = base + off;
+                        let v = dys[o].to_f64() * prefix * suffix[r + 1];
+                        req.assign(&mut gs[i], cv::<T>(v));
+                        prefix *= xs[i].to_f64();
+                    }
+                }
+            }
+            Reducer::ArgMax | Reducer::ArgMin => {
+                // MXNet's zero gradient (`MakeZeroGradNodes`).
+                for g in gs.iter_mut() {
+                    req.assign(g, cv::<T>(0.0));
+                }
+            }
+        }
+        Ok(())
+    }, _ => Err(dtype_error(op, "data_grad", dtype, dtype)))
+}
+
+// ---------------------------------------------------------------------------
+// Glue used by the op modules
+// ---------------------------------------------------------------------------
+
+/// The plan of a reduce-axes op over an input of `shape`.
+fn axes_plan(
+    op: &str,
+    shape: &Shape,
+    axis: Option<&[i64]>,
+    keepdims: bool,
+    exclude: bool,
+) -> Result<(Shape, AxesPlan)> {
+    let (out, mask) = reduce_axes(op, shape, axis, keepdims, exclude)?;
+    Ok((out, AxesPlan::new(shape, &mask)))
+}
+
+/// What every reduce op's kwargs provide.
+trait AxesArgs {
+    fn axes(&self, op: &str) -> Result<(Option<&[i64]>, bool, bool)>;
+    fn reducer(&self, default: Reducer) -> Reducer {
+        default
+    }
+}
+
+impl AxesArgs for ReduceAxesParams {
+    fn axes(&self, _op: &str) -> Result<(Option<&[i64]>, bool, bool)> {
+        Ok((self.axis.as_deref(), self.keepdims, self.exclude))
+    }
+}
+
+impl AxesArgs for NormParams {
+    fn axes(&self, op: &str) -> Result<(Option<&[i64]>, bool, bool)> {
+        if self.ord != 1 && self.ord != 2 {
+            return Err(Error::BadKwarg {
+                op: op.into(),
+                arg: "ord".into(),
+                reason: format!("expected 1 or 2, got {}", self.ord),
+            });
+        }
+        Ok((self.axis.as_deref(), self.keepdims, self.exclude))
+    }
+    fn reducer(&self, _default: Reducer) -> Reducer {
+        Reducer::Norm(self.ord)
+    }
+}
+
+/// The axis (`None` = every axis, flattened) of an arg-search op.
+fn arg_axes(op: &str, shape: &Shape, p: &ArgReduceParams) -> Result<(Shape, AxesPlan)> {
+    match p.axis {
+        None => axes_plan(op, shape, None, p.keepdims, false),
+        Some(a) => {
+            let a = resolve_axis(op, "axis", a, shape.ndim(), 0)?;
+            axes_plan(op, shape, Some(&[a as i64]), p.keepdims, false)
+        }
+    }
+}
+
+fn reduce_shape<P: AxesArgs>(op: &str, inputs: &[Shape], p: &P) -> Result<Shape> {
+    let (axis, keepdims, exclude) = p.axes(op)?;
+    Ok(reduce_axes(op, &inputs[0], axis, keepdims, exclude)?.0)
+}
+
+fn reduce_forward<P: AxesArgs>(
+    op: &str,
+    default: Reducer,
+    inputs: &[TBlob<'_>],
+    out: &mut TBlobMut<'_>,
+    req: OpReqType,
+    p: &P,
+) -> Result<()> {
+    let (axis, keepdims, exclude) = p.axes(op)?;
+    let x = &inputs[0];
+    let (_, plan) = axes_plan(op, x.shape(), axis, keepdims, exclude)?;
+    reduce_blob(op, p.reducer(default), &plan, x, out, req)
+}
+
+fn reduce_backward<P: AxesArgs>(
+    op: &str,
+    default: Reducer,
+    src: GradSources<'_, '_>,
+    grads: &mut [TBlobMut<'_>],
+    req: &[OpReqType],
+    p: &P,
+) -> Result<()> {
+    let (axis, keepdims, exclude) = p.axes(op)?;
+    let g = &mut grads[0];
+    let (_, plan) = axes_plan(op, g.shape(), axis, keepdims, exclude)?;
+    reduce_grad_blob(op, p.reducer(default), &plan, src, g, req[0])
+}
+
+fn arg_forward(
+    op: &str,
+    reducer: Reducer,
+    inputs: &[TBlob<'_>],
+    out: &mut TBlobMut<'_>,
+    req: OpReqType,
+    p: &ArgReduceParams,
+) -> Result<()> {
+    let x = &inputs[0];
+    let (_, plan) = arg_axes(op, x.shape(), p)?;
+    reduce_blob(op, reducer, &plan, x, out, req)
+}
+
+fn arg_backward(
+    op: &str,
+    reducer: Reducer,
+    dy: &TBlob<'_>,
+    grads: &mut [TBlobMut<'_>],
+    req: &[OpReqType],
+    p: &ArgReduceParams,
+) -> Result<()> {
+    let g = &mut grads[0];
+    let (_, plan) = arg_axes(op, g.shape(), p)?;
+    let src = GradSources {
+        dy,
+        y: None,
+        x: None,
+    };
+    reduce_grad_blob(op, reducer, &plan, src, g, req[0])
+}
+
+// ---------------------------------------------------------------------------
+// Ops
+// ---------------------------------------------------------------------------
+
+/// Sum over `axis` (all axes by default), accumulated in f64; the gradient
+/// broadcasts `dy` back.
+#[simple_op(
+    blob,
+    kwargs = ReduceAxesParams,
+    pattern = "reduction",
+    alias = "sum_axis"
+)]
+pub mod sum {
+    use super::{ReduceAxesParams, Reducer};
+    use simpleop::prelude::*;
+
+    /// The reduced shape (MXNet rules, see [`ReduceAxesParams`]).
+    pub fn shape(inputs: &[Shape], p: &ReduceAxesParams) -> Result<Shape> {
+        super::reduce_shape("sum", inputs, p)
+    }
+
+    /// `out = Σ data` over the reduced axes, honouring `req`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &ReduceAxesParams,
+    ) -> Result<()> {
+        super::reduce_forward("sum", Reducer::Sum, inputs, out, req, p)
+    }
+
+    /// `data_grad = dy` broadcast over the reduced axes.
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+        p: &ReduceAxesParams,
+    ) -> Result<()> {
+        let src = super::GradSources {
+            dy: dy.0,
+            y: None,
+            x: None,
+        };
+        super::reduce_backward("sum", Reducer::Sum, src, grads, req, p)
+    }
+}
+
+/// Mean over `axis` (all axes by default), accumulated in f64; the gradient
+/// is `dy / n` broadcast back.
+#[simple_op(blob, kwargs = ReduceAxesParams, pattern = "reduction")]
+pub mod mean {
+    use super::{ReduceAxesParams, Reducer};
+    use simpleop::prelude::*;
+
+    /// The reduced shape (MXNet rules, see [`ReduceAxesParams`]).
+    pub fn shape(inputs: &[Shape], p: &ReduceAxesParams) -> Result<Shape> {
+        super::reduce_shape("mean", inputs, p)
+    }
+
+    /// `out = Σ data / n` over the reduced axes, honouring `req`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &ReduceAxesParams,
+    ) -> Result<()> {
+        super::reduce_forward("mean", Reducer::Mean, inputs, out, req, p)
+    }
+
+    /// `data_grad = dy / n` broadcast over the reduced axes.
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+        p: &ReduceAxesParams,
+    ) -> Result<()> {
+        let src = super::GradSources {
+            dy: dy.0,
+            y: None,
+            x: None,
+        };
+        super::reduce_backward("mean", Reducer::Mean, src, grads, req, p)
+    }
+}
+
+/// Maximum over `axis` (all axes by default); NaN propagates. The gradient
+/// goes to every element equal to the maximum, as in MXNet.
+#[simple_op(
+    blob,
+    kwargs = ReduceAxesParams,
+    pattern = "reduction",
+    alias = "max_axis"
+)]
+pub mod max {
+    use super::{ReduceAxesParams, Reducer};
+    use simpleop::prelude::*;
+
+    /// The reduced shape (MXNet rules, see [`ReduceAxesParams`]).
+    pub fn shape(inputs: &[Shape], p: &ReduceAxesParams) -> Result<Shape> {
+        super::reduce_shape("max", inputs, p)
+    }
+
+    /// `out = max data` over the reduced axes, honouring `req`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &ReduceAxesParams,
+    ) -> Result<()> {
+        super::reduce_forward("max", Reducer::Max, inputs, out, req, p)
+    }
+
+    /// `data_grad = dy · (data == out)`.
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        y: OutValue<&TBlob<'_>>,
+        x: Inputs<&[TBlob<'_>]>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+        p: &ReduceAxesParams,
+    ) -> Result<()> {
+        let src = super::GradSources {
+            dy: dy.0,
+            y: Some(y.0),
+            x: x.first(),
+        };
+        super::reduce_backward("max", Reducer::Max, src, grads, req, p)
+    }
+}
+
+/// Minimum over `axis` (all axes by default); NaN propagates. The gradient
+/// goes to every element equal to the minimum, as in MXNet.
+#[simple_op(
+    blob,
+    kwargs = ReduceAxesParams,
+    pattern = "reduction",
+    alias = "min_axis"
+)]
+pub mod min {
+    use super::{ReduceAxesParams, Reducer};
+    use simpleop::prelude::*;
+
+    /// The reduced shape (MXNet rules, see [`ReduceAxesParams`]).
+    pub fn shape(inputs: &[Shape], p: &ReduceAxesParams) -> Result<Shape> {
+        super::reduce_shape("min", inputs, p)
+    }
+
+    /// `out = min data` over the reduced axes, honouring `req`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &ReduceAxesParams,
+    ) -> Result<()> {
+        super::reduce_forward("min", Reducer::Min, inputs, out, req, p)
+    }
+
+    /// `data_grad = dy · (data == out)`.
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        y: OutValue<&TBlob<'_>>,
+        x: Inputs<&[TBlob<'_>]>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+        p: &ReduceAxesParams,
+    ) -> Result<()> {
+        let src = super::GradSources {
+            dy: dy.0,
+            y: Some(y.0),
+            x: x.first(),
+        };
+        super::reduce_backward("min", Reducer::Min, src, grads, req, p)
+    }
+}
+
+/// Product over `axis` (all axes by default), in f64. The gradient is `dy`
+/// times the product of the *other* elements, so zeros are exact (MXNet's
+/// `dy · y / x` gives NaN there).
+#[simple_op(blob, kwargs = ReduceAxesParams, pattern = "reduction")]
+pub mod prod {
+    use super::{ReduceAxesParams, Reducer};
+    use simpleop::prelude::*;
+
+    /// The reduced shape (MXNet rules, see [`ReduceAxesParams`]).
+    pub fn shape(inputs: &[Shape], p: &ReduceAxesParams) -> Result<Shape> {
+        super::reduce_shape("prod", inputs, p)
+    }
+
+    /// `out = Π data` over the reduced axes, honouring `req`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &ReduceAxesParams,
+    ) -> Result<()> {
+        super::reduce_forward("prod", Reducer::Prod, inputs, out, req, p)
+    }
+
+    /// `data_grad[i] = dy · Π_{j≠i} data[j]` within each group.
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        x: Inputs<&[TBlob<'_>]>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+        p: &ReduceAxesParams,
+    ) -> Result<()> {
+        let src = super::GradSources {
+            dy: dy.0,
+            y: None,
+            x: x.first(),
+        };
+        super::reduce_backward("prod", Reducer::Prod, src, grads, req, p)
+    }
+}
+
+/// The vector norm over `axis` (all axes by default): L2 (`ord=2`, the
+/// default) or L1 (`ord=1`), in f64. The gradient is `dy · x / y` (L2; 0
+/// where the norm is 0) or `dy · sign(x)` (L1).
+#[simple_op(blob, kwargs = NormParams, pattern = "reduction")]
+pub mod norm {
+    use super::{NormParams, Reducer};
+    use simpleop::prelude::*;
+
+    /// The reduced shape (MXNet rules, see [`NormParams`]).
+    pub fn shape(inputs: &[Shape], p: &NormParams) -> Result<Shape> {
+        super::reduce_shape("norm", inputs, p)
+    }
+
+    /// `out = ‖data‖` over the reduced axes, honouring `req`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &NormParams,
+    ) -> Result<()> {
+        super::reduce_forward("norm", Reducer::Norm(2), inputs, out, req, p)
+    }
+
+    /// `data_grad = dy · data / out` (L2) or `dy · sign(data)` (L1).
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        y: OutValue<&TBlob<'_>>,
+        x: Inputs<&[TBlob<'_>]>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+        p: &NormParams,
+    ) -> Result<()> {
+        let src = super::GradSources {
+            dy: dy.0,
+            y: Some(y.0),
+            x: x.first(),
+        };
+        super::reduce_backward("norm", Reducer::Norm(2), src, grads, req, p)
+    }
+}
+
+/// Index of the maximum along `axis` (of the flattened array when `axis` is
+/// `None`), as a float of the input dtype; the first one wins on ties. The
+/// gradient is zero, as MXNet's.
+#[simple_op(blob, kwargs = ArgReduceParams, pattern = "reduction")]
+pub mod argmax {
+    use super::{ArgReduceParams, Reducer};
+    use simpleop::prelude::*;
+
+    /// The input shape without `axis` (`(1,)` when flattened), or with it
+    /// as 1 under `keepdims`.
+    pub fn shape(inputs: &[Shape], p: &ArgReduceParams) -> Result<Shape> {
+        Ok(super::arg_axes("argmax", &inputs[0], p)?.0)
+    }
+
+    /// `out = argmax data` along the axis, honouring `req`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &ArgReduceParams,
+    ) -> Result<()> {
+        super::arg_forward("argmax", Reducer::ArgMax, inputs, out, req, p)
+    }
+
+    /// Zero: the index does not change under small perturbations.
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+        p: &ArgReduceParams,
+    ) -> Result<()> {
+        super::arg_backward("argmax", Reducer::ArgMax, dy.0, grads, req, p)
+    }
+}
+
+/// Index of the minimum along `axis` (of the flattened array when `axis` is
+/// `None`), as a float of the input dtype; the first one wins on ties. The
+/// gradient is zero, as MXNet's.
+#[simple_op(blob, kwargs = ArgReduceParams, pattern = "reduction")]
+pub mod argmin {
+    use super::{ArgReduceParams, Reducer};
+    use simpleop::prelude::*;
+
+    /// The input shape without `axis` (`(1,)` when flattened), or with it
+    /// as 1 under `keepdims`.
+    pub fn shape(inputs: &[Shape], p: &ArgReduceParams) -> Result<Shape> {
+        Ok(super::arg_axes("argmin", &inputs[0], p)?.0)
+    }
+
+    /// `out = argmin data` along the axis, honouring `req`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &ArgReduceParams,
+    ) -> Result<()> {
+        super::arg_forward("argmin", Reducer::ArgMin, inputs, out, req, p)
+    }
+
+    /// Zero: the index does not change under small perturbations.
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+        p: &ArgReduceParams,
+    ) -> Result<()> {
+        super::arg_backward("argmin", Reducer::ArgMin, dy.0, grads, req, p)
+    }
+}

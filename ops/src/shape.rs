@@ -1,1 +1,654 @@
-//! (in progress)
+//! Shape manipulation: `Reshape`, `Flatten`, `expand_dims` (copies under a
+//! new shape), `transpose`, `slice_axis` and `reverse` (strided views).
+//!
+//! The copies and views share one kernel, `strided_copy`: a row-major walk
+//! over a shape with arbitrary (possibly negative) input strides, used to
+//! gather in the forward pass and to scatter in the backward pass.
+
+use serde::{Deserialize, Serialize};
+use simpleop::{Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, simple_op};
+
+use crate::reduce::{axes_mask, check_layout, resolve_axis};
+
+/// Keyword arguments of [`reshape()`] (MXNet's `ReshapeParam`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default)]
+pub struct ReshapeParams {
+    /// The new shape. Besides sizes, MXNet's codes: `0` copies the input
+    /// dimension, `-1` infers one dimension from the rest, `-2` copies all
+    /// remaining input dimensions, `-3` merges two input dimensions, `-4`
+    /// splits one input dimension into the next two entries (one may be
+    /// `-1`).
+    pub shape: Vec<i64>,
+    /// Apply the codes right to left.
+    pub reverse: bool,
+}
+
+/// Keyword arguments of [`transpose()`].
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default)]
+pub struct TransposeParams {
+    /// The permutation: output axis `i` is input axis `axes[i]` (negative
+    /// counts from the end). Empty (the default) reverses the axes.
+    pub axes: Vec<i64>,
+}
+
+/// Keyword arguments of [`expand_dims()`]; `axis` is required.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct ExpandDimsParams {
+    /// Where the new axis goes, in `-ndim-1..=ndim`.
+    pub axis: i64,
+}
+
+/// Keyword arguments of [`slice_axis()`]; `axis` and `begin` are required.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct SliceAxisParams {
+    /// The axis to slice (negative counts from the end).
+    pub axis: i64,
+    /// First index (negative counts from the end).
+    pub begin: i64,
+    /// One past the last index (negative counts from the end); `None` is
+    /// the end of the axis.
+    pub end: Option<i64>,
+}
+
+/// Keyword arguments of [`reverse()`]; `axis` is required.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct ReverseParams {
+    /// The axes to reverse (an int or a tuple; negative counts from the end).
+    pub axis: Vec<i64>,
+}
+
+fn bad(op: &str, arg: &str, reason: String) -> Error {
+    Error::BadKwarg {
+        op: op.into(),
+        arg: arg.into(),
+        reason,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The strided kernel
+// ---------------------------------------------------------------------------
+
+/// A row-major walk over `dims` yielding `start + Σ index[k] · strides[k]`.
+#[derive(Clone, Debug, PartialEq)]
+struct View {
+    dims: Vec<usize>,
+    strides: Vec<isize>,
+    start: isize,
+}
+
+impl View {
+    /// The identity view of a contiguous shape.
+    fn contiguous(shape: &Shape) -> Self {
+        View {
+            dims: shape.dims().to_vec(),
+            strides: shape.strides().iter().map(|&s| s as isize).collect(),
+            start: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    /// Calls `f(k, offset)` for the `k`-th element of the walk.
+    fn for_each(&self, mut f: impl FnMut(usize, usize)) {
+        let n = self.len();
+        if n == 0 {
+            return;
+        }
+        let nd = self.dims.len();
+        let mut index = vec![0usize; nd];
+        let mut offset = self.start;
+        for k in 0..n {
+            f(k, offset as usize);
+            for a in (0..nd).rev() {
+                index[a] += 1;
+                offset += self.strides[a];
+                if index[a] < self.dims[a] {
+                    break;
+                }
+                offset -= self.strides[a] * self.dims[a] as isize;
+                index[a] = 0;
+            }
+        }
+    }
+
+    /// The smallest and largest offsets the walk visits.
+    fn span(&self) -> (isize, isize) {
+        let mut lo = self.start;
+        let mut hi = self.start;
+        for (&d, &s) in self.dims.iter().zip(&self.strides) {
+            let reach = s * (d.max(1) as isize - 1);
+            if reach < 0 {
+                lo += reach;
+            } else {
+                hi += reach;
+            }
+        }
+        (lo, hi)
+    }
+}
+
+/// Whether the view reads `src` (gather: `dst[k] = src[view[k]]`) or
+/// writes `dst` (scatter: `dst[view[k]] = src[k]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dir {
+    Gather,
+    Scatter,
+}
+
+/// Copies between `src` and `dst` through `view`, honouring `req`. In a
+/// scatter that does not cover `dst`, the rest is zeroed under `WriteTo`
+/// and left alone under `AddTo` (the gradient of a slice).
+fn strided_copy(
+    op: &str,
+    view: &View,
+    dir: Dir,
+    src: &TBlob<'_>,
+    dst: &mut TBlobMut<'_>,
+    req: OpReqType,
+) -> Result<()> {
+    if req == OpReqType::Null {
+        return Ok(());
+    }
+    let (walked, dst_arg, src_arg) = match dir {
+        Dir::Gather => (src.len(), "output", "data"),
+        Dir::Scatter => (dst.len(), "data_grad", "out_grad"),
+    };
+    let (gathered, gathered_shape) = match dir {
+        Dir::Gather => (dst.len(), dst.shape().clone()),
+        Dir::Scatter => (src.len(), src.shape().clone()),
+    };
+    check_layout(
+        op,
+        dst_arg,
+        dst.shape(),
+        dst.dtype(),
+        dst.len(),
+        src.dtype(),
+    )?;
+    let (lo, hi) = view.span();
+    if view.len() != gathered || (view.len() > 0 && (lo < 0 || hi as usize >= walked)) {
+        return Err(Error::ShapeMismatch {
+            op: op.into(),
+            arg: src_arg.into(),
+            expected: format!("{} element(s) covered by the view", view.len()),
+            got: gathered_shape,
+        });
+    }
+    simpleop::dispatch_float!(src.dtype(), T => {
+        let xs = src.as_slice::<T>()?;
+        let ys = dst.as_slice_mut::<T>()?;
+        match dir {
+            Dir::Gather => view.for_each(|k, i| req.assign(&mut ys[k], xs[i].to_compute())),
+            Dir::Scatter => {
+                if view.len() < ys.len() && req != OpReqType::AddTo {
+                    ys.fill(T::zero());
+                }
+                view.for_each(|k, i| req.assign(&mut ys[i], xs[k].to_compute()));
+            }
+        }
+        Ok(())
+    }, _ => Err(Error::DTypeMismatch {
+        op: op.into(),
+        arg: src_arg.into(),
+        expected: "a float dtype (float32, float64, float16, bfloat16)".into(),
+        got: src.dtype(),
+    }))
+}
+
+/// Copies `src` into `dst` element by element (same size, any shapes).
+fn copy(op: &str, src: &TBlob<'_>, dst: &mut TBlobMut<'_>, req: OpReqType) -> Result<()> {
+    if req != OpReqType::Null && src.len() != dst.len() {
+        return Err(Error::ShapeMismatch {
+            op: op.into(),
+            arg: "output".into(),
+            expected: format!("{} element(s), as the source {}", src.len(), src.shape()),
+            got: dst.shape().clone(),
+        });
+    }
+    let view = View::contiguous(dst.shape());
+    strided_copy(op, &view, Dir::Gather, src, dst, req)
+}
+
+// ---------------------------------------------------------------------------
+// Shape rules
+// ---------------------------------------------------------------------------
+
+/// MXNet's `InferReshapeShape`: the new shape from the codes in `p.shape`.
+fn reshape_shape(input: &Shape, p: &ReshapeParams) -> Result<Shape> {
+    const OP: &str = "Reshape";
+    let err = |reason: String| bad(OP, "shape", reason);
+    let mut src: Vec<usize> = input.dims().to_vec();
+    let mut codes = p.shape.clone();
+    if p.reverse {
+        src.reverse();
+        codes.reverse();
+    }
+    let mut out: Vec<usize> = Vec::new();
+    let mut infer: Option<usize> = None;
+    let mut s = 0usize;
+    let mut i = 0usize;
+    let next_src = |s: &mut usize, what: &str| -> Result<usize> {
+        let d = src.get(*s).copied().ok_or_else(|| {
+            err(format!(
+                "{:?}: `{what}` needs input dimension {} but the input {input} has {}",
+                p.shape,
+                *s,
+                input.ndim()
+            ))
+        })?;
+        *s += 1;
+        Ok(d)
+    };
+    while i < codes.len() {
+        match codes[i] {
+            0 => out.push(next_src(&mut s, "0")?),
+            -1 => {
+                if infer.is_some() {
+                    return Err(err(format!("{:?}: only one dimension can be -1", p.shape)));
+                }
+                infer = Some(out.len());
+                out.push(1);
+                s += 1;
+            }
+            -2 => {
+                while s < src.len() {
+                    out.push(src[s]);
+                    s += 1;
+                }
+            }
+            -3 => {
+                let a = next_src(&mut s, "-3")?;
+                let b = next_src(&mut s, "-3")?;
+                out.push(a * b);
+            }
+            -4 => {
+                let d = next_src(&mut s, "-4")?;
+                let (Some(&a), Some(&b)) = (codes.get(i + 1), codes.get(i + 2)) else {
+                    return Err(err(format!(
+                        "{:?}: -4 must be followed by two dimensions",
+                        p.shape
+                    )));
+                };
+                i += 2;
+                let (a, b) = match (a, b) {
+                    (-1, -1) => {
+                        return Err(err(format!(
+                            "{:?}: the two dimensions after -4 cannot both be -1",
+                            p.shape
+                        )));
+                    }
+                    (-1, b) if b > 0 => ((d as i64) / b, b),
+                    (a, -1) if a > 0 => (a, (d as i64) / a),
+                    (a, b) => (a, b),
+                };
+                if a < 0 || b < 0 || (a * b) as usize != d {
+                    return Err(err(format!(
+                        "{:?}: -4 splits dimension {d} into {a} × {b}, which does not match",
+                        p.shape
+                    )));
+                }
+                out.push(a as usize);
+                out.push(b as usize);
+            }
+            d if d > 0 => {
+                out.push(d as usize);
+                s += 1;
+            }
+            d => return Err(err(format!("{:?}: unknown code {d}", p.shape))),
+        }
+        i += 1;
+    }
+    if let Some(k) = infer {
+        let known: usize = out.iter().product();
+        if known == 0 || input.size() % known != 0 {
+            return Err(err(format!(
+                "cannot infer the -1 dimension of {:?} for the input {input} ({} elements)",
+                p.shape,
+                input.size()
+            )));
+        }
+        out[k] = input.size() / known;
+    }
+    if p.reverse {
+        out.reverse();
+    }
+    let out = Shape::new(out);
+    if out.size() != input.size() {
+        return Err(err(format!(
+            "cannot reshape the input {input} ({} elements) to {out} ({} elements)",
+            input.size(),
+            out.size()
+        )));
+    }
+    Ok(out)
+}
+
+/// `Flatten`'s `(d0, d1 · d2 · …)`.
+fn flatten_shape(input: &Shape) -> Result<Shape> {
+    match input.dims() {
+        [] => Err(Error::ShapeMismatch {
+            op: "Flatten".into(),
+            arg: "data".into(),
+            expected: "an array with at least one dimension".into(),
+            got: input.clone(),
+        }),
+        [d0, rest @ ..] => Ok(Shape::new([*d0, rest.iter().product()])),
+    }
+}
+
+/// The input shape with a 1 inserted at `axis`.
+fn expand_dims_shape(input: &Shape, p: &ExpandDimsParams) -> Result<Shape> {
+    let k = resolve_axis("expand_dims", "axis", p.axis, input.ndim(), 1)?;
+    let mut dims = input.dims().to_vec();
+    dims.insert(k, 1);
+    Ok(Shape::new(dims))
+}
+
+/// The resolved permutation of `transpose`.
+fn permutation(input: &Shape, p: &TransposeParams) -> Result<Vec<usize>> {
+    let nd = input.ndim();
+    if p.axes.is_empty() {
+        return Ok((0..nd).rev().collect());
+    }
+    if p.axes.len() != nd {
+        return Err(bad(
+            "transpose",
+            "axes",
+            format!(
+                "{:?} has {} axes but the input {input} has {nd}",
+                p.axes,
+                p.axes.len()
+            ),
+        ));
+    }
+    axes_mask("transpose", "axes", &p.axes, nd)?;
+    p.axes
+        .iter()
+        .map(|&a| resolve_axis("transpose", "axes", a, nd, 0))
+        .collect()
+}
+
+/// The view of `input` that `transpose` reads.
+fn transpose_view(input: &Shape, p: &TransposeParams) -> Result<View> {
+    let perm = permutation(input, p)?;
+    let strides = input.strides();
+    Ok(View {
+        dims: perm.iter().map(|&a| input.dims()[a]).collect(),
+        strides: perm.iter().map(|&a| strides[a] as isize).collect(),
+        start: 0,
+    })
+}
+
+/// The view of `input` that `slice_axis` reads.
+fn slice_view(input: &Shape, p: &SliceAxisParams) -> Result<View> {
+    const OP: &str = "slice_axis";
+    let k = resolve_axis(OP, "axis", p.axis, input.ndim(), 0)?;
+    let size = input.dims()[k] as i64;
+    let begin = if p.begin < 0 { p.begin + size } else { p.begin };
+    let end = match p.end {
+        None => size,
+        Some(e) if e < 0 => e + size,
+        Some(e) => e,
+    };
+    if begin < 0 || begin >= size {
+        return Err(bad(
+            OP,
+            "begin",
+            format!(
+                "{} is out of range for axis {} of size {size}",
+                p.begin, p.axis
+            ),
+        ));
+    }
+    if end > size || end <= begin {
+        return Err(bad(
+            OP,
+            "end",
+            format!(
+                "{:?} gives the empty or out-of-range slice {begin}..{end} of axis {} (size {size})",
+                p.end, p.axis
+            ),
+        ));
+    }
+    let mut view = View::contiguous(input);
+    view.dims[k] = (end - begin) as usize;
+    view.start = begin as isize * view.strides[k];
+    Ok(view)
+}
+
+/// The view of `input` that `reverse` reads.
+fn reverse_view(input: &Shape, p: &ReverseParams) -> Result<View> {
+    let mask = axes_mask("reverse", "axis", &p.axis, input.ndim())?;
+    let mut view = View::contiguous(input);
+    for (k, _) in mask.iter().enumerate().filter(|(_, m)| **m) {
+        if view.dims[k] > 0 {
+            view.start += view.strides[k] * (view.dims[k] as isize - 1);
+        }
+        view.strides[k] = -view.strides[k];
+    }
+    Ok(view)
+}
+
+fn view_shape(view: Result<View>) -> Result<Shape> {
+    Ok(Shape::new(view?.dims))
+}
+
+// ---------------------------------------------------------------------------
+// Ops
+// ---------------------------------------------------------------------------
+
+/// Reshapes to `shape` (with MXNet's codes 0, -1, -2, -3, -4 and `reverse`)
+/// without changing the elements. The gradient reshapes back.
+#[simple_op(blob, name = "Reshape", alias = "reshape", kwargs = ReshapeParams, pattern = "injective")]
+pub mod reshape {
+    use super::ReshapeParams;
+    use simpleop::prelude::*;
+
+    /// The shape the codes describe; its size must be the input's.
+    pub fn shape(inputs: &[Shape], p: &ReshapeParams) -> Result<Shape> {
+        super::reshape_shape(&inputs[0], p)
+    }
+
+    /// Copies the elements, honouring `req`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &ReshapeParams,
+    ) -> Result<()> {
+        super::reshape_shape(inputs[0].shape(), p)?;
+        super::copy("Reshape", &inputs[0], out, req)
+    }
+
+    /// Copies `dy` back under the input's shape.
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+    ) -> Result<()> {
+        super::copy("Reshape", dy.0, &mut grads[0], req[0])
+    }
+}
+
+/// Flattens to 2-D: `(d0, d1 · d2 · …)`. The gradient reshapes back.
+#[simple_op(blob, name = "Flatten", alias = "flatten", pattern = "injective")]
+pub mod flatten {
+    use simpleop::prelude::*;
+
+    /// `(d0, d1 · d2 · …)`; 1-D inputs become `(d0, 1)`.
+    pub fn shape(inputs: &[Shape]) -> Result<Shape> {
+        super::flatten_shape(&inputs[0])
+    }
+
+    /// Copies the elements, honouring `req`.
+    pub fn forward(inputs: &[TBlob<'_>], out: &mut TBlobMut<'_>, req: OpReqType) -> Result<()> {
+        super::copy("Flatten", &inputs[0], out, req)
+    }
+
+    /// Copies `dy` back under the input's shape.
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+    ) -> Result<()> {
+        super::copy("Flatten", dy.0, &mut grads[0], req[0])
+    }
+}
+
+/// Inserts an axis of size 1 at `axis`. The gradient removes it.
+#[simple_op(blob, kwargs = ExpandDimsParams, pattern = "injective")]
+pub mod expand_dims {
+    use super::ExpandDimsParams;
+    use simpleop::prelude::*;
+
+    /// The input shape with a 1 at `axis`.
+    pub fn shape(inputs: &[Shape], p: &ExpandDimsParams) -> Result<Shape> {
+        super::expand_dims_shape(&inputs[0], p)
+    }
+
+    /// Copies the elements, honouring `req`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &ExpandDimsParams,
+    ) -> Result<()> {
+        super::expand_dims_shape(inputs[0].shape(), p)?;
+        super::copy("expand_dims", &inputs[0], out, req)
+    }
+
+    /// Copies `dy` back under the input's shape.
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+    ) -> Result<()> {
+        super::copy("expand_dims", dy.0, &mut grads[0], req[0])
+    }
+}
+
+/// Permutes the axes: output axis `i` is input axis `axes[i]`; no `axes`
+/// reverses them. The gradient applies the inverse permutation.
+#[simple_op(blob, kwargs = TransposeParams, pattern = "injective")]
+pub mod transpose {
+    use super::{Dir, TransposeParams};
+    use simpleop::prelude::*;
+
+    /// The input dimensions, permuted.
+    pub fn shape(inputs: &[Shape], p: &TransposeParams) -> Result<Shape> {
+        super::view_shape(super::transpose_view(&inputs[0], p))
+    }
+
+    /// Gathers the permuted elements, honouring `req`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &TransposeParams,
+    ) -> Result<()> {
+        let view = super::transpose_view(inputs[0].shape(), p)?;
+        super::strided_copy("transpose", &view, Dir::Gather, &inputs[0], out, req)
+    }
+
+    /// Scatters `dy` back through the same permutation.
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+        p: &TransposeParams,
+    ) -> Result<()> {
+        let view = super::transpose_view(grads[0].shape(), p)?;
+        super::strided_copy(
+            "transpose",
+            &view,
+            Dir::Scatter,
+            dy.0,
+            &mut grads[0],
+            req[0],
+        )
+    }
+}
+
+/// Takes `begin..end` along `axis` (negative indices count from the end;
+/// `end=None` is the end of the axis). The gradient is `dy` inside the
+/// slice and 0 outside.
+#[simple_op(blob, kwargs = SliceAxisParams, pattern = "injective")]
+pub mod slice_axis {
+    use super::{Dir, SliceAxisParams};
+    use simpleop::prelude::*;
+
+    /// The input shape with `axis` of size `end - begin`.
+    pub fn shape(inputs: &[Shape], p: &SliceAxisParams) -> Result<Shape> {
+        super::view_shape(super::slice_view(&inputs[0], p))
+    }
+
+    /// Gathers the slice, honouring `req`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &SliceAxisParams,
+    ) -> Result<()> {
+        let view = super::slice_view(inputs[0].shape(), p)?;
+        super::strided_copy("slice_axis", &view, Dir::Gather, &inputs[0], out, req)
+    }
+
+    /// Scatters `dy` into the slice; the rest is 0 (`WriteTo`) or left
+    /// alone (`AddTo`).
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+        p: &SliceAxisParams,
+    ) -> Result<()> {
+        let view = super::slice_view(grads[0].shape(), p)?;
+        super::strided_copy(
+            "slice_axis",
+            &view,
+            Dir::Scatter,
+            dy.0,
+            &mut grads[0],
+            req[0],
+        )
+    }
+}
+
+/// Reverses the order of the elements along each axis in `axis`. The
+/// gradient reverses `dy` the same way.
+#[simple_op(blob, kwargs = ReverseParams, pattern = "injective", alias = "flip")]
+pub mod reverse {
+    use super::{Dir, ReverseParams};
+    use simpleop::prelude::*;
+
+    /// The input shape.
+    pub fn shape(inputs: &[Shape], p: &ReverseParams) -> Result<Shape> {
+        super::view_shape(super::reverse_view(&inputs[0], p))
+    }
+
+    /// Gathers the reversed elements, honouring `req`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &ReverseParams,
+    ) -> Result<()> {
+        let view = super::reverse_view(inputs[0].shape(), p)?;
+        super::strided_copy("reverse", &view, Dir::Gather, &inputs[0], out, req)
+    }
+
+    /// Reverses `dy` along the same axes.
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+        p: &ReverseParams,
+    ) -> Result<()> {
+        let view = super::reverse_view(grads[0].shape(), p)?;
+        super::strided_copy("reverse", &view, Dir::Scatter, dy.0, &mut grads[0], req[0])
+    }
+}
