@@ -1,1 +1,665 @@
-//! (in progress)
+//! Matrix products: [`dot()`] and [`batch_dot()`], on the `gemm` crate.
+//!
+//! Every product here is `dst (M×N) (=|+=) op(A) (M×K) · op(B) (K×N)` over
+//! row-major storage, where `op` is the identity or a transpose. A transpose
+//! is never materialised: each operand is described by its row and column
+//! strides (`Layout`), and `gemm` reads any strides. The gradients are
+//! products of the same kind — `d op(A) = dC · op(B)ᵀ` and
+//! `d op(B) = op(A)ᵀ · dC` — written straight into the input gradients
+//! through the inputs' own layouts, so a transposed input gets a transposed
+//! write at no cost.
+//!
+//! `gemm` computes `dst = alpha·dst + beta·lhs·rhs` (BLAS's names swapped)
+//! and reads `dst` only when asked to (`read_dst`). [`OpReqType::AddTo`]
+//! maps to `read_dst = true, alpha = 1`, the write requests to
+//! `read_dst = false`, and [`OpReqType::Null`] skips the call. f32, f64 and
+//! f16 go to `gemm` directly (its f16 kernels compute in f32); bf16 is
+//! converted to f32 in temporary space, multiplied, and rounded back once.
+
+use serde::{Deserialize, Serialize};
+use simpleop::{DType, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, bf16, simple_op};
+
+/// Keyword arguments of [`dot()`] and [`batch_dot()`].
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default)]
+pub struct DotParams {
+    /// Use the transpose of the first operand. Defaults to false.
+    pub transpose_a: bool,
+    /// Use the transpose of the second operand. Defaults to false.
+    pub transpose_b: bool,
+}
+
+/// Below this many multiply-adds (`M·N·K`) a product runs on the calling
+/// thread; above it `gemm` splits the work over the rayon pool.
+const PARALLEL_MIN_FLOPS: usize = 64 * 64 * 64;
+
+/// Where the elements of one logical matrix sit in its storage: element
+/// `(i, j)` of matrix `b` is at `b·batch + i·rs + j·cs`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Layout {
+    rs: usize,
+    cs: usize,
+    batch: usize,
+}
+
+impl Layout {
+    /// A row-major `rows × cols` matrix, `transposed` or not (then it is read
+    /// as `cols × rows`).
+    fn stored(rows: usize, cols: usize, transposed: bool) -> Layout {
+        let l = Layout {
+            rs: cols,
+            cs: 1,
+            batch: rows * cols,
+        };
+        if transposed { l.t() } else { l }
+    }
+
+    /// The same storage read as the transpose.
+    fn t(self) -> Layout {
+        Layout {
+            rs: self.cs,
+            cs: self.rs,
+            batch: self.batch,
+        }
+    }
+}
+
+/// A batch of products `op(A) (m×k) · op(B) (k×n)`, with the layouts of
+/// `op(A)`, `op(B)` and the row-major output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Product {
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: Layout,
+    b: Layout,
+    c: Layout,
+}
+
+/// One `gemm` call pattern: `dst = lhs · rhs` per batch, `m×k · k×n`.
+#[derive(Clone, Copy, Debug)]
+struct Mm {
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: Layout,
+    lhs: Layout,
+    rhs: Layout,
+}
+
+impl Product {
+    /// `C = op(A) · op(B)`.
+    fn forward(&self) -> Mm {
+        Mm {
+            batch: self.batch,
+            m: self.m,
+            n: self.n,
+            k: self.k,
+            dst: self.c,
+            lhs: self.a,
+            rhs: self.b,
+        }
+    }
+    /// `d op(A) (m×k) = dC (m×n) · op(B)ᵀ (n×k)`, written through A's layout.
+    fn grad_a(&self) -> Mm {
+        Mm {
+            batch: self.batch,
+            m: self.m,
+            n: self.k,
+            k: self.n,
+            dst: self.a,
+            lhs: self.c,
+            rhs: self.b.t(),
+        }
+    }
+    /// `d op(B) (k×n) = op(A)ᵀ (k×m) · dC (m×n)`, written through B's layout.
+    fn grad_b(&self) -> Mm {
+        Mm {
+            batch: self.batch,
+            m: self.k,
+            n: self.n,
+            k: self.m,
+            dst: self.b,
+            lhs: self.a.t(),
+            rhs: self.c,
+        }
+    }
+}
+
+fn product_of(dims: &[usize]) -> usize {
+    dims.iter().product()
+}
+
+fn shape_error(op: &str, arg: &str, expected: String, got: &Shape) -> Error {
+    Error::ShapeMismatch {
+        op: op.into(),
+        arg: arg.into(),
+        expected,
+        got: got.clone(),
+    }
+}
+
+/// The geometry and output shape of `dot`, following MXNet 1.x: an N-D
+/// `lhs` is read as a matrix `(prod(shape[..-1]), shape[-1])` (transposed:
+/// `(shape[0], prod(shape[1..]))`), an M-D `rhs` as `(shape[0],
+/// prod(shape[1..]))` (transposed: `(prod(shape[..-1]), shape[-1])`), and
+/// the output keeps the non-contracted dimensions of both. A vector
+/// contributes no output dimension, so 1-D · 1-D is a scalar of shape `()`.
+fn dot_product(lhs: &Shape, rhs: &Shape, p: &DotParams) -> Result<(Product, Shape)> {
+    const OP: &str = "dot";
+    let (l, r) = (lhs.dims(), rhs.dims());
+    if l.is_empty() {
+        return Err(shape_error(
+            OP,
+            "lhs",
+            "an array of 1 or more dimensions".into(),
+            lhs,
+        ));
+    }
+    if r.is_empty() {
+        return Err(shape_error(
+            OP,
+            "rhs",
+            "an array of 1 or more dimensions".into(),
+            rhs,
+        ));
+    }
+    if l.len() == 1 && r.len() == 1 {
+        for (flag, arg) in [
+            (p.transpose_a, "transpose_a"),
+            (p.transpose_b, "transpose_b"),
+        ] {
+            if flag {
+                return Err(Error::BadKwarg {
+                    op: OP.into(),
+                    arg: arg.into(),
+                    reason: "a vector cannot be transposed (both operands are 1-D)".into(),
+                });
+            }
+        }
+    }
+    // op(A) is M×K, stored row-major as (a_rows, a_cols).
+    let (a_rows, a_cols, out_l): (usize, usize, &[usize]) = if p.transpose_a {
+        (l[0], product_of(&l[1..]), &l[1..])
+    } else {
+        (
+            product_of(&l[..l.len() - 1]),
+            l[l.len() - 1],
+            &l[..l.len() - 1],
+        )
+    };
+    let (m, k) = if p.transpose_a {
+        (a_cols, a_rows)
+    } else {
+        (a_rows, a_cols)
+    };
+    // op(B) is K×N, stored row-major as (b_rows, b_cols).
+    let (b_rows, b_cols, out_r): (usize, usize, &[usize]) = if p.transpose_b {
+        (
+            product_of(&r[..r.len() - 1]),
+            r[r.len() - 1],
+            &r[..r.len() - 1],
+        )
+    } else {
+        (r[0], product_of(&r[1..]), &r[1..])
+    };
+    let (kb, n) = if p.transpose_b {
+        (b_cols, b_rows)
+    } else {
+        (b_rows, b_cols)
+    };
+    if k != kb {
+        let axis = if p.transpose_b { "last" } else { "first" };
+        return Err(shape_error(
+            OP,
+            "rhs",
+            format!(
+                "{k} along its {axis} axis, to match `lhs` {lhs}{}",
+                if p.transpose_a { " (transposed)" } else { "" }
+            ),
+            rhs,
+        ));
+    }
+    let mut out = Vec::new();
+    if l.len() > 1 {
+        out.extend_from_slice(out_l);
+    }
+    if r.len() > 1 {
+        out.extend_from_slice(out_r);
+    }
+    let product = Product {
+        batch: 1,
+        m,
+        n,
+        k,
+        a: Layout::stored(a_rows, a_cols, p.transpose_a),
+        b: Layout::stored(b_rows, b_cols, p.transpose_b),
+        c: Layout::stored(m, n, false),
+    };
+    Ok((product, Shape::new(out)))
+}
+
+/// The geometry and output shape of `batch_dot`: `(B, M, K) · (B, K, N)`
+/// (`(B, K, M)` with `transpose_a`, `(B, N, K)` with `transpose_b`) gives
+/// `(B, M, N)`.
+fn batch_dot_product(lhs: &Shape, rhs: &Shape, p: &DotParams) -> Result<(Product, Shape)> {
+    const OP: &str = "batch_dot";
+    let &[bl, l1, l2] = lhs.dims() else {
+        return Err(shape_error(
+            OP,
+            "lhs",
+            "a 3-D array (batch, rows, cols)".into(),
+            lhs,
+        ));
+    };
+    let &[br, r1, r2] = rhs.dims() else {
+        return Err(shape_error(
+            OP,
+            "rhs",
+            "a 3-D array (batch, rows, cols)".into(),
+            rhs,
+        ));
+    };
+    let (m, k) = if p.transpose_a { (l2, l1) } else { (l1, l2) };
+    let (kb, n) = if p.transpose_b { (r2, r1) } else { (r1, r2) };
+    if br != bl || kb != k {
+        let want = if p.transpose_b {
+            format!("({bl}, N, {k})")
+        } else {
+            format!("({bl}, {k}, N)")
+        };
+        return Err(shape_error(
+            OP,
+            "rhs",
+            format!(
+                "{want} to match `lhs` {lhs}{}",
+                if p.transpose_a { " (transposed)" } else { "" }
+            ),
+            rhs,
+        ));
+    }
+    let product = Product {
+        batch: bl,
+        m,
+        n,
+        k,
+        a: Layout::stored(l1, l2, p.transpose_a),
+        b: Layout::stored(r1, r2, p.transpose_b),
+        c: Layout::stored(m, n, false),
+    };
+    Ok((product, Shape::new([bl, m, n])))
+}
+
+/// The number of storage elements `count` matrices of `rows × cols` laid out
+/// as `l` span, for bounds checks before handing pointers to `gemm`.
+fn span(l: Layout, count: usize, rows: usize, cols: usize) -> usize {
+    if count == 0 || rows == 0 || cols == 0 {
+        return 0;
+    }
+    (count - 1) * l.batch + (rows - 1) * l.rs + (cols - 1) * l.cs + 1
+}
+
+/// `dst (=|+=) lhs · rhs` for every matrix of the batch, with `gemm`.
+/// `T` is f32, f64 or f16 (the types `gemm` takes).
+fn gemm_typed<T: Float>(mm: &Mm, dst: &mut [T], lhs: &[T], rhs: &[T], req: OpReqType) {
+    if req == OpReqType::Null || mm.batch == 0 || mm.m == 0 || mm.n == 0 {
+        return;
+    }
+    // Checked by the callers against the shapes; `gemm` trusts its pointers.
+    assert!(
+        span(mm.dst, mm.batch, mm.m, mm.n) <= dst.len(),
+        "dst bounds"
+    );
+    if mm.k > 0 {
+        assert!(
+            span(mm.lhs, mm.batch, mm.m, mm.k) <= lhs.len(),
+            "lhs bounds"
+        );
+        assert!(
+            span(mm.rhs, mm.batch, mm.k, mm.n) <= rhs.len(),
+            "rhs bounds"
+        );
+    }
+    let parallelism = if mm.m * mm.n * mm.k >= PARALLEL_MIN_FLOPS {
+        gemm::Parallelism::Rayon(0) // 0: as many threads as the rayon pool has
+    } else {
+        gemm::Parallelism::None
+    };
+    let accumulate = req == OpReqType::AddTo;
+    for b in 0..mm.batch {
+        // SAFETY: every element `gemm` touches is inside its slice (the
+        // asserts above bound the last one; all offsets are non-negative);
+        // `dst` is exclusively borrowed and, being `&mut`, overlaps neither
+        // `lhs` nor `rhs`. With `k == 0`, `lhs`/`rhs` are not read.
+        unsafe {
+            gemm::gemm(
+                mm.m,
+                mm.n,
+                mm.k,
+                dst.as_mut_ptr().add(b * mm.dst.batch),
+                mm.dst.cs as isize,
+                mm.dst.rs as isize,
+                accumulate,
+                lhs.as_ptr().wrapping_add(b * mm.lhs.batch),
+                mm.lhs.cs as isize,
+                mm.lhs.rs as isize,
+                rhs.as_ptr().wrapping_add(b * mm.rhs.batch),
+                mm.rhs.cs as isize,
+                mm.rhs.rs as isize,
+                T::one(), // alpha: the old dst, read only when accumulating
+                T::one(), // beta: the product
+                false,
+                false,
+                false,
+                parallelism,
+            );
+        }
+    }
+}
+
+/// bf16 through f32: both operands are widened into temporary space, the
+/// product is computed in f32 and each result rounded once into `dst` per
+/// `req`.
+fn gemm_bf16(
+    mm: &Mm,
+    dst: &mut [bf16],
+    lhs: &[bf16],
+    rhs: &[bf16],
+    req: OpReqType,
+    env: &simpleop::EnvArguments,
+) {
+    if req == OpReqType::Null {
+        return;
+    }
+    let widen = |src: &[bf16]| {
+        let mut t = env.temp_space::<f32>(src.len());
+        for (d, s) in t.iter_mut().zip(src) {
+            *d = s.to_f32();
+        }
+        t
+    };
+    let (l32, r32) = (widen(lhs), widen(rhs));
+    let mut d32 = env.temp_space::<f32>(dst.len());
+    gemm_typed::<f32>(mm, &mut d32, &l32, &r32, OpReqType::WriteTo);
+    for (d, &v) in dst.iter_mut().zip(&d32) {
+        req.assign(d, v);
+    }
+}
+
+/// Runs `mm` on blobs of any float dtype; `names` are the arguments'
+/// names for errors (destination, lhs, rhs).
+#[allow(clippy::too_many_arguments)] // the two operands and the destination each need a name
+fn gemm_blobs(
+    op: &str,
+    names: [&str; 3],
+    mm: &Mm,
+    dst: &mut TBlobMut<'_>,
+    lhs: &TBlob<'_>,
+    rhs: &TBlob<'_>,
+    req: OpReqType,
+    env: &simpleop::EnvArguments,
+) -> Result<()> {
+    if req == OpReqType::Null {
+        return Ok(());
+    }
+    let dtype = lhs.dtype();
+    for (name, d) in [(names[0], dst.dtype()), (names[2], rhs.dtype())] {
+        if d != dtype {
+            return Err(Error::DTypeMismatch {
+                op: op.into(),
+                arg: name.into(),
+                expected: format!("{dtype} (the dtype of `{}`)", names[1]),
+                got: d,
+            });
+        }
+    }
+    let check = |name: &str, len: usize, l: Layout, rows: usize, cols: usize| {
+        let want = mm.batch * rows * cols;
+        if len != want || span(l, mm.batch, rows, cols) > len {
+            return Err(Error::invalid(
+                op,
+                name,
+                format!("expected {want} elements, got {len}"),
+            ));
+        }
+        Ok(())
+    };
+    check(names[0], dst.len(), mm.dst, mm.m, mm.n)?;
+    check(names[1], lhs.len(), mm.lhs, mm.m, mm.k)?;
+    check(names[2], rhs.len(), mm.rhs, mm.k, mm.n)?;
+    match dtype {
+        DType::F32 => gemm_typed::<f32>(
+            mm,
+            dst.as_slice_mut()?,
+            lhs.as_slice()?,
+            rhs.as_slice()?,
+            req,
+        ),
+        DType::F64 => gemm_typed::<f64>(
+            mm,
+            dst.as_slice_mut()?,
+            lhs.as_slice()?,
+            rhs.as_slice()?,
+            req,
+        ),
+        DType::F16 => gemm_typed::<simpleop::f16>(
+            mm,
+            dst.as_slice_mut()?,
+            lhs.as_slice()?,
+            rhs.as_slice()?,
+            req,
+        ),
+        DType::BF16 => gemm_bf16(
+            mm,
+            dst.as_slice_mut()?,
+            lhs.as_slice()?,
+            rhs.as_slice()?,
+            req,
+            env,
+        ),
+        d => {
+            return Err(Error::DTypeMismatch {
+                op: op.into(),
+                arg: names[1].into(),
+                expected: "a float dtype (float32, float64, float16, bfloat16)".into(),
+                got: d,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Forward of both ops.
+fn product_forward(
+    op: &str,
+    product: &Product,
+    inputs: &[TBlob<'_>],
+    out: &mut TBlobMut<'_>,
+    req: OpReqType,
+    env: &simpleop::EnvArguments,
+) -> Result<()> {
+    gemm_blobs(
+        op,
+        ["output", "lhs", "rhs"],
+        &product.forward(),
+        out,
+        &inputs[0],
+        &inputs[1],
+        req,
+        env,
+    )
+}
+
+/// Backward of both ops: one product per input gradient asked for.
+fn product_backward(
+    op: &str,
+    product: &Product,
+    dy: &TBlob<'_>,
+    inputs: &[TBlob<'_>],
+    grads: &mut [TBlobMut<'_>],
+    req: &[OpReqType],
+    env: &simpleop::EnvArguments,
+) -> Result<()> {
+    let (lhs, rhs) = (&inputs[0], &inputs[1]);
+    gemm_blobs(
+        op,
+        ["lhs_grad", "out_grad", "rhs"],
+        &product.grad_a(),
+        &mut grads[0],
+        dy,
+        rhs,
+        req[0],
+        env,
+    )?;
+    // `grad_b` reads op(A)ᵀ as its left operand and dC as its right.
+    gemm_blobs(
+        op,
+        ["rhs_grad", "lhs", "out_grad"],
+        &product.grad_b(),
+        &mut grads[1],
+        lhs,
+        dy,
+        req[1],
+        env,
+    )
+}
+
+/// Checks that blobs handed to a kernel have two elements, for executors
+/// that do not run shape inference first.
+fn two_inputs<'a, 'b>(op: &str, inputs: &'a [TBlob<'b>]) -> Result<&'a [TBlob<'b>]> {
+    if inputs.len() != 2 {
+        return Err(Error::Arity {
+            op: op.into(),
+            expected: 2,
+            got: inputs.len(),
+        });
+    }
+    Ok(inputs)
+}
+
+/// Matrix product of two arrays, as MXNet's `dot`: 2-D · 2-D is the matrix
+/// product, 2-D · 1-D and 1-D · 2-D the matrix-vector products, 1-D · 1-D
+/// the inner product (shape `()`); `transpose_a` / `transpose_b` transpose
+/// an operand first. N-D operands are flattened as in MXNet (all but the
+/// contracted axis).
+#[simple_op(blob, inputs = 2, kwargs = DotParams, pattern = "out_elemwise_fusable", resources(temp))]
+pub mod dot {
+    use super::DotParams;
+    use simpleop::prelude::*;
+
+    /// The shape of the product; errors when the contracted sizes differ.
+    pub fn shape(inputs: &[Shape], p: &DotParams) -> Result<Shape> {
+        Ok(super::dot_product(&inputs[0], &inputs[1], p)?.1)
+    }
+
+    /// `out (=|+=) op(lhs) · op(rhs)`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &DotParams,
+        env: &EnvArguments,
+    ) -> Result<()> {
+        let inputs = super::two_inputs("dot", inputs)?;
+        let (product, _) = super::dot_product(inputs[0].shape(), inputs[1].shape(), p)?;
+        super::product_forward("dot", &product, inputs, out, req, env)
+    }
+
+    /// `lhs_grad = dy · op(rhs)ᵀ`, `rhs_grad = op(lhs)ᵀ · dy`, each through
+    /// its input's transpose flag.
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        x: Inputs<&[TBlob<'_>]>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+        p: &DotParams,
+        env: &EnvArguments,
+    ) -> Result<()> {
+        let inputs = super::two_inputs("dot", &x)?;
+        let (product, _) = super::dot_product(inputs[0].shape(), inputs[1].shape(), p)?;
+        super::product_backward("dot", &product, &dy, inputs, grads, req, env)
+    }
+}
+
+/// Batched matrix product, as MXNet's `batch_dot`: `(B, M, K) · (B, K, N)
+/// → (B, M, N)`, with `transpose_a` / `transpose_b` transposing every
+/// matrix of an operand.
+#[simple_op(blob, inputs = 2, kwargs = DotParams, pattern = "out_elemwise_fusable", resources(temp))]
+pub mod batch_dot {
+    use super::DotParams;
+    use simpleop::prelude::*;
+
+    /// `(B, M, N)`; errors unless both are 3-D with matching batch and
+    /// contracted sizes.
+    pub fn shape(inputs: &[Shape], p: &DotParams) -> Result<Shape> {
+        Ok(super::batch_dot_product(&inputs[0], &inputs[1], p)?.1)
+    }
+
+    /// `out[b] (=|+=) op(lhs[b]) · op(rhs[b])`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &DotParams,
+        env: &EnvArguments,
+    ) -> Result<()> {
+        let inputs = super::two_inputs("batch_dot", inputs)?;
+        let (product, _) = super::batch_dot_product(inputs[0].shape(), inputs[1].shape(), p)?;
+        super::product_forward("batch_dot", &product, inputs, out, req, env)
+    }
+
+    /// Per batch: `lhs_grad = dy · op(rhs)ᵀ`, `rhs_grad = op(lhs)ᵀ · dy`.
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        x: Inputs<&[TBlob<'_>]>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+        p: &DotParams,
+        env: &EnvArguments,
+    ) -> Result<()> {
+        let inputs = super::two_inputs("batch_dot", &x)?;
+        let (product, _) = super::batch_dot_product(inputs[0].shape(), inputs[1].shape(), p)?;
+        super::product_backward("batch_dot", &product, &dy, inputs, grads, req, env)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_shapes_follow_mxnet() {
+        let s = |d: &[usize]| Shape::new(d.to_vec());
+        let p = |a, b| DotParams {
+            transpose_a: a,
+            transpose_b: b,
+        };
+        let out = |l: &[usize], r: &[usize], ta, tb| {
+            dot_product(&s(l), &s(r), &p(ta, tb)).map(|(_, o)| o.dims().to_vec())
+        };
+        assert_eq!(out(&[2, 3], &[3, 4], false, false).unwrap(), [2, 4]);
+        assert_eq!(out(&[3, 2], &[3, 4], true, false).unwrap(), [2, 4]);
+        assert_eq!(out(&[2, 3], &[4, 3], false, true).unwrap(), [2, 4]);
+        assert_eq!(out(&[3, 2], &[4, 3], true, true).unwrap(), [2, 4]);
+        assert_eq!(out(&[3], &[3], false, false).unwrap(), Vec::<usize>::new());
+        assert_eq!(out(&[2, 3], &[3], false, false).unwrap(), [2]);
+        assert_eq!(out(&[3], &[3, 4], false, false).unwrap(), [4]);
+        assert_eq!(
+            out(&[2, 5, 3], &[3, 4, 6], false, false).unwrap(),
+            [2, 5, 4, 6]
+        );
+        assert!(out(&[2, 3], &[2, 4], false, false).is_err());
+        assert!(out(&[3], &[3], true, false).is_err());
+        assert!(out(&[], &[3], false, false).is_err());
+    }
+
+    #[test]
+    fn layouts_address_the_transpose() {
+        // A 2×3 matrix read transposed is 3×2: element (i, j) = A[j, i].
+        let l = Layout::stored(2, 3, true);
+        assert_eq!((l.rs, l.cs, l.batch), (1, 3, 6));
+        assert_eq!(span(l, 1, 3, 2), 6);
+    }
+}

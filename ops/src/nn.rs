@@ -1,1 +1,539 @@
-//! (in progress)
+//! Neural-network ops: [`softmax()`], [`log_softmax()`] and
+//! [`softmax_cross_entropy()`].
+//!
+//! All three are numerically stable (the maximum is subtracted before
+//! exponentiating) and compute in `T::Compute` (f32 for the half types),
+//! with one lane of scratch from the temp-space resource holding the
+//! widened, scaled inputs and then their exponentials.
+
+use serde::{Deserialize, Serialize};
+use simpleop::{
+    DType, Element, EnvArguments, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut,
+    dispatch_any, dispatch_float, simple_op,
+};
+
+/// Keyword arguments of [`softmax()`] and [`log_softmax()`].
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default)]
+pub struct SoftmaxParams {
+    /// The axis to normalise along; negative counts from the end. Defaults
+    /// to -1.
+    pub axis: i64,
+    /// Divides the input before normalising; `None` means 1.
+    pub temperature: Option<f64>,
+}
+
+impl Default for SoftmaxParams {
+    fn default() -> Self {
+        SoftmaxParams {
+            axis: -1,
+            temperature: None,
+        }
+    }
+}
+
+/// An array seen as `outer × len × inner`, normalised along `len`: lane
+/// `(o, j)` is the elements `(o·len + i)·inner + j` for `i < len`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Lanes {
+    outer: usize,
+    len: usize,
+    inner: usize,
+}
+
+impl Lanes {
+    /// The first element of every lane, in storage order of the lanes.
+    fn starts(self) -> impl Iterator<Item = usize> {
+        (0..self.outer)
+            .flat_map(move |o| (0..self.inner).map(move |j| o * self.len * self.inner + j))
+    }
+}
+
+/// Checks the kwargs against `shape` and returns the lanes and `1 / temperature`.
+fn softmax_geometry(op: &str, shape: &Shape, p: &SoftmaxParams) -> Result<(Lanes, f64)> {
+    let ndim = shape.ndim() as i64;
+    let axis = if p.axis < 0 { p.axis + ndim } else { p.axis };
+    if ndim == 0 || !(0..ndim).contains(&axis) {
+        return Err(Error::BadKwarg {
+            op: op.into(),
+            arg: "axis".into(),
+            reason: format!(
+                "axis {} is out of range for input shape {shape} ({ndim} dimension(s))",
+                p.axis
+            ),
+        });
+    }
+    let t = p.temperature.unwrap_or(1.0);
+    if !t.is_finite() || t == 0.0 {
+        return Err(Error::BadKwarg {
+            op: op.into(),
+            arg: "temperature".into(),
+            reason: format!("expected a finite non-zero number, got {t}"),
+        });
+    }
+    let dims = shape.dims();
+    let axis = axis as usize;
+    let lanes = Lanes {
+        outer: dims[..axis].iter().product(),
+        len: dims[axis],
+        inner: dims[axis + 1..].iter().product(),
+    };
+    Ok((lanes, 1.0 / t))
+}
+
+fn float_error(op: &str, arg: &str, got: DType) -> Error {
+    Error::DTypeMismatch {
+        op: op.into(),
+        arg: arg.into(),
+        expected: "a float dtype (float32, float64, float16, bfloat16)".into(),
+        got,
+    }
+}
+
+/// Errors unless `blob` has `shape` and `dtype` (executors other than the
+/// eager one might not check), naming `arg`.
+fn check_like(
+    op: &str,
+    arg: &str,
+    blob_shape: &Shape,
+    blob_dtype: DType,
+    shape: &Shape,
+    dtype: DType,
+) -> Result<()> {
+    if blob_shape != shape {
+        return Err(Error::ShapeMismatch {
+            op: op.into(),
+            arg: arg.into(),
+            expected: shape.to_string(),
+            got: blob_shape.clone(),
+        });
+    }
+    if blob_dtype != dtype {
+        return Err(Error::DTypeMismatch {
+            op: op.into(),
+            arg: arg.into(),
+            expected: dtype.to_string(),
+            got: blob_dtype,
+        });
+    }
+    Ok(())
+}
+
+/// Fills `s` with the lane at `start` scaled by `inv_t`, then replaces it
+/// by `exp(s - max)`; returns `(max, Σ exp)`. A lane of `-inf`s gives
+/// `max = -inf` and NaNs, as the mathematics does.
+fn exp_lane<T: Float>(
+    x: &[T],
+    start: usize,
+    inner: usize,
+    inv_t: T::Compute,
+    s: &mut [T::Compute],
+) -> (T::Compute, T::Compute) {
+    let mut max = <T::Compute as Float>::neg_infinity();
+    for (i, v) in s.iter_mut().enumerate() {
+        *v = x[start + i * inner].to_compute() * inv_t;
+        max = max.max(*v);
+    }
+    let mut sum = <T::Compute as Float>::zero();
+    for v in s.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    (max, sum)
+}
+
+/// `out (=|+=) softmax(x · inv_t)` (or its log) along the lanes.
+fn softmax_lanes<T: Float>(
+    x: &[T],
+    out: &mut [T],
+    lanes: Lanes,
+    inv_t: f64,
+    log: bool,
+    req: OpReqType,
+    scratch: &mut [T::Compute],
+) {
+    let inv_t = <T::Compute as Element>::from_f64(inv_t);
+    let inner = lanes.inner;
+    for start in lanes.starts() {
+        let (max, sum) = exp_lane::<T>(x, start, inner, inv_t, scratch);
+        if log {
+            // `(x − max) − ln Σ`: the difference is exact near the maximum,
+            // where `x − (max + ln Σ)` would round `max + ln Σ` first.
+            let ln_sum = sum.ln();
+            for i in 0..lanes.len {
+                let at = start + i * inner;
+                req.assign(&mut out[at], (x[at].to_compute() * inv_t - max) - ln_sum);
+            }
+        } else {
+            let r = sum.recip();
+            for (i, &e) in scratch.iter().enumerate() {
+                req.assign(&mut out[start + i * inner], e * r);
+            }
+        }
+    }
+}
+
+/// Backward of both: with `y` the forward output,
+/// softmax: `dx = inv_t · y · (dy − Σ dy·y)`;
+/// log_softmax: `dx = inv_t · (dy − exp(y) · Σ dy)`.
+fn softmax_grad_lanes<T: Float>(
+    dy: &[T],
+    y: &[T],
+    dx: &mut [T],
+    lanes: Lanes,
+    inv_t: f64,
+    log: bool,
+    req: OpReqType,
+) {
+    let inv_t = <T::Compute as Element>::from_f64(inv_t);
+    let inner = lanes.inner;
+    for start in lanes.starts() {
+        let idx = (0..lanes.len).map(|i| start + i * inner);
+        let mut acc = <T::Compute as Float>::zero();
+        for at in idx.clone() {
+            acc += if log {
+                dy[at].to_compute()
+            } else {
+                dy[at].to_compute() * y[at].to_compute()
+            };
+        }
+        for at in idx {
+            let (g, v) = (dy[at].to_compute(), y[at].to_compute());
+            let d = if log {
+                g - v.exp() * acc
+            } else {
+                v * (g - acc)
+            };
+            req.assign(&mut dx[at], d * inv_t);
+        }
+    }
+}
+
+fn softmax_forward(
+    op: &str,
+    log: bool,
+    inputs: &[TBlob<'_>],
+    out: &mut TBlobMut<'_>,
+    req: OpReqType,
+    p: &SoftmaxParams,
+    env: &EnvArguments,
+) -> Result<()> {
+    if req == OpReqType::Null {
+        return Ok(());
+    }
+    let x = inputs.first().ok_or(Error::Arity {
+        op: op.into(),
+        expected: 1,
+        got: 0,
+    })?;
+    let (lanes, inv_t) = softmax_geometry(op, x.shape(), p)?;
+    check_like(op, "output", out.shape(), out.dtype(), x.shape(), x.dtype())?;
+    dispatch_float!(x.dtype(), T => {
+        let mut scratch = env.temp_space::<<T as Float>::Compute>(lanes.len);
+        softmax_lanes::<T>(x.as_slice()?, out.as_slice_mut()?, lanes, inv_t, log, req, &mut scratch);
+        Ok(())
+    }, _ => Err(float_error(op, "data", x.dtype())))
+}
+
+fn softmax_backward(
+    op: &str,
+    log: bool,
+    dy: &TBlob<'_>,
+    y: &TBlob<'_>,
+    grads: &mut [TBlobMut<'_>],
+    req: &[OpReqType],
+    p: &SoftmaxParams,
+) -> Result<()> {
+    if req[0] == OpReqType::Null {
+        return Ok(());
+    }
+    let (lanes, inv_t) = softmax_geometry(op, y.shape(), p)?;
+    check_like(op, "out_grad", dy.shape(), dy.dtype(), y.shape(), y.dtype())?;
+    let g = &mut grads[0];
+    check_like(op, "data_grad", g.shape(), g.dtype(), y.shape(), y.dtype())?;
+    dispatch_float!(y.dtype(), T => {
+        softmax_grad_lanes::<T>(dy.as_slice()?, y.as_slice()?, g.as_slice_mut()?, lanes, inv_t, log, req[0]);
+        Ok(())
+    }, _ => Err(float_error(op, "output", y.dtype())))
+}
+
+/// Softmax along `axis`: `exp(x/t) / Σ exp(x/t)` with `t = temperature`.
+#[simple_op(blob, inputs = 1, kwargs = SoftmaxParams, resources(temp))]
+pub mod softmax {
+    use super::SoftmaxParams;
+    use simpleop::prelude::*;
+
+    /// The input's shape; checks `axis` and `temperature`.
+    pub fn shape(inputs: &[Shape], p: &SoftmaxParams) -> Result<Shape> {
+        super::softmax_geometry("softmax", &inputs[0], p)?;
+        Ok(inputs[0].clone())
+    }
+
+    /// `out (=|+=) softmax(data / t)` along `axis`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &SoftmaxParams,
+        env: &EnvArguments,
+    ) -> Result<()> {
+        super::softmax_forward("softmax", false, inputs, out, req, p, env)
+    }
+
+    /// From the output alone (T1): `dx = y · (dy − Σ dy·y) / t`.
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        y: OutValue<&TBlob<'_>>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+        p: &SoftmaxParams,
+    ) -> Result<()> {
+        super::softmax_backward("softmax", false, &dy, &y, grads, req, p)
+    }
+}
+
+/// Log-softmax along `axis`: `x/t − log Σ exp(x/t)` with `t = temperature`.
+#[simple_op(blob, inputs = 1, kwargs = SoftmaxParams, resources(temp))]
+pub mod log_softmax {
+    use super::SoftmaxParams;
+    use simpleop::prelude::*;
+
+    /// The input's shape; checks `axis` and `temperature`.
+    pub fn shape(inputs: &[Shape], p: &SoftmaxParams) -> Result<Shape> {
+        super::softmax_geometry("log_softmax", &inputs[0], p)?;
+        Ok(inputs[0].clone())
+    }
+
+    /// `out (=|+=) log_softmax(data / t)` along `axis`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &SoftmaxParams,
+        env: &EnvArguments,
+    ) -> Result<()> {
+        super::softmax_forward("log_softmax", true, inputs, out, req, p, env)
+    }
+
+    /// From the output alone (T1): `dx = (dy − exp(y) · Σ dy) / t`.
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        y: OutValue<&TBlob<'_>>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+        p: &SoftmaxParams,
+    ) -> Result<()> {
+        super::softmax_backward("log_softmax", true, &dy, &y, grads, req, p)
+    }
+}
+
+const SCE: &str = "softmax_cross_entropy";
+
+/// `(N, C)` of `data` after checking `label` is `(N,)`.
+fn sce_geometry(data: &Shape, label: &Shape) -> Result<(usize, usize)> {
+    let &[n, c] = data.dims() else {
+        return Err(Error::ShapeMismatch {
+            op: SCE.into(),
+            arg: "data".into(),
+            expected: "a 2-D array (batch, classes)".into(),
+            got: data.clone(),
+        });
+    };
+    if label.dims() != [n] {
+        return Err(Error::ShapeMismatch {
+            op: SCE.into(),
+            arg: "label".into(),
+            expected: format!("({n},), one class index per row of `data` {data}"),
+            got: label.clone(),
+        });
+    }
+    Ok((n, c))
+}
+
+/// The class index of every row. Labels are rounded to the nearest
+/// integer (MXNet truncates; the two agree on the integral labels it
+/// expects, and rounding keeps a label that picked up float noise, such as
+/// 2.9999999, on its class). Every label is checked before anything is
+/// written, so a bad one leaves the outputs untouched.
+fn sce_labels(label: &TBlob<'_>, classes: usize) -> Result<Vec<usize>> {
+    let values: Vec<f64> = dispatch_any!(label.dtype(), L => {
+        label.as_slice::<L>()?.iter().map(|v| v.to_f64()).collect()
+    });
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let r = v.round();
+            if r.is_finite() && r >= 0.0 && r < classes as f64 {
+                Ok(r as usize)
+            } else {
+                Err(Error::invalid(
+                    SCE,
+                    "label",
+                    format!("element {i} is {v}, expected a class index in [0, {classes})"),
+                ))
+            }
+        })
+        .collect()
+}
+
+/// `Σ_i −log softmax(data_i)[label_i]`, accumulated in f64.
+fn sce_loss<T: Float>(x: &[T], labels: &[usize], c: usize, scratch: &mut [T::Compute]) -> f64 {
+    let one = <T::Compute as Float>::one();
+    let mut total = 0.0f64;
+    for (row, &l) in labels.iter().enumerate() {
+        let (max, sum) = exp_lane::<T>(x, row * c, 1, one, scratch);
+        let picked = x[row * c + l].to_compute();
+        total += ((max - picked) + sum.ln()).to_f64();
+    }
+    total
+}
+
+/// `data_grad (=|+=) (softmax(data) − onehot(label)) · dy`.
+fn sce_grad<T: Float>(
+    x: &[T],
+    labels: &[usize],
+    c: usize,
+    dy: T::Compute,
+    g: &mut [T],
+    req: OpReqType,
+    scratch: &mut [T::Compute],
+) {
+    let one = <T::Compute as Float>::one();
+    for (row, &l) in labels.iter().enumerate() {
+        let (_, sum) = exp_lane::<T>(x, row * c, 1, one, scratch);
+        let r = sum.recip();
+        for (j, (d, &e)) in g[row * c..(row + 1) * c]
+            .iter_mut()
+            .zip(scratch.iter())
+            .enumerate()
+        {
+            let p = e * r;
+            let v = if j == l { p - one } else { p };
+            req.assign(d, v * dy);
+        }
+    }
+}
+
+/// Zeroes a gradient for `WriteTo`/`WriteInplace`; leaves it for `AddTo`
+/// (adding zero) and `Null`.
+fn zero_grad(g: &mut TBlobMut<'_>, req: OpReqType) -> Result<()> {
+    if matches!(req, OpReqType::WriteTo | OpReqType::WriteInplace) {
+        dispatch_any!(g.dtype(), L => {
+            g.as_slice_mut::<L>()?.fill(<L as Element>::from_f64(0.0));
+        });
+    }
+    Ok(())
+}
+
+/// Softmax cross-entropy of `data` (N, C) against class indices `label`
+/// (N,), summed over the batch as MXNet does: the output has shape `(1,)`.
+/// The gradient reaches `data` only; `label`'s gradient is zero.
+#[simple_op(blob, inputs = 2, resources(temp))]
+pub mod softmax_cross_entropy {
+    use simpleop::prelude::*;
+
+    /// `(1,)`; `data` must be 2-D and `label` hold one index per row.
+    pub fn shape(inputs: &[Shape]) -> Result<Shape> {
+        super::sce_geometry(&inputs[0], &inputs[1])?;
+        Ok(Shape::new([1]))
+    }
+
+    /// `data`'s dtype, which must be a float; `label` may be any dtype.
+    pub fn dtype(inputs: &[DType]) -> Result<DType> {
+        if !inputs[0].is_float() {
+            return Err(super::float_error(super::SCE, "data", inputs[0]));
+        }
+        Ok(inputs[0])
+    }
+
+    /// `out (=|+=) Σ_i (log Σ_j exp(data[i, j]) − data[i, label[i]])`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        env: &EnvArguments,
+    ) -> Result<()> {
+        let [x, label] = inputs else {
+            return Err(Error::Arity {
+                op: super::SCE.into(),
+                expected: 2,
+                got: inputs.len(),
+            });
+        };
+        let (_, c) = super::sce_geometry(x.shape(), label.shape())?;
+        let labels = super::sce_labels(label, c)?;
+        super::check_like(
+            super::SCE,
+            "output",
+            out.shape(),
+            out.dtype(),
+            &Shape::new([1]),
+            x.dtype(),
+        )?;
+        simpleop::dispatch_float!(x.dtype(), T => {
+            let mut scratch = env.temp_space::<<T as Float>::Compute>(c);
+            let loss = super::sce_loss::<T>(x.as_slice()?, &labels, c, &mut scratch);
+            req.assign(&mut out.as_slice_mut::<T>()?[0], <<T as Float>::Compute as Element>::from_f64(loss));
+            Ok(())
+        }, _ => Err(super::float_error(super::SCE, "data", x.dtype())))
+    }
+
+    /// `data_grad = (softmax(data) − onehot(label)) · dy`; `label_grad` is
+    /// zero (written as zeros for a write request).
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        x: Inputs<&[TBlob<'_>]>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+        env: &EnvArguments,
+    ) -> Result<()> {
+        let [data, label] = *x else {
+            return Err(Error::Arity {
+                op: super::SCE.into(),
+                expected: 2,
+                got: x.len(),
+            });
+        };
+        let (_, c) = super::sce_geometry(data.shape(), label.shape())?;
+        let labels = super::sce_labels(label, c)?;
+        super::check_like(
+            super::SCE,
+            "out_grad",
+            dy.shape(),
+            dy.dtype(),
+            &Shape::new([1]),
+            data.dtype(),
+        )?;
+        if req[0] != OpReqType::Null {
+            let g = &mut grads[0];
+            super::check_like(
+                super::SCE,
+                "data_grad",
+                g.shape(),
+                g.dtype(),
+                data.shape(),
+                data.dtype(),
+            )?;
+        }
+        if req[1] != OpReqType::Null {
+            let g = &grads[1];
+            super::check_like(
+                super::SCE,
+                "label_grad",
+                g.shape(),
+                g.dtype(),
+                label.shape(),
+                label.dtype(),
+            )?;
+        }
+        if req[0] != OpReqType::Null {
+            simpleop::dispatch_float!(data.dtype(), T => {
+                let d = dy.as_slice::<T>()?[0].to_compute();
+                let mut scratch = env.temp_space::<<T as Float>::Compute>(c);
+                super::sce_grad::<T>(data.as_slice()?, &labels, c, d, grads[0].as_slice_mut()?, req[0], &mut scratch);
+            }, _ => return Err(super::float_error(super::SCE, "data", data.dtype())));
+        }
+        super::zero_grad(&mut grads[1], req[1])
+    }
+}

@@ -62,3 +62,71 @@ pub mod random_uniform {
         T::from_f64(p.low + (p.high - p.low) * rng.uniform())
     }
 }
+
+/// Arguments of [`random_normal()`].
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default)]
+pub struct NormalParams {
+    /// Mean of the distribution.
+    pub loc: f64,
+    /// Standard deviation (≥ 0).
+    pub scale: f64,
+    /// Output shape.
+    pub shape: Vec<usize>,
+    /// Output dtype name (`float32`, ...).
+    pub dtype: String,
+    /// MXNet's device attribute; accepted and ignored on the CPU.
+    pub ctx: String,
+}
+
+impl Default for NormalParams {
+    fn default() -> Self {
+        NormalParams {
+            loc: 0.0,
+            scale: 1.0,
+            shape: Vec::new(),
+            dtype: "float32".into(),
+            ctx: String::new(),
+        }
+    }
+}
+
+/// Samples from the normal distribution with mean `loc` and standard
+/// deviation `scale`; reproducible for a given seed, and equal to
+/// [`simpleop::NDArray::random_normal`] with that seed.
+#[simple_op(name = "_random_normal", kwargs = NormalParams, resources(rng))]
+pub mod random_normal {
+    use super::NormalParams;
+    use simpleop::prelude::*;
+
+    /// The output shape is the `shape` argument; `loc` must be finite and
+    /// `scale` finite and non-negative.
+    pub fn shape(_inputs: &[Shape], p: &NormalParams) -> Result<Shape> {
+        for (arg, v, ok) in [
+            ("loc", p.loc, p.loc.is_finite()),
+            ("scale", p.scale, p.scale.is_finite() && p.scale >= 0.0),
+        ] {
+            if !ok {
+                return Err(Error::BadKwarg {
+                    op: "_random_normal".into(),
+                    arg: arg.into(),
+                    reason: format!(
+                        "expected a finite{} number, got {v}",
+                        if arg == "scale" { " non-negative" } else { "" }
+                    ),
+                });
+            }
+        }
+        Ok(Shape::new(p.shape.clone()))
+    }
+
+    /// The output dtype is the `dtype` argument.
+    pub fn dtype(_inputs: &[DType], p: &NormalParams) -> Result<DType> {
+        super::float_dtype("_random_normal", &p.dtype)
+    }
+
+    /// One sample: `loc + scale · z` with `z` standard normal.
+    pub fn forward<T: Float>(p: &NormalParams, rng: &mut Rng) -> T {
+        T::from_f64(p.loc + p.scale * rng.normal())
+    }
+}
