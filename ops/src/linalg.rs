@@ -146,7 +146,7 @@ fn shape_error(op: &str, arg: &str, expected: String, got: &Shape) -> Error {
 /// `(shape[0], prod(shape[1..]))`), an M-D `rhs` as `(shape[0],
 /// prod(shape[1..]))` (transposed: `(prod(shape[..-1]), shape[-1])`), and
 /// the output keeps the non-contracted dimensions of both. A vector
-/// contributes no output dimension, so 1-D · 1-D is a scalar of shape `()`.
+/// contributes no output dimension; 1-D · 1-D has shape `(1,)`, as in MXNet.
 fn dot_product(lhs: &Shape, rhs: &Shape, p: &DotParams) -> Result<(Product, Shape)> {
     const OP: &str = "dot";
     let (l, r) = (lhs.dims(), rhs.dims());
@@ -228,6 +228,10 @@ fn dot_product(lhs: &Shape, rhs: &Shape, p: &DotParams) -> Result<(Product, Shap
     }
     if r.len() > 1 {
         out.extend_from_slice(out_r);
+    }
+    if out.is_empty() {
+        // MXNet gives the inner product of two vectors the shape (1,).
+        out.push(1);
     }
     let product = Product {
         batch: 1,
@@ -541,7 +545,7 @@ fn two_inputs<'a, 'b>(op: &str, inputs: &'a [TBlob<'b>]) -> Result<&'a [TBlob<'b
 
 /// Matrix product of two arrays, as MXNet's `dot`: 2-D · 2-D is the matrix
 /// product, 2-D · 1-D and 1-D · 2-D the matrix-vector products, 1-D · 1-D
-/// the inner product (shape `()`); `transpose_a` / `transpose_b` transpose
+/// the inner product (shape `(1,)`); `transpose_a` / `transpose_b` transpose
 /// an operand first. N-D operands are flattened as in MXNet (all but the
 /// contracted axis).
 #[simple_op(blob, inputs = 2, kwargs = DotParams, pattern = "out_elemwise_fusable", resources(temp))]
@@ -643,7 +647,7 @@ mod tests {
         assert_eq!(out(&[3, 2], &[3, 4], true, false).unwrap(), [2, 4]);
         assert_eq!(out(&[2, 3], &[4, 3], false, true).unwrap(), [2, 4]);
         assert_eq!(out(&[3, 2], &[4, 3], true, true).unwrap(), [2, 4]);
-        assert_eq!(out(&[3], &[3], false, false).unwrap(), Vec::<usize>::new());
+        assert_eq!(out(&[3], &[3], false, false).unwrap(), [1]);
         assert_eq!(out(&[2, 3], &[3], false, false).unwrap(), [2]);
         assert_eq!(out(&[3], &[3, 4], false, false).unwrap(), [4]);
         assert_eq!(

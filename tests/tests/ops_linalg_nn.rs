@@ -334,7 +334,7 @@ fn dot_vectors_and_shapes() {
     let a = NDArray::from_f64(&[1.0, 2.0, 3.0], [3], DType::F32).unwrap();
     let b = NDArray::from_f64(&[4.0, -5.0, 6.0], [3], DType::F32).unwrap();
     let s = simpleop_ops::dot(&a, &b, DotParams::default()).unwrap();
-    assert_eq!(s.shape().dims(), [] as [usize; 0]);
+    assert_eq!(s.shape().dims(), [1]);
     assert_eq!(s.to_f64_vec(), [12.0]);
     let m = NDArray::from_f64(&[1.0, 0.0, 2.0, 0.0, 1.0, -1.0], [2, 3], DType::F64).unwrap();
     let v = NDArray::from_f64(&[1.0, 2.0, 3.0], [3], DType::F64).unwrap();
