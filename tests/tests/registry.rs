@@ -187,3 +187,27 @@ fn ops_without_gradient_are_the_documented_ones() {
         );
     }
 }
+
+/// Every differentiable op is named in a test file that runs the gradient
+/// checker, so a new op cannot land without one.
+#[test]
+fn every_differentiable_op_is_gradient_checked() {
+    simpleop_ops::link();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut named = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        if !text.contains("GradCheck::new(") {
+            continue;
+        }
+        // Every string literal in the file; op names are among them.
+        named.extend(text.split('"').skip(1).step_by(2).map(str::to_owned));
+    }
+    let unchecked: Vec<&str> = Registry::global()
+        .unwrap()
+        .iter()
+        .filter(|o| o.def.gradient.is_some() && !named.contains(o.def.name))
+        .map(|o| o.def.name)
+        .collect();
+    assert!(unchecked.is_empty(), "no gradient check for {unchecked:?}");
+}
