@@ -470,12 +470,31 @@ fn typed_functions(m: &OpModel) -> TokenStream {
             }
         };
     }
-    let mut out = quote! {
-        #[doc = #doc_call]
-        #[allow(dead_code)]
-        #vis fn #ident(#(#inputs: &::simpleop::NDArray,)* #param_decl) -> ::simpleop::Result<::simpleop::NDArray> {
-            ::simpleop::eager::invoke_with(&#ident::OP, &[#(#inputs),*], &#env)
+    // With inputs, one function serves both front ends: an `NDArray`
+    // runs now, a `Symbol` adds a graph node. A source op has nothing to
+    // infer the front end from, so it stays eager.
+    let call_fn = if inputs.is_empty() {
+        quote! {
+            #[doc = #doc_call]
+            #[allow(dead_code)]
+            #vis fn #ident(#param_decl) -> ::simpleop::Result<::simpleop::NDArray> {
+                ::simpleop::eager::invoke_with(&#ident::OP, &[], &#env)
+            }
         }
+    } else {
+        let doc_call = format!(
+            "Applies op `{name}`: on `NDArray`s it runs now and returns a fresh output; on `Symbol`s it returns a new graph node."
+        );
+        quote! {
+            #[doc = #doc_call]
+            #[allow(dead_code)]
+            #vis fn #ident<A: ::simpleop::Operand>(#(#inputs: &A,)* #param_decl) -> ::simpleop::Result<A> {
+                <A as ::simpleop::Operand>::apply(&#ident::OP, &[#(#inputs),*], &#env)
+            }
+        }
+    };
+    let mut out = quote! {
+        #call_fn
         #[doc = #doc_into]
         #[allow(dead_code)]
         #vis fn #into(#(#inputs: &::simpleop::NDArray,)* #param_decl out: &mut ::simpleop::NDArray, req: ::simpleop::OpReqType) -> ::simpleop::Result<()> {

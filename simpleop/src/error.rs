@@ -132,6 +132,36 @@ pub enum Error {
         /// What was expected.
         reason: String,
     },
+    /// A graph is malformed: bad JSON, a dangling input, a cycle.
+    #[error("graph: {reason}")]
+    Graph {
+        /// What is wrong.
+        reason: String,
+    },
+    /// An error raised while handling one node of a graph.
+    #[error("node `{node}` (op `{op}`): {source}")]
+    InNode {
+        /// The node's name.
+        node: String,
+        /// Its op.
+        op: String,
+        /// The underlying error.
+        source: Box<Error>,
+    },
+    /// A graph argument (variable) is missing, unknown or badly bound.
+    #[error("argument `{arg}`: {reason}")]
+    Argument {
+        /// The argument's name.
+        arg: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A conformance case file is malformed.
+    #[error("conformance case: {reason}")]
+    Conformance {
+        /// What is wrong.
+        reason: String,
+    },
     /// The gradient checker found a mismatch.
     #[error(
         "op `{op}`: gradient check failed for argument `{arg}` ({dtype}, {req:?}) at element {index}: analytic {analytic}, numeric {numeric}"
@@ -169,6 +199,30 @@ fn suggest(names: &[String]) -> String {
 }
 
 impl Error {
+    /// A malformed-graph error.
+    pub fn graph(reason: impl Into<String>) -> Self {
+        Error::Graph {
+            reason: reason.into(),
+        }
+    }
+
+    /// An error about graph argument `arg`.
+    pub fn argument(arg: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Argument {
+            arg: arg.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Wraps this error with the graph node it happened in.
+    pub fn in_node(self, node: &str, op: &str) -> Self {
+        Error::InNode {
+            node: node.into(),
+            op: op.into(),
+            source: Box::new(self),
+        }
+    }
+
     /// Shorthand for [`Error::InvalidArgument`].
     pub fn invalid(
         op: impl Into<String>,

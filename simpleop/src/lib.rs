@@ -16,8 +16,8 @@
 //! ```
 //!
 //! Layers, each depending only on those above it: [`dtype`] and [`shape`] →
-//! [`blob`] → [`kernel`] → [`op`] and [`registry`] → [`eager`] (and
-//! [`gradcheck`] on top).
+//! [`blob`] → [`kernel`] → [`op`] and [`registry`] → [`eager`] and
+//! [`symbol`] (with [`gradcheck`] on top).
 
 #![warn(missing_docs)]
 
@@ -32,7 +32,9 @@ pub mod gradcheck;
 pub mod kernel;
 pub mod ndarray;
 pub mod op;
+mod operand;
 pub mod registry;
+pub mod symbol;
 mod wrappers;
 
 pub use attrs::Attrs;
@@ -45,8 +47,10 @@ pub use op::{
     BackwardFn, ForwardFn, ForwardInplace, GradArgs, GradInplace, GradKind, GradSpec,
     InplaceOptions, OpCall, OpDef, OpForm, ParamKind, Pattern, Resources,
 };
+pub use operand::Operand;
 pub use registry::{KernelRegistration, OpRegistration, RegisteredOp, Registry};
 pub use simpleop_derive::simple_op;
+pub use symbol::Symbol;
 pub use wrappers::{In0, In1, In2, Inputs, OutGrad, OutValue};
 
 /// What op authors import: the attribute, the scalar trait, the gradient

@@ -24,16 +24,16 @@ pub(crate) struct Buffer {
 }
 
 impl Buffer {
-    fn zeroed(bytes: usize) -> Self {
+    pub(crate) fn zeroed(bytes: usize) -> Self {
         Buffer {
             lines: vec![Line([0; 64]); bytes.div_ceil(64)],
             bytes,
         }
     }
-    fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         &bytemuck::cast_slice(&self.lines)[..self.bytes]
     }
-    fn bytes_mut(&mut self) -> &mut [u8] {
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
         &mut bytemuck::cast_slice_mut(&mut self.lines)[..self.bytes]
     }
 }

@@ -1,0 +1,119 @@
+//! Graphviz DOT export.
+//!
+//! Variables are ellipses, ops boxes labelled with the node name, the op
+//! and its attributes. With a plan, every node also shows its shape, dtype
+//! and buffer; nodes written in place are filled, and a legend lists which
+//! values share each planned buffer.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::graph::Graph;
+use super::plan::{Loc, Plan, Step};
+use crate::{DType, Shape};
+
+pub(crate) struct Planned<'a> {
+    pub(crate) shapes: &'a [Shape],
+    pub(crate) dtypes: &'a [DType],
+    pub(crate) plan: &'a Plan,
+}
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+fn loc_name(loc: Loc) -> String {
+    match loc {
+        Loc::Unplaced => "unplaced".into(),
+        Loc::Arg(_) => "argument".into(),
+        Loc::ArgGrad(_) => "gradient buffer".into(),
+        Loc::Head(h) => format!("output {h}"),
+        Loc::HeadGrad(h) => format!("head gradient {h}"),
+        Loc::Pool(b) => format!("buf {b}"),
+    }
+}
+
+pub(crate) fn write(g: &Graph, planned: Option<Planned<'_>>) -> String {
+    let mut out =
+        String::from("digraph simpleop {\n  rankdir=BT;\n  node [fontname=\"monospace\"];\n");
+    let in_place: Vec<bool> = match &planned {
+        Some(p) => {
+            let mut v = vec![false; g.nodes.len()];
+            for s in &p.plan.steps {
+                if let Step::Forward {
+                    node,
+                    in_place: true,
+                    ..
+                } = s
+                {
+                    v[*node] = true;
+                }
+            }
+            v
+        }
+        None => vec![false; g.nodes.len()],
+    };
+    for (n, node) in g.nodes.iter().enumerate() {
+        let mut label = escape(&node.name);
+        if let Some(op) = node.op {
+            let _ = write!(label, "\\n{}", escape(op.name));
+            for (k, v) in node.attrs.arguments() {
+                let _ = write!(label, "\\n{}={}", escape(k), escape(v));
+            }
+        }
+        if let Some(p) = &planned {
+            let _ = write!(label, "\\n{} {}", p.shapes[n], p.dtypes[n]);
+            let loc = p.plan.values[p.plan.forward_value[n]].loc;
+            let _ = write!(
+                label,
+                "\\n[{}{}]",
+                loc_name(loc),
+                if in_place[n] { ", in place" } else { "" }
+            );
+        }
+        let style = match (node.op, in_place[n]) {
+            (None, _) => "shape=ellipse".to_owned(),
+            (Some(_), true) => "shape=box, style=filled, fillcolor=\"#d8ecff\"".to_owned(),
+            (Some(_), false) => "shape=box".to_owned(),
+        };
+        let _ = writeln!(out, "  n{n} [label=\"{label}\", {style}];");
+        for &i in &node.inputs {
+            let _ = writeln!(out, "  n{i} -> n{n};");
+        }
+    }
+    for (h, &n) in g.heads.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  out{h} [label=\"output {h}\", shape=plaintext];\n  n{n} -> out{h};"
+        );
+    }
+    if let Some(p) = &planned {
+        // Which values share each planned buffer, forward and gradient.
+        let mut shared: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        for (n, node) in g.nodes.iter().enumerate() {
+            if let Loc::Pool(b) = p.plan.values[p.plan.forward_value[n]].loc {
+                shared.entry(b).or_default().push(node.name.clone());
+            }
+            if let Some(v) = p.plan.grad_value[n]
+                && let Loc::Pool(b) = p.plan.values[v].loc
+            {
+                shared.entry(b).or_default().push(format!("d{}", node.name));
+            }
+        }
+        let mut legend = format!(
+            "memory: {} bytes planned, {} unplanned, {} in-place writes",
+            p.plan.stats.planned_bytes, p.plan.stats.unplanned_bytes, p.plan.stats.inplace_writes
+        );
+        for (b, names) in &shared {
+            let _ = write!(
+                legend,
+                "\\lbuf {b} ({} bytes): {}",
+                p.plan.buffers[*b],
+                escape(&names.join(", "))
+            );
+        }
+        let _ = writeln!(out, "  legend [shape=note, label=\"{legend}\\l\"];");
+    }
+    out.push_str("}\n");
+    out
+}

@@ -1,0 +1,703 @@
+//! [`Executor`]: a graph bound to arrays, with planned memory.
+
+use std::collections::HashMap;
+
+use super::graph::Graph;
+use super::infer;
+use super::plan::{self, Loc, Plan, PlanInput, Step, ValueId};
+use crate::ndarray::Buffer;
+use crate::{
+    DType, Device, EnvArguments, Error, GradArgs, KernelRegistration, NDArray, OpCall, OpReqType,
+    Registry, Result, RunContext, Shape, TBlob, TBlobMut, dispatch_float,
+};
+
+/// How an argument's gradient is delivered (MXNet's `grad_req`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum GradReq {
+    /// No gradient.
+    #[default]
+    Null,
+    /// The gradient overwrites the buffer.
+    Write,
+    /// The gradient is added to the buffer.
+    Add,
+}
+
+impl GradReq {
+    /// Parses MXNet's names: `null`, `write`, `add` (and `inplace`, which
+    /// MXNet treats as `write` for arguments).
+    pub fn from_name(name: &str) -> Option<GradReq> {
+        match name {
+            "null" => Some(GradReq::Null),
+            "write" | "inplace" => Some(GradReq::Write),
+            "add" => Some(GradReq::Add),
+            _ => None,
+        }
+    }
+    /// The MXNet name.
+    pub fn name(self) -> &'static str {
+        match self {
+            GradReq::Null => "null",
+            GradReq::Write => "write",
+            GradReq::Add => "add",
+        }
+    }
+}
+
+/// Options for binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BindConfig {
+    /// Reuse buffers by liveness and run declared in-place options. Off,
+    /// every value gets a buffer of its own (the baseline planned results
+    /// are tested against, bit for bit).
+    pub memory_planning: bool,
+}
+
+impl Default for BindConfig {
+    fn default() -> Self {
+        BindConfig {
+            memory_planning: true,
+        }
+    }
+}
+
+/// What the memory planner achieved for one plan.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Bytes of the buffers the executor allocates for values it owns:
+    /// planned buffers, outputs and scratch.
+    pub planned_bytes: usize,
+    /// The same with one buffer per value and no in-place writes.
+    pub unplanned_bytes: usize,
+    /// Steps that write over their input (forward) or output gradient
+    /// (backward).
+    pub inplace_writes: usize,
+    /// Number of buffers: planned ones plus one per output.
+    pub buffers: usize,
+}
+
+/// A graph bound to arguments and gradient buffers.
+///
+/// ```no_run
+/// use std::collections::HashMap;
+/// use simpleop::symbol::{GradReq, Symbol};
+/// use simpleop::{DType, NDArray};
+/// # fn main() -> simpleop::Result<()> {
+/// // With an op crate such as `simpleop_ops` linked:
+/// let x = Symbol::var("x");
+/// let y = (&x * &x)?;
+/// let args = HashMap::from([("x".to_owned(), NDArray::from_vec(vec![1.0f32, 2.0], [2])?)]);
+/// let grads = HashMap::from([("x".to_owned(), NDArray::zeros([2], DType::F32))]);
+/// let reqs = HashMap::from([("x".to_owned(), GradReq::Write)]);
+/// let mut exe = y.bind(args, grads, reqs)?;
+/// exe.forward(true)?;
+/// exe.backward(&[])?;
+/// assert_eq!(exe.grad("x").unwrap().to_vec::<f32>()?, [2.0, 4.0]);
+/// # Ok(()) }
+/// ```
+pub struct Executor {
+    graph: Graph,
+    shapes: Vec<Shape>,
+    dtypes: Vec<DType>,
+    arg_names: Vec<String>,
+    args: Vec<NDArray>,
+    grads: Vec<Option<NDArray>>,
+    grad_req: Vec<GradReq>,
+    outputs: Vec<NDArray>,
+    kernels: Vec<Option<KernelRegistration>>,
+    /// Per node, the arguments of the last forward (seeded per run).
+    envs: Vec<EnvArguments>,
+    inference: Plan,
+    training: Option<Plan>,
+    /// Shared by both plans; each buffer is as large as either needs.
+    pool: Vec<Buffer>,
+    sink: Buffer,
+    ctx: RunContext,
+    /// `Some(is_train)` of the last forward.
+    last_forward: Option<bool>,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor")
+            .field("arguments", &self.arg_names)
+            .field("memory", &self.memory_stats())
+            .finish()
+    }
+}
+
+impl Executor {
+    pub(crate) fn new(
+        graph: Graph,
+        mut args: HashMap<String, NDArray>,
+        mut grads: HashMap<String, NDArray>,
+        grad_req: HashMap<String, GradReq>,
+        config: BindConfig,
+    ) -> Result<Executor> {
+        let arg_names = graph.argument_names();
+        for name in args.keys().chain(grads.keys()).chain(grad_req.keys()) {
+            if !arg_names.contains(name) {
+                return Err(Error::argument(
+                    name,
+                    format!(
+                        "not an argument of the graph (arguments: {})",
+                        arg_names.join(", ")
+                    ),
+                ));
+            }
+        }
+        let mut bound_args = Vec::with_capacity(arg_names.len());
+        for name in &arg_names {
+            let a = args
+                .remove(name)
+                .ok_or_else(|| Error::argument(name, "unbound: no array was given for it"))?;
+            bound_args.push(a);
+        }
+        let known_shapes: HashMap<String, Shape> = arg_names
+            .iter()
+            .zip(&bound_args)
+            .map(|(n, a)| (n.clone(), a.shape().clone()))
+            .collect();
+        let known_types: HashMap<String, DType> = arg_names
+            .iter()
+            .zip(&bound_args)
+            .map(|(n, a)| (n.clone(), a.dtype()))
+            .collect();
+        let shapes: Vec<Shape> = infer::node_shapes(&graph, &known_shapes)?
+            .into_iter()
+            .map(|s| s.expect("every argument is bound, so every shape is known"))
+            .collect();
+        let dtypes: Vec<DType> = infer::node_types(&graph, &known_types)?
+            .into_iter()
+            .map(|d| d.expect("every argument is bound, so every dtype is known"))
+            .collect();
+        let reqs: Vec<GradReq> = arg_names
+            .iter()
+            .map(|n| grad_req.get(n).copied().unwrap_or_default())
+            .collect();
+        let mut bound_grads = Vec::with_capacity(arg_names.len());
+        for (k, name) in arg_names.iter().enumerate() {
+            let g = grads.remove(name);
+            let a = &bound_args[k];
+            match (reqs[k], g) {
+                (GradReq::Null, _) => bound_grads.push(None),
+                (_, None) => {
+                    return Err(Error::argument(
+                        name,
+                        format!(
+                            "grad_req is {}, but no gradient buffer was given",
+                            reqs[k].name()
+                        ),
+                    ));
+                }
+                (_, Some(g)) => {
+                    if !a.dtype().is_float() {
+                        return Err(Error::argument(
+                            name,
+                            format!(
+                                "has dtype {}; only float arguments have gradients",
+                                a.dtype()
+                            ),
+                        ));
+                    }
+                    if g.shape() != a.shape() || g.dtype() != a.dtype() {
+                        return Err(Error::argument(
+                            name,
+                            format!(
+                                "gradient buffer is {} {}, expected {} {}",
+                                g.shape(),
+                                g.dtype(),
+                                a.shape(),
+                                a.dtype()
+                            ),
+                        ));
+                    }
+                    bound_grads.push(Some(g));
+                }
+            }
+        }
+        let registry = Registry::global()?;
+        let ctx = RunContext::default();
+        let mut kernels = Vec::with_capacity(graph.nodes.len());
+        for node in &graph.nodes {
+            kernels.push(match node.op {
+                None => None,
+                Some(op) => Some(
+                    *registry
+                        .get(op.name)?
+                        .kernels(ctx.device)
+                        .map_err(|e| node.error(e))?,
+                ),
+            });
+        }
+        let input = |train| PlanInput {
+            graph: &graph,
+            shapes: &shapes,
+            dtypes: &dtypes,
+            grad_req: &reqs,
+            train,
+            memory_planning: config.memory_planning,
+        };
+        let inference = plan::plan(&input(false))?;
+        let training = if reqs.iter().any(|r| *r != GradReq::Null) {
+            Some(plan::plan(&input(true))?)
+        } else {
+            None
+        };
+        let mut sizes = inference.buffers.clone();
+        let mut sink_slot = inference.sink_slot_bytes;
+        if let Some(t) = &training {
+            if t.buffers.len() > sizes.len() {
+                sizes.resize(t.buffers.len(), 0);
+            }
+            for (s, &b) in sizes.iter_mut().zip(&t.buffers) {
+                *s = (*s).max(b);
+            }
+            sink_slot = sink_slot.max(t.sink_slot_bytes);
+        }
+        let outputs = graph
+            .heads
+            .iter()
+            .map(|&h| NDArray::zeros(shapes[h].clone(), dtypes[h]))
+            .collect();
+        let envs = graph.nodes.iter().map(|n| n.env.clone()).collect();
+        Ok(Executor {
+            arg_names,
+            args: bound_args,
+            grads: bound_grads,
+            grad_req: reqs,
+            outputs,
+            kernels,
+            envs,
+            inference,
+            training,
+            pool: sizes.into_iter().map(Buffer::zeroed).collect(),
+            sink: Buffer::zeroed(sink_slot * 3),
+            ctx,
+            last_forward: None,
+            graph,
+            shapes,
+            dtypes,
+        })
+    }
+
+    /// The argument names, in [`super::Symbol::list_arguments`] order.
+    pub fn arg_names(&self) -> &[String] {
+        &self.arg_names
+    }
+
+    fn arg_index(&self, name: &str) -> Option<usize> {
+        self.arg_names.iter().position(|n| n == name)
+    }
+
+    /// An argument's array.
+    pub fn arg(&self, name: &str) -> Option<&NDArray> {
+        self.arg_index(name).map(|k| &self.args[k])
+    }
+
+    /// Replaces an argument's values with `value`'s; shape and dtype must
+    /// match the bound ones.
+    pub fn set_arg(&mut self, name: &str, value: &NDArray) -> Result<()> {
+        let k = self
+            .arg_index(name)
+            .ok_or_else(|| Error::argument(name, "not an argument of the graph"))?;
+        let a = &self.args[k];
+        if value.shape() != a.shape() || value.dtype() != a.dtype() {
+            return Err(Error::argument(
+                name,
+                format!(
+                    "is bound as {} {}, got {} {}",
+                    a.shape(),
+                    a.dtype(),
+                    value.shape(),
+                    value.dtype()
+                ),
+            ));
+        }
+        self.args[k] = value.clone();
+        Ok(())
+    }
+
+    /// An argument's gradient buffer (when its `grad_req` is not `null`).
+    pub fn grad(&self, name: &str) -> Option<&NDArray> {
+        self.arg_index(name).and_then(|k| self.grads[k].as_ref())
+    }
+
+    /// Mutable access to a gradient buffer, e.g. to zero it between
+    /// `add` steps. Its shape and dtype are checked again before use.
+    pub fn grad_mut(&mut self, name: &str) -> Option<&mut NDArray> {
+        self.arg_index(name).and_then(|k| self.grads[k].as_mut())
+    }
+
+    /// An argument's `grad_req`.
+    pub fn grad_req(&self, name: &str) -> Option<GradReq> {
+        self.arg_index(name).map(|k| self.grad_req[k])
+    }
+
+    /// The outputs of the last forward pass.
+    pub fn outputs(&self) -> &[NDArray] {
+        &self.outputs
+    }
+
+    /// An output by name (`<node>_output`, as [`super::Symbol::list_outputs`]).
+    pub fn output(&self, name: &str) -> Option<&NDArray> {
+        self.graph
+            .heads
+            .iter()
+            .position(|&h| {
+                let node = &self.graph.nodes[h];
+                (node.is_variable() && node.name == name)
+                    || name.strip_suffix("_output") == Some(node.name.as_str())
+            })
+            .map(|i| &self.outputs[i])
+    }
+
+    /// The memory plan of training (forward + backward) when some argument
+    /// asks for a gradient, else of inference.
+    pub fn memory_stats(&self) -> MemoryStats {
+        self.training.as_ref().unwrap_or(&self.inference).stats
+    }
+
+    /// The memory plan of `forward(false)`.
+    pub fn inference_memory_stats(&self) -> MemoryStats {
+        self.inference.stats
+    }
+
+    /// The graph in DOT with shapes, dtypes and the planned buffer of
+    /// every value; in-place writes are marked.
+    pub fn to_dot(&self) -> String {
+        let plan = self.training.as_ref().unwrap_or(&self.inference);
+        super::dot::write(
+            &self.graph,
+            Some(super::dot::Planned {
+                shapes: &self.shapes,
+                dtypes: &self.dtypes,
+                plan,
+            }),
+        )
+    }
+
+    /// Runs the forward pass. With `is_train`, keeps what backward needs.
+    pub fn forward(&mut self, is_train: bool) -> Result<()> {
+        self.check_bound()?;
+        // Draw fresh seeds for sampling ops, kept for backward.
+        for (n, node) in self.graph.nodes.iter().enumerate() {
+            if let Some(op) = node.op
+                && op.resources.rng
+            {
+                self.envs[n] = node.env.clone().with_seed(node.env.seed_or_draw());
+            }
+        }
+        let train = is_train && self.training.is_some();
+        let plan = if train {
+            self.training.take().expect("checked")
+        } else {
+            std::mem::replace(&mut self.inference, placeholder_plan())
+        };
+        self.last_forward = None;
+        let result = self.run(&plan, 0..plan.backward_start, &[]);
+        if train {
+            self.training = Some(plan);
+        } else {
+            self.inference = plan;
+        }
+        result?;
+        // A node that is several heads fills the first; copy handles.
+        for (h, &n) in self.graph.heads.iter().enumerate() {
+            match self.graph.args.iter().position(|&a| a == n) {
+                Some(k) => self.outputs[h] = self.args[k].clone(),
+                None => {
+                    if let Some(first) = self.graph.heads.iter().position(|&x| x == n)
+                        && first != h
+                    {
+                        self.outputs[h] = self.outputs[first].clone();
+                    }
+                }
+            }
+        }
+        self.last_forward = Some(is_train);
+        Ok(())
+    }
+
+    /// Runs the backward pass of the last `forward(true)`. `head_grads`
+    /// has one array per output, or is empty for ones.
+    pub fn backward(&mut self, head_grads: &[NDArray]) -> Result<()> {
+        if self.last_forward != Some(true) {
+            return Err(Error::graph(
+                "backward needs a preceding forward(is_train = true)",
+            ));
+        }
+        let Some(plan) = self.training.take() else {
+            // No argument asks for a gradient: nothing to do.
+            return Ok(());
+        };
+        let result = self.backward_with(&plan, head_grads);
+        self.training = Some(plan);
+        result
+    }
+
+    fn backward_with(&mut self, plan: &Plan, head_grads: &[NDArray]) -> Result<()> {
+        let ones: Vec<NDArray>;
+        let heads = if head_grads.is_empty() {
+            ones = self
+                .outputs
+                .iter()
+                .map(|o| NDArray::ones(o.shape().clone(), o.dtype()))
+                .collect();
+            &ones[..]
+        } else {
+            head_grads
+        };
+        if heads.len() != self.outputs.len() {
+            return Err(Error::argument(
+                "head_grads",
+                format!(
+                    "expected {} arrays (one per output), got {}",
+                    self.outputs.len(),
+                    heads.len()
+                ),
+            ));
+        }
+        for (h, (g, o)) in heads.iter().zip(&self.outputs).enumerate() {
+            if g.shape() != o.shape() || g.dtype() != o.dtype() {
+                return Err(Error::argument(
+                    "head_grads",
+                    format!(
+                        "head gradient {h} is {} {}, expected the output's {} {}",
+                        g.shape(),
+                        g.dtype(),
+                        o.shape(),
+                        o.dtype()
+                    ),
+                ));
+            }
+        }
+        self.check_bound()?;
+        self.run(plan, plan.backward_start..plan.steps.len(), heads)
+    }
+
+    /// Arguments and gradient buffers may have been replaced through
+    /// `set_arg`/`grad_mut`; check them before anything is written.
+    fn check_bound(&self) -> Result<()> {
+        for (k, name) in self.arg_names.iter().enumerate() {
+            let node = self.graph.args[k];
+            let (shape, dtype) = (&self.shapes[node], self.dtypes[node]);
+            if let Some(g) = &self.grads[k]
+                && (g.shape() != shape || g.dtype() != dtype)
+            {
+                return Err(Error::argument(
+                    name,
+                    format!(
+                        "gradient buffer is {} {}, expected {shape} {dtype}",
+                        g.shape(),
+                        g.dtype()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `plan.steps[range]`.
+    fn run(
+        &mut self,
+        plan: &Plan,
+        range: std::ops::Range<usize>,
+        head_grads: &[NDArray],
+    ) -> Result<()> {
+        // Base pointers of every location. Arguments and head gradients are
+        // only read; outputs and gradient buffers are made unique first so
+        // no other handle sees the writes.
+        let arg_ptrs: Vec<*const u8> = self.args.iter().map(|a| a.blob().as_ptr()).collect();
+        let head_grad_ptrs: Vec<*const u8> = head_grads.iter().map(|a| a.blob().as_ptr()).collect();
+        let out_ptrs: Vec<*mut u8> = self
+            .outputs
+            .iter_mut()
+            .map(NDArray::make_unique_ptr)
+            .collect();
+        let grad_ptrs: Vec<Option<*mut u8>> = self
+            .grads
+            .iter_mut()
+            .map(|g| g.as_mut().map(NDArray::make_unique_ptr))
+            .collect();
+        let pool_ptrs: Vec<*mut u8> = self
+            .pool
+            .iter_mut()
+            .map(|b| b.bytes_mut().as_mut_ptr())
+            .collect();
+        let sink_ptr = self.sink.bytes_mut().as_mut_ptr();
+        let sink_slot = self.sink.bytes().len() / 3;
+        let ptr = |v: ValueId| -> *mut u8 {
+            match plan.values[v].loc {
+                Loc::Arg(k) => arg_ptrs[k].cast_mut(),
+                Loc::ArgGrad(k) => grad_ptrs[k].expect("planned only with a buffer"),
+                Loc::Head(h) => out_ptrs[h],
+                Loc::HeadGrad(h) => head_grad_ptrs[h].cast_mut(),
+                Loc::Pool(b) => pool_ptrs[b],
+                Loc::Unplaced => unreachable!("the planner places every value"),
+            }
+        };
+        // SAFETY (for the views below): every pointer is the start of a live,
+        // 64-byte aligned allocation owned by `self` (arguments, outputs,
+        // gradient buffers, pool, sink) or by `head_grads`, none of which is
+        // resized or dropped during this call; each is at least as large as
+        // the value viewed there (pool buffers are sized by the planner to
+        // the largest value placed in them). The planner gives a value being
+        // written a buffer no live value occupies, except the exact alias of
+        // a declared in-place option, which the kernel contract allows: the
+        // elementwise driver reads each tile before writing it. Arguments
+        // and head gradients are never written.
+        let view = |v: ValueId| unsafe {
+            let val = &plan.values[v];
+            TBlob::from_raw(ptr(v), val.dtype, val.shape.clone())
+        };
+        let view_mut = |v: ValueId| unsafe {
+            let val = &plan.values[v];
+            TBlobMut::from_raw(ptr(v), val.dtype, val.shape.clone())
+        };
+        for s in range {
+            match &plan.steps[s] {
+                Step::Forward {
+                    node,
+                    inputs,
+                    out,
+                    in_place,
+                } => {
+                    let n = *node;
+                    let op = self.graph.nodes[n].op.expect("op node");
+                    let k = self.kernels[n].expect("op node");
+                    let ins: Vec<TBlob<'_>> = inputs.iter().map(|&v| view(v)).collect();
+                    let req = if *in_place {
+                        OpReqType::WriteInplace
+                    } else {
+                        OpReqType::WriteTo
+                    };
+                    let call = OpCall {
+                        op,
+                        env: &self.envs[n],
+                        ctx: &self.ctx,
+                    };
+                    (k.forward)(&call, &ins, &mut [view_mut(*out)], &[req])
+                        .map_err(|e| self.graph.nodes[n].error(e))?;
+                }
+                Step::Seed { head, dst, req } => {
+                    let src = view_from(head_grad_ptrs[*head], &plan.values[*dst]);
+                    seed(&src, &mut view_mut(*dst), *req)?;
+                }
+                Step::Backward {
+                    node,
+                    out_grad,
+                    output,
+                    inputs,
+                    grads,
+                    in_place,
+                } => {
+                    let n = *node;
+                    let op = self.graph.nodes[n].op.expect("op node");
+                    let k = self.kernels[n].expect("op node");
+                    let backward = k.backward.ok_or_else(|| {
+                        self.graph.nodes[n].error(Error::NoGradient { op: op.name.into() })
+                    })?;
+                    let call = OpCall {
+                        op,
+                        env: &self.envs[n],
+                        ctx: &self.ctx,
+                    };
+                    // Inputs that share a gradient buffer (`f(x, x)`) get
+                    // their gradients in separate calls, in order, so each
+                    // write sees the previous one (WriteTo then AddTo).
+                    let mut groups: Vec<Vec<usize>> = Vec::new();
+                    for (i, g) in grads.iter().enumerate() {
+                        let Some((v, _)) = g else { continue };
+                        let clash = groups.last().is_some_and(|grp| {
+                            grp.iter().any(|&j| grads[j].is_some_and(|(w, _)| w == *v))
+                        });
+                        match groups.last_mut() {
+                            Some(grp) if !clash => grp.push(i),
+                            _ => groups.push(vec![i]),
+                        }
+                    }
+                    for grp in groups {
+                        let args = GradArgs {
+                            out_grad: view(*out_grad),
+                            output: output.map(view),
+                            inputs: inputs.iter().map(|x| x.map(view)).collect(),
+                        };
+                        let node_inputs = &self.graph.nodes[n].inputs;
+                        let mut blobs = Vec::with_capacity(grads.len());
+                        let mut reqs = Vec::with_capacity(grads.len());
+                        for (i, g) in grads.iter().enumerate() {
+                            match g {
+                                Some((v, r)) if grp.contains(&i) => {
+                                    blobs.push(view_mut(*v));
+                                    reqs.push(if i == 0 && *in_place {
+                                        OpReqType::WriteInplace
+                                    } else {
+                                        *r
+                                    });
+                                }
+                                _ => {
+                                    let src = node_inputs[i];
+                                    // SAFETY: slot `i` of the sink is
+                                    // `sink_slot` bytes, sized by the planner
+                                    // for this input; a `Null` request is
+                                    // never written or read.
+                                    blobs.push(unsafe {
+                                        TBlobMut::from_raw(
+                                            sink_ptr.add(i * sink_slot),
+                                            self.dtypes[src],
+                                            self.shapes[src].clone(),
+                                        )
+                                    });
+                                    reqs.push(OpReqType::Null);
+                                }
+                            }
+                        }
+                        backward(&call, &args, &mut blobs, &reqs)
+                            .map_err(|e| self.graph.nodes[n].error(e))?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The device kernels run on.
+    pub fn device(&self) -> Device {
+        self.ctx.device
+    }
+}
+
+/// A read view of a head gradient with `like`'s shape and dtype.
+fn view_from<'a>(ptr: *const u8, like: &plan::Value) -> TBlob<'a> {
+    // SAFETY: `ptr` is the start of a head gradient array, checked in
+    // `backward_with` to have the output's shape and dtype, which is the
+    // gradient value's; it outlives the step.
+    unsafe { TBlob::from_raw(ptr, like.dtype, like.shape.clone()) }
+}
+
+/// `dst = src` or `dst += src`.
+fn seed(src: &TBlob<'_>, dst: &mut TBlobMut<'_>, req: OpReqType) -> Result<()> {
+    dispatch_float!(src.dtype(), S => {
+        let from = src.as_slice::<S>()?;
+        let to = dst.as_slice_mut::<S>()?;
+        for (d, s) in to.iter_mut().zip(from) {
+            req.assign(d, crate::Float::to_compute(*s));
+        }
+        Ok(())
+    }, _ => Err(Error::argument("head_grads", format!("dtype {} has no gradient", src.dtype()))))
+}
+
+/// Stands in for a plan while the real one is borrowed out of `self`.
+fn placeholder_plan() -> Plan {
+    Plan {
+        values: Vec::new(),
+        steps: Vec::new(),
+        buffers: Vec::new(),
+        sink_slot_bytes: 0,
+        forward_value: Vec::new(),
+        grad_value: Vec::new(),
+        backward_start: 0,
+        stats: MemoryStats::default(),
+    }
+}

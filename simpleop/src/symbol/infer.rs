@@ -1,0 +1,170 @@
+//! Shape and dtype inference over a graph from partial information.
+//!
+//! Forward: a node's output follows from its inputs through the op's own
+//! inference. Backward, for same-shape elementwise ops only: every input
+//! has the output's shape and dtype, so a known output or sibling fills an
+//! unknown input (`x + y` with only `x` known gives `y`). Repeats until
+//! nothing changes.
+
+use std::collections::HashMap;
+
+use super::Graph;
+use crate::{DType, Error, OpForm, Pattern, Result, Shape};
+
+/// What [`super::Symbol::infer_shape`] found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InferredShapes {
+    /// Argument names, in [`super::Symbol::list_arguments`] order.
+    pub arguments: Vec<String>,
+    /// Each argument's shape, when determined.
+    pub argument_shapes: Vec<Option<Shape>>,
+    /// Each output's shape, when determined.
+    pub output_shapes: Vec<Option<Shape>>,
+}
+
+impl InferredShapes {
+    /// True when every argument and output shape is known.
+    pub fn is_complete(&self) -> bool {
+        self.argument_shapes.iter().all(Option::is_some)
+            && self.output_shapes.iter().all(Option::is_some)
+    }
+}
+
+/// What [`super::Symbol::infer_type`] found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InferredTypes {
+    /// Argument names, in [`super::Symbol::list_arguments`] order.
+    pub arguments: Vec<String>,
+    /// Each argument's dtype, when determined.
+    pub argument_types: Vec<Option<DType>>,
+    /// Each output's dtype, when determined.
+    pub output_types: Vec<Option<DType>>,
+}
+
+/// Whether every input of node `n` has the output's shape and dtype.
+fn same_shape_elementwise(g: &Graph, n: usize) -> bool {
+    g.nodes[n].op.is_some_and(|op| {
+        op.form == OpForm::Elementwise
+            && op.pattern == Pattern::Elementwise
+            && (1..=2).contains(&op.num_inputs())
+    })
+}
+
+/// Runs a fixed-point inference of one property per node.
+fn fixed_point<V: Clone + PartialEq + std::fmt::Display>(
+    g: &Graph,
+    values: &mut [Option<V>],
+    what: &str,
+    forward: impl Fn(usize, &[V]) -> Result<V>,
+) -> Result<()> {
+    loop {
+        let mut changed = false;
+        for n in 0..g.nodes.len() {
+            let node = &g.nodes[n];
+            if node.is_variable() {
+                continue;
+            }
+            let known: Option<Vec<V>> = node.inputs.iter().map(|&i| values[i].clone()).collect();
+            if let Some(ins) = known {
+                let v = forward(n, &ins).map_err(|e| node.error(e))?;
+                match &values[n] {
+                    Some(old) if *old != v => {
+                        return Err(node.error(Error::graph(format!(
+                            "inferred output {what} {v} conflicts with {old}"
+                        ))));
+                    }
+                    Some(_) => {}
+                    None => {
+                        values[n] = Some(v);
+                        changed = true;
+                    }
+                }
+            }
+            if same_shape_elementwise(g, n) {
+                let fill = values[n]
+                    .clone()
+                    .or_else(|| node.inputs.iter().find_map(|&i| values[i].clone()));
+                if let Some(v) = fill {
+                    for &i in &node.inputs {
+                        if values[i].is_none() {
+                            values[i] = Some(v.clone());
+                            changed = true;
+                        }
+                    }
+                    if values[n].is_none() {
+                        values[n] = Some(v);
+                        changed = true;
+                    }
+                }
+            }
+        }
+        if !changed {
+            return Ok(());
+        }
+    }
+}
+
+fn seed<V: Clone>(g: &Graph, known: &HashMap<String, V>, what: &str) -> Result<Vec<Option<V>>> {
+    let names = g.argument_names();
+    for k in known.keys() {
+        if !names.contains(k) {
+            return Err(Error::argument(
+                k,
+                format!(
+                    "a {what} was given for it, but the graph has no such argument (arguments: {})",
+                    names.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(g.nodes
+        .iter()
+        .map(|n| {
+            if n.is_variable() {
+                known.get(&n.name).cloned()
+            } else {
+                None
+            }
+        })
+        .collect())
+}
+
+/// Per-node output shapes (complete or not).
+pub(crate) fn node_shapes(g: &Graph, known: &HashMap<String, Shape>) -> Result<Vec<Option<Shape>>> {
+    let mut values = seed(g, known, "shape")?;
+    fixed_point(g, &mut values, "shape", |n, ins| {
+        let node = &g.nodes[n];
+        let op = node.op.expect("variables are skipped");
+        (op.infer_shape)(op, ins, &node.env)
+    })?;
+    Ok(values)
+}
+
+/// Per-node output dtypes (complete or not).
+pub(crate) fn node_types(g: &Graph, known: &HashMap<String, DType>) -> Result<Vec<Option<DType>>> {
+    let mut values = seed(g, known, "dtype")?;
+    fixed_point(g, &mut values, "dtype", |n, ins| {
+        let node = &g.nodes[n];
+        let op = node.op.expect("variables are skipped");
+        (op.infer_dtype)(op, ins, &node.env)
+    })?;
+    Ok(values)
+}
+
+pub(crate) fn shapes(g: &Graph, known: &HashMap<String, Shape>) -> Result<InferredShapes> {
+    let v = node_shapes(g, known)?;
+    Ok(InferredShapes {
+        arguments: g.argument_names(),
+        argument_shapes: g.args.iter().map(|&a| v[a].clone()).collect(),
+        output_shapes: g.heads.iter().map(|&h| v[h].clone()).collect(),
+    })
+}
+
+pub(crate) fn types(g: &Graph, known: &HashMap<String, DType>) -> Result<InferredTypes> {
+    let v = node_types(g, known)?;
+    Ok(InferredTypes {
+        arguments: g.argument_names(),
+        argument_types: g.args.iter().map(|&a| v[a]).collect(),
+        output_types: g.heads.iter().map(|&h| v[h]).collect(),
+    })
+}

@@ -1,0 +1,263 @@
+//! Symbols: composition, arguments and outputs, inference, JSON, binding,
+//! forward and backward, against hand-computed values and MXNet's results.
+
+use std::collections::HashMap;
+
+use simpleop::symbol::{GradReq, Symbol};
+use simpleop::{Attrs, DType, Error, NDArray, Shape};
+use simpleop_ops::{ReduceAxesParams, broadcast_add, dot, relu, sigmoid, sum, tanh};
+
+fn arr(v: &[f64], shape: &[usize]) -> NDArray {
+    NDArray::from_f64(v, Shape::new(shape.to_vec()), DType::F64).unwrap()
+}
+
+fn map<V>(items: Vec<(&str, V)>) -> HashMap<String, V> {
+    items.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}
+
+#[test]
+fn typed_functions_build_graphs_and_run_eagerly() {
+    simpleop_ops::link();
+    let x = Symbol::var("x");
+    let w = Symbol::var("w");
+    let b = Symbol::var("b");
+    let h = relu(&broadcast_add(&dot(&x, &w, Default::default()).unwrap(), &b).unwrap()).unwrap();
+    let loss = sum(&h, ReduceAxesParams::default()).unwrap();
+    assert_eq!(loss.list_arguments(), ["x", "w", "b"]);
+    assert_eq!(loss.list_outputs().len(), 1);
+    assert!(loss.list_outputs()[0].starts_with("sum"));
+    // The same typed function on arrays computes now.
+    let xa = arr(&[1.0, -2.0], &[1, 2]);
+    let r = relu(&xa).unwrap();
+    assert_eq!(r.to_f64_vec(), [1.0, 0.0]);
+}
+
+#[test]
+fn forward_and_backward_match_hand_computed_values() {
+    simpleop_ops::link();
+    let x = Symbol::var("x");
+    let y = Symbol::var("y");
+    // z = tanh(x) * y + x; dz/dx = (1 - tanh²x) y + 1, dz/dy = tanh x.
+    let z = (&(&tanh(&x).unwrap() * &y).unwrap() + &x).unwrap();
+    let xv = [0.5, -1.0, 2.0];
+    let yv = [1.5, 2.0, -0.5];
+    let args = map(vec![("x", arr(&xv, &[3])), ("y", arr(&yv, &[3]))]);
+    let grads = map(vec![
+        ("x", NDArray::zeros([3], DType::F64)),
+        ("y", NDArray::zeros([3], DType::F64)),
+    ]);
+    let reqs = map(vec![("x", GradReq::Write), ("y", GradReq::Write)]);
+    let mut exe = z.bind(args, grads, reqs).unwrap();
+    exe.forward(true).unwrap();
+    let out = exe.outputs()[0].to_f64_vec();
+    for i in 0..3 {
+        let t = xv[i].tanh();
+        assert!((out[i] - (t * yv[i] + xv[i])).abs() < 1e-12);
+    }
+    exe.backward(&[]).unwrap();
+    let gx = exe.grad("x").unwrap().to_f64_vec();
+    let gy = exe.grad("y").unwrap().to_f64_vec();
+    for i in 0..3 {
+        let t = xv[i].tanh();
+        assert!(
+            (gx[i] - ((1.0 - t * t) * yv[i] + 1.0)).abs() < 1e-12,
+            "{gx:?}"
+        );
+        assert!((gy[i] - t).abs() < 1e-12);
+    }
+    // `add` accumulates into the buffer across backward passes.
+    let args = map(vec![("x", arr(&xv, &[3])), ("y", arr(&yv, &[3]))]);
+    let grads = map(vec![("x", arr(&[10.0, 10.0, 10.0], &[3]))]);
+    let reqs = map(vec![("x", GradReq::Add)]);
+    let mut exe = z.bind(args, grads, reqs).unwrap();
+    exe.forward(true).unwrap();
+    exe.backward(&[]).unwrap();
+    exe.forward(true).unwrap();
+    exe.backward(&[]).unwrap();
+    let gx2 = exe.grad("x").unwrap().to_f64_vec();
+    for i in 0..3 {
+        assert!((gx2[i] - (10.0 + 2.0 * gx[i])).abs() < 1e-12);
+    }
+    assert!(exe.grad("y").is_none());
+}
+
+#[test]
+fn a_value_used_twice_by_one_node_gets_both_gradients() {
+    simpleop_ops::link();
+    let x = Symbol::var("x");
+    let y = (&x * &x).unwrap();
+    let args = map(vec![("x", arr(&[3.0, -2.0], &[2]))]);
+    let grads = map(vec![("x", NDArray::zeros([2], DType::F64))]);
+    let mut exe = y
+        .bind(args, grads, map(vec![("x", GradReq::Write)]))
+        .unwrap();
+    exe.forward(true).unwrap();
+    exe.backward(&[arr(&[1.0, 0.5], &[2])]).unwrap();
+    assert_eq!(exe.grad("x").unwrap().to_f64_vec(), [6.0, -2.0]);
+}
+
+#[test]
+fn several_heads_and_a_head_consumed_inside() {
+    simpleop_ops::link();
+    let x = Symbol::var("x");
+    let s = sigmoid(&x).unwrap();
+    let t = (&s * 3.0).unwrap();
+    let g = Symbol::group(&[s.clone(), t, x.clone()]);
+    assert_eq!(g.num_outputs(), 3);
+    let args = map(vec![("x", arr(&[0.0, 1.0], &[2]))]);
+    let grads = map(vec![("x", NDArray::zeros([2], DType::F64))]);
+    let mut exe = g
+        .bind(args, grads, map(vec![("x", GradReq::Write)]))
+        .unwrap();
+    exe.forward(true).unwrap();
+    assert_eq!(exe.outputs()[2].to_f64_vec(), [0.0, 1.0]);
+    exe.backward(&[]).unwrap();
+    // d/dx [s + 3 s + x] = 4 s (1 - s) + 1.
+    let gx = exe.grad("x").unwrap().to_f64_vec();
+    for (i, xv) in [0.0f64, 1.0].iter().enumerate() {
+        let sv = 1.0 / (1.0 + (-xv).exp());
+        assert!((gx[i] - (4.0 * sv * (1.0 - sv) + 1.0)).abs() < 1e-12);
+    }
+}
+
+#[test]
+fn shapes_and_types_are_inferred_from_partial_information() {
+    simpleop_ops::link();
+    let x = Symbol::var("x");
+    let y = Symbol::var("y");
+    let z = relu(&(&x + &y).unwrap()).unwrap();
+    let got = z
+        .infer_shape(&map(vec![("x", Shape::new(vec![2, 3]))]))
+        .unwrap();
+    assert!(got.is_complete());
+    assert_eq!(got.argument_shapes[1].as_ref().unwrap().dims(), [2, 3]);
+    let types = z.infer_type(&map(vec![("y", DType::F16)])).unwrap();
+    assert_eq!(types.argument_types, [Some(DType::F16), Some(DType::F16)]);
+    assert_eq!(types.output_types, [Some(DType::F16)]);
+    // dot cannot infer its weight: left unknown, not an error.
+    let w = Symbol::var("w");
+    let d = dot(&x, &w, Default::default()).unwrap();
+    let got = d
+        .infer_shape(&map(vec![("x", Shape::new(vec![2, 3]))]))
+        .unwrap();
+    assert!(!got.is_complete());
+    // A mismatch names the node and the op.
+    let named =
+        Symbol::invoke_named("elemwise_add", &[&x, &y], &Attrs::new(), Some("plus")).unwrap();
+    let err = named
+        .infer_shape(&map(vec![
+            ("x", Shape::new(vec![2, 3])),
+            ("y", Shape::new(vec![3, 2])),
+        ]))
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("`plus`") && msg.contains("elemwise_add"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn json_round_trips_and_bad_json_is_an_error() {
+    simpleop_ops::link();
+    let x = Symbol::var("x");
+    let y = Symbol::invoke(
+        "clip",
+        &[&x],
+        &Attrs::new().with("a_min", -1).with("a_max", 1),
+    )
+    .unwrap();
+    let z = sum(&y, ReduceAxesParams::default()).unwrap();
+    let text = z.to_json();
+    let back = Symbol::from_json(&text).unwrap();
+    assert_eq!(back.to_json(), text);
+    assert_eq!(back.list_arguments(), ["x"]);
+    for bad in [
+        "",
+        "{",
+        "[]",
+        r#"{"nodes": 3, "heads": []}"#,
+        r#"{"nodes": [{"op": "null", "name": "x", "inputs": []}], "heads": [[5, 0, 0]]}"#,
+        r#"{"nodes": [{"op": "null", "name": "x", "inputs": []}, {"op": "relu", "name": "r", "inputs": [[1, 0, 0]]}], "heads": [[1, 0, 0]]}"#,
+        r#"{"nodes": [{"op": "null", "name": "x", "inputs": []}, {"op": "relu", "name": "r", "inputs": [[0, 0]]}, {"op": "relu", "name": "r2", "inputs": ["a"]}], "heads": [[2, 0, 0]]}"#,
+        r#"{"nodes": [{"op": "null", "name": "x", "inputs": []}, {"op": "relu", "name": "r", "inputs": [[0, 0, 0], [0, 0, 0]]}], "heads": [[1, 0, 0]]}"#,
+        r#"{"nodes": [{"op": "null", "name": "x", "inputs": []}, {"op": "clip", "name": "c", "attrs": {"a_min": "zero", "a_max": "1"}, "inputs": [[0, 0, 0]]}], "heads": [[1, 0, 0]]}"#,
+    ] {
+        assert!(Symbol::from_json(bad).is_err(), "accepted: {bad}");
+    }
+    let err = Symbol::from_json(
+        r#"{"nodes": [{"op": "null", "name": "x", "inputs": []}, {"op": "rleu", "name": "r", "inputs": [[0, 0, 0]]}], "heads": [[1, 0, 0]]}"#,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("did you mean `relu`"), "{err}");
+}
+
+#[test]
+fn binding_errors_name_the_argument_or_op() {
+    simpleop_ops::link();
+    let x = Symbol::var("x");
+    let y = Symbol::var("y");
+    let z = (&x + &y).unwrap();
+    let err = z
+        .bind(
+            map(vec![("x", arr(&[1.0], &[1]))]),
+            HashMap::new(),
+            HashMap::new(),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Argument { arg, .. } if arg == "y"),
+        "{err}"
+    );
+    let err = z
+        .bind(
+            map(vec![("x", arr(&[1.0], &[1])), ("y", arr(&[1.0], &[1]))]),
+            HashMap::new(),
+            map(vec![("x", GradReq::Write)]),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("no gradient buffer"), "{err}");
+    // A gradient through an op without one is a bind-time error naming it.
+    let a = Symbol::invoke("gamma", &[&x], &Attrs::new()).unwrap();
+    let err = a
+        .bind(
+            map(vec![("x", arr(&[1.0, 2.0], &[2]))]),
+            map(vec![("x", NDArray::zeros([2], DType::F64))]),
+            map(vec![("x", GradReq::Write)]),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("gamma"), "{err}");
+    assert!(err.to_string().contains("`x`"), "{err}");
+}
+
+#[test]
+fn executors_are_send_and_run_concurrently() {
+    simpleop_ops::link();
+    fn is_send<T: Send>() {}
+    is_send::<simpleop::symbol::Executor>();
+    let x = Symbol::var("x");
+    let y = tanh(&(&x * 2.0).unwrap()).unwrap();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|t| {
+                let y = y.clone();
+                s.spawn(move || {
+                    let v = t as f64 * 0.1;
+                    let mut exe = y
+                        .bind(
+                            map(vec![("x", arr(&[v; 1000], &[1000]))]),
+                            HashMap::new(),
+                            HashMap::new(),
+                        )
+                        .unwrap();
+                    exe.forward(false).unwrap();
+                    (v, exe.outputs()[0].to_f64_vec())
+                })
+            })
+            .collect();
+        for h in handles {
+            let (v, out) = h.join().unwrap();
+            assert!(out.iter().all(|o| (o - (2.0 * v).tanh()).abs() < 1e-15));
+        }
+    });
+}
