@@ -24,6 +24,9 @@
 pub mod arith;
 pub mod attrs;
 pub mod blob;
+#[cfg(feature = "cli")]
+pub mod cli;
+pub mod conformance;
 pub mod dtype;
 pub mod eager;
 pub mod env;

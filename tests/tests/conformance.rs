@@ -1,25 +1,61 @@
-//! Every single-op MXNet 1.9.1 conformance case passes when evaluated
-//! eagerly: forward outputs and, where the case asks, gradients with each
-//! argument's `grad_req`. (Multi-op graphs run in the symbolic executor.)
+//! Every MXNet 1.9.1 conformance case passes on every path: the executor
+//! with and without memory planning, and op by op through the NDArray API
+//! with its own reverse-mode pass; forward outputs and, where the case asks,
+//! gradients with each argument's `grad_req`.
 
-use simpleop_tests::{load_cases, run_single_op};
+use simpleop::conformance::{self, Path};
 
 const CASES: &str = include_str!("../conformance/mxnet-ops.jsonl");
 
 #[test]
-fn every_single_op_case_matches_mxnet() {
+fn every_case_matches_mxnet_on_every_path() {
     simpleop_ops::link();
-    let cases = load_cases(CASES).expect("case file parses");
+    let cases = conformance::parse_cases(CASES).expect("case file parses");
     assert_eq!(cases.len(), 141);
-    let mut passed = 0;
-    let mut failed = Vec::new();
-    for case in cases.iter().filter(|c| c.single_op().is_some()) {
-        match run_single_op(case) {
-            Ok(()) => passed += 1,
-            Err(e) => failed.push(format!("{}: {e}", case.name)),
-        }
+    let report = conformance::check_paths(
+        &cases,
+        &[
+            Path::Executor {
+                memory_planning: true,
+            },
+            Path::Executor {
+                memory_planning: false,
+            },
+            Path::Eager,
+        ],
+    );
+    let failures: Vec<String> = report.failures.iter().map(ToString::to_string).collect();
+    assert!(report.ok(), "{}", failures.join("\n"));
+    assert_eq!(report.summary(), "141 passed, 0 failed");
+}
+
+#[test]
+fn a_wrong_expectation_fails_with_the_worst_element() {
+    simpleop_ops::link();
+    let mut cases = conformance::parse_cases(CASES).unwrap();
+    let case = cases.iter_mut().find(|c| c.name == "graph/chain6").unwrap();
+    let out = &mut case.expect.outputs[0];
+    let v = out.data[2].as_f64().unwrap();
+    out.data[2] = (v + 0.5).into();
+    out.data[5] = (out.data[5].as_f64().unwrap() + 1e-3).into();
+    for path in [
+        Path::Executor {
+            memory_planning: true,
+        },
+        Path::Eager,
+    ] {
+        let err = conformance::run(case, path).unwrap_err();
+        assert!(err.starts_with("output 0: element 2: got"), "{path}: {err}");
     }
-    println!("{passed} passed, {} failed", failed.len());
-    assert!(failed.is_empty(), "failing cases:\n{}", failed.join("\n"));
-    assert_eq!(passed, 135, "every single-op case ran");
+    // A dtype that differs is a mismatch even when the values agree.
+    let case = cases.iter_mut().find(|c| c.name == "relu/float32").unwrap();
+    case.expect.outputs[0].dtype = "float64".into();
+    let err = conformance::run(case, Path::Eager).unwrap_err();
+    assert!(err.contains("dtype float32 != float64"), "{err}");
+}
+
+#[test]
+fn malformed_case_files_are_errors_naming_the_line() {
+    let err = conformance::parse_cases("\n{\"name\": 1}\n").unwrap_err();
+    assert!(err.to_string().contains("line 2"), "{err}");
 }

@@ -1,0 +1,303 @@
+//! The `simpleop` command line: conformance checks, op listings and graph
+//! pictures, over whatever ops are linked into the binary.
+//!
+//! The standard binary is `cargo run --release --bin simpleop -- …` (from
+//! `simpleop-ops`). A crate with its own ops gets the same tool, with its
+//! ops registered, from a one-line `main`:
+//!
+//! ```no_run
+//! fn main() -> std::process::ExitCode {
+//!     simpleop::cli::main()
+//! }
+//! ```
+//!
+//! Subcommands:
+//! * `check FILE...` runs every conformance case through the executor and op
+//!   by op through the NDArray API, prints one line per failure and ends
+//!   with `N passed, M failed`; the exit code is 1 when a case failed.
+//! * `ops [NAME]` lists the registered ops, or describes one.
+//! * `graph FILE.json [--shape NAME=2,3]... [--train] [-o OUT.dot]` writes
+//!   Graphviz DOT; with shapes it binds the graph and draws the memory plan.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::symbol::{GradReq, Symbol};
+use crate::{DType, Error, ParamKind, Registry, Result, Shape, conformance};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "simpleop",
+    version,
+    about = "Define tensor ops once; run them everywhere."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run conformance cases (.jsonl) through the executor and eagerly.
+    Check {
+        /// Case files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// List the registered ops, or describe one.
+    Ops {
+        /// An op name (or alias).
+        name: Option<String>,
+    },
+    /// Write a symbol JSON graph as Graphviz DOT.
+    Graph {
+        /// MXNet symbol JSON.
+        file: PathBuf,
+        /// Argument shapes, `NAME=D0,D1,...`; with them the graph is bound
+        /// and the DOT shows shapes, buffers and in-place writes.
+        #[arg(long = "shape", value_name = "NAME=DIMS")]
+        shapes: Vec<String>,
+        /// Argument dtypes, `NAME=float32` (default float32).
+        #[arg(long = "dtype", value_name = "NAME=DTYPE")]
+        dtypes: Vec<String>,
+        /// Plan for training (every float argument with grad_req write).
+        #[arg(long)]
+        train: bool,
+        /// Output file (default: standard output).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+}
+
+/// Runs the command line of this process and reports errors on stderr.
+pub fn main() -> ExitCode {
+    let mut buf = Vec::new();
+    let result = run(std::env::args_os(), &mut buf);
+    // A closed pipe (`simpleop ops | head`) is not an error worth reporting.
+    let _ = std::io::stdout().lock().write_all(&buf);
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs the command line `args` (program name first), writing to `out`,
+/// and returns the exit code: 0 on success, 1 when a conformance case
+/// failed, 2 for a usage error (clap's message goes to stderr).
+pub fn run<I, T>(args: I, out: &mut dyn Write) -> Result<u8>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            if e.use_stderr() {
+                eprint!("{e}");
+            } else {
+                write!(out, "{e}").map_err(io_error)?;
+            }
+            return Ok(code);
+        }
+    };
+    match cli.command {
+        Command::Check { files } => check(&files, out),
+        Command::Ops { name } => ops(name.as_deref(), out).map(|()| 0),
+        Command::Graph {
+            file,
+            shapes,
+            dtypes,
+            train,
+            output,
+        } => graph(&file, &shapes, &dtypes, train, output.as_deref(), out).map(|()| 0),
+    }
+}
+
+fn io_error(e: std::io::Error) -> Error {
+    Error::argument("output", e.to_string())
+}
+
+fn read(path: &std::path::Path) -> Result<String> {
+    std::fs::read_to_string(path)
+        .map_err(|e| Error::argument(path.display().to_string(), format!("cannot read: {e}")))
+}
+
+fn check(files: &[PathBuf], out: &mut dyn Write) -> Result<u8> {
+    let mut cases = Vec::new();
+    for f in files {
+        let text = read(f)?;
+        cases.extend(
+            conformance::parse_cases(&text)
+                .map_err(|e| Error::argument(f.display().to_string(), e.to_string()))?,
+        );
+    }
+    let report = conformance::check(&cases);
+    for failure in &report.failures {
+        writeln!(out, "{failure}").map_err(io_error)?;
+    }
+    writeln!(out, "{}", report.summary()).map_err(io_error)?;
+    Ok(if report.ok() { 0 } else { 1 })
+}
+
+fn ops(name: Option<&str>, out: &mut dyn Write) -> Result<()> {
+    let registry = Registry::global()?;
+    let Some(name) = name else {
+        let width = registry.iter().map(|o| o.def.name.len()).max().unwrap_or(0);
+        for op in registry.iter() {
+            let d = op.def;
+            let summary = d.description.lines().next().unwrap_or("");
+            writeln!(
+                out,
+                "{:width$}  {}  {summary}",
+                d.name,
+                arity_name(d.num_inputs())
+            )
+            .map_err(io_error)?;
+        }
+        writeln!(out, "{} ops", registry.len()).map_err(io_error)?;
+        return Ok(());
+    };
+    let d = registry.get(name)?.def;
+    let mut w = |k: &str, v: String| writeln!(out, "{k:<11}{v}").map_err(io_error);
+    w("op", d.name.to_string())?;
+    if !d.aliases.is_empty() {
+        w("aliases", d.aliases.join(", "))?;
+    }
+    w(
+        "inputs",
+        format!("{} ({})", d.inputs.join(", "), arity_name(d.num_inputs())),
+    )?;
+    w(
+        "params",
+        match d.params {
+            ParamKind::None => "none".into(),
+            ParamKind::Scalar => "scalar".into(),
+            ParamKind::Kwargs { type_name, fields } => {
+                format!("kwargs {type_name} {{ {} }}", fields().join(", "))
+            }
+        },
+    )?;
+    w("form", format!("{:?}", d.form).to_lowercase())?;
+    w(
+        "gradient",
+        match d.gradient {
+            None => "none".into(),
+            Some(g) => {
+                let mut reads = vec!["output gradient".to_string()];
+                if g.needs_output {
+                    reads.push("output".into());
+                }
+                reads.extend(
+                    (0..d.num_inputs())
+                        .filter(|&i| g.needs_input(i))
+                        .map(|i| d.input_name(i).to_string()),
+                );
+                format!("{:?} (reads {})", g.kind(), reads.join(", "))
+            }
+        },
+    )?;
+    let inplace = [
+        d.inplace.forward.map(|f| format!("forward {f:?}")),
+        d.inplace.gradient.map(|g| format!("gradient {g:?}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>();
+    w(
+        "inplace",
+        if inplace.is_empty() {
+            "none".into()
+        } else {
+            inplace.join(", ")
+        },
+    )?;
+    w("pattern", d.pattern.name().into())?;
+    let mut res = Vec::new();
+    if d.resources.rng {
+        res.push("rng");
+    }
+    if d.resources.temp {
+        res.push("temp space");
+    }
+    if !res.is_empty() {
+        w("resources", res.join(", "))?;
+    }
+    if !d.mutate_inputs.is_empty() {
+        let names: Vec<&str> = d.mutate_inputs.iter().map(|&i| d.input_name(i)).collect();
+        w("mutates", names.join(", "))?;
+    }
+    w("defined at", d.location.into())?;
+    writeln!(out, "\n{}", d.description).map_err(io_error)
+}
+
+fn arity_name(n: usize) -> &'static str {
+    match n {
+        0 => "source",
+        1 => "unary",
+        2 => "binary",
+        3 => "ternary",
+        _ => "n-ary",
+    }
+}
+
+fn parse_pair<'a>(flag: &str, s: &'a str) -> Result<(&'a str, &'a str)> {
+    s.split_once('=')
+        .ok_or_else(|| Error::argument(flag, format!("`{s}`: expected NAME=VALUE")))
+}
+
+fn graph(
+    file: &std::path::Path,
+    shapes: &[String],
+    dtypes: &[String],
+    train: bool,
+    output: Option<&std::path::Path>,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let sym = Symbol::from_json(&read(file)?)?;
+    let dot = if shapes.is_empty() {
+        sym.to_dot()
+    } else {
+        let mut known = HashMap::new();
+        for s in shapes {
+            let (name, dims) = parse_pair("--shape", s)?;
+            let dims: Vec<usize> = dims
+                .split(',')
+                .filter(|d| !d.trim().is_empty())
+                .map(|d| d.trim().parse::<usize>())
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|e| Error::argument("--shape", format!("`{s}`: {e}")))?;
+            known.insert(name.to_string(), Shape::new(dims));
+        }
+        let mut types = HashMap::new();
+        for s in dtypes {
+            let (name, dt) = parse_pair("--dtype", s)?;
+            let dt = DType::from_name(dt)
+                .ok_or_else(|| Error::argument("--dtype", format!("`{s}`: unknown dtype")))?;
+            types.insert(name.to_string(), dt);
+        }
+        let reqs: HashMap<String, GradReq> = if train {
+            sym.list_arguments()
+                .into_iter()
+                .filter(|a| types.get(a).is_none_or(|d| d.is_float()))
+                .map(|a| (a, GradReq::Write))
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        sym.simple_bind(&known, &types, reqs)?.to_dot()
+    };
+    match output {
+        Some(path) => std::fs::write(path, dot)
+            .map_err(|e| Error::argument(path.display().to_string(), format!("cannot write: {e}"))),
+        None => out.write_all(dot.as_bytes()).map_err(io_error),
+    }
+}

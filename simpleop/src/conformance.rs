@@ -1,0 +1,471 @@
+//! The conformance runner: reference cases (graphs, inputs, and what a
+//! reference implementation computed; format in `shared/conformance/FORMAT.md`)
+//! checked through the symbolic [`Executor`](crate::symbol::Executor) and,
+//! independently, op by op through the [`NDArray`] API with a reverse-mode
+//! pass of its own.
+//!
+//! ```no_run
+//! let text = std::fs::read_to_string("tests/conformance/mxnet-ops.jsonl").unwrap();
+//! let cases = simpleop::conformance::parse_cases(&text).unwrap();
+//! let report = simpleop::conformance::check(&cases);
+//! println!("{}", report.summary()); // "141 passed, 0 failed"
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use serde::Deserialize;
+
+use crate::symbol::{BindConfig, GradReq, Symbol};
+use crate::{DType, Error, NDArray, OpReqType, Result, eager};
+
+/// One array as case files store it: row-major values as numbers or the
+/// strings `"nan"`, `"inf"`, `"-inf"`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct ArrayData {
+    /// Dimensions.
+    pub shape: Vec<usize>,
+    /// Dtype name (`float32`, `bfloat16`, `int64`, ...).
+    pub dtype: String,
+    /// The values.
+    pub data: Vec<serde_json::Value>,
+}
+
+impl ArrayData {
+    /// The values as f64.
+    pub fn values(&self) -> Result<Vec<f64>> {
+        self.data
+            .iter()
+            .map(|v| match v {
+                serde_json::Value::Number(n) => n.as_f64().ok_or(()),
+                serde_json::Value::String(s) => crate::attrs::parse_f64(s).ok_or(()),
+                _ => Err(()),
+            })
+            .map(|r| r.map_err(|()| case_error("array value is neither a number nor nan/inf")))
+            .collect()
+    }
+
+    /// As an [`NDArray`] of its dtype.
+    pub fn to_ndarray(&self) -> Result<NDArray> {
+        let dtype = DType::from_name(&self.dtype)
+            .ok_or_else(|| case_error(format!("unknown dtype `{}`", self.dtype)))?;
+        NDArray::from_f64(&self.values()?, self.shape.clone(), dtype)
+    }
+}
+
+/// What the reference computed.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Expected {
+    /// Forward outputs, one per head.
+    pub outputs: Vec<ArrayData>,
+    /// Gradients by argument name.
+    #[serde(default)]
+    pub grads: BTreeMap<String, ArrayData>,
+}
+
+/// One conformance case.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Case {
+    /// Case name, e.g. `smooth_l1/scalar=1.0`.
+    pub name: String,
+    /// Who computed it, e.g. `mxnet-1.9.1`.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// MXNet symbol JSON.
+    pub symbol: serde_json::Value,
+    /// Argument values by name.
+    pub inputs: BTreeMap<String, ArrayData>,
+    /// Head gradients; absent when only the forward pass is checked.
+    #[serde(default)]
+    pub head_grads: Option<Vec<ArrayData>>,
+    /// `write`, `add` or `null` per argument.
+    #[serde(default)]
+    pub grad_req: BTreeMap<String, String>,
+    /// Initial gradient buffers for `add`.
+    #[serde(default)]
+    pub grad_init: BTreeMap<String, ArrayData>,
+    /// The reference's results.
+    pub expect: Expected,
+    /// Relative tolerance.
+    pub rtol: f64,
+    /// Absolute tolerance.
+    pub atol: f64,
+}
+
+fn case_error(reason: impl Into<String>) -> Error {
+    Error::Conformance {
+        reason: reason.into(),
+    }
+}
+
+/// Parses a `.jsonl` file: one case per non-blank line.
+pub fn parse_cases(text: &str) -> Result<Vec<Case>> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| case_error(format!("line {}: {e}", i + 1)))
+        })
+        .collect()
+}
+
+/// Which way a case was evaluated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// Bound to an executor (memory planning on or off).
+    Executor {
+        /// Whether the executor planned memory.
+        memory_planning: bool,
+    },
+    /// Op by op through the NDArray API.
+    Eager,
+}
+
+impl fmt::Display for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Path::Executor {
+                memory_planning: true,
+            } => f.write_str("executor"),
+            Path::Executor {
+                memory_planning: false,
+            } => f.write_str("executor (no planning)"),
+            Path::Eager => f.write_str("eager"),
+        }
+    }
+}
+
+/// A case that failed on one path.
+#[derive(Clone, Debug)]
+pub struct Failure {
+    /// The case name.
+    pub case: String,
+    /// The path it failed on.
+    pub path: Path,
+    /// What differed (with the worst element) or the error raised.
+    pub reason: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FAIL {} [{}]: {}", self.case, self.path, self.reason)
+    }
+}
+
+/// The outcome of a run.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// Cases that passed on every path.
+    pub passed: usize,
+    /// One entry per failing case and path.
+    pub failures: Vec<Failure>,
+    /// Number of cases that failed on at least one path.
+    pub failed: usize,
+}
+
+impl Report {
+    /// `N passed, M failed`.
+    pub fn summary(&self) -> String {
+        format!("{} passed, {} failed", self.passed, self.failed)
+    }
+    /// Whether every case passed.
+    pub fn ok(&self) -> bool {
+        self.failed == 0
+    }
+}
+
+/// Checks every case through the executor and eagerly.
+pub fn check(cases: &[Case]) -> Report {
+    check_paths(
+        cases,
+        &[
+            Path::Executor {
+                memory_planning: true,
+            },
+            Path::Eager,
+        ],
+    )
+}
+
+/// Checks every case along each of `paths`.
+pub fn check_paths(cases: &[Case], paths: &[Path]) -> Report {
+    let mut report = Report::default();
+    for case in cases {
+        let mut ok = true;
+        for &path in paths {
+            if let Err(reason) = run(case, path) {
+                ok = false;
+                report.failures.push(Failure {
+                    case: case.name.clone(),
+                    path,
+                    reason,
+                });
+            }
+        }
+        if ok {
+            report.passed += 1;
+        } else {
+            report.failed += 1;
+        }
+    }
+    report
+}
+
+/// Runs one case along one path; `Err` says what differed.
+pub fn run(case: &Case, path: Path) -> std::result::Result<(), String> {
+    let r = match path {
+        Path::Executor { memory_planning } => run_executor(case, memory_planning),
+        Path::Eager => run_eager(case),
+    };
+    r.map_err(|e| match e {
+        Failed::Error(e) => e.to_string(),
+        Failed::Mismatch(m) => m,
+    })
+}
+
+enum Failed {
+    Error(Error),
+    Mismatch(String),
+}
+
+impl From<Error> for Failed {
+    fn from(e: Error) -> Self {
+        Failed::Error(e)
+    }
+}
+
+/// Compares `got` with `want` as FORMAT.md says: same shape and dtype, and
+/// `|a - e| <= atol + rtol·|e|` per element (NaN matches NaN, an infinity
+/// the same infinity). `Err` names the worst element.
+pub fn compare(
+    what: &str,
+    got: &NDArray,
+    want: &ArrayData,
+    rtol: f64,
+    atol: f64,
+) -> std::result::Result<(), String> {
+    if got.shape().dims() != want.shape.as_slice() {
+        return Err(format!("{what}: shape {} != {:?}", got.shape(), want.shape));
+    }
+    if got.dtype().name() != want.dtype {
+        return Err(format!("{what}: dtype {} != {}", got.dtype(), want.dtype));
+    }
+    let expected = want.values().map_err(|e| e.to_string())?;
+    let mut worst: Option<(usize, f64, f64, f64)> = None;
+    for (i, (a, e)) in got.to_f64_vec().into_iter().zip(expected).enumerate() {
+        let same = (a.is_nan() && e.is_nan()) || a == e;
+        let bound = atol + rtol * e.abs();
+        // NaN differences (NaN against a number, inf against -inf) fail.
+        let within = (a - e).abs() <= bound;
+        if !same && !within {
+            let excess = if (a - e).is_nan() {
+                f64::INFINITY
+            } else {
+                (a - e).abs() - bound
+            };
+            if worst.is_none_or(|w| excess > w.3) {
+                worst = Some((i, a, e, excess));
+            }
+        }
+    }
+    match worst {
+        None => Ok(()),
+        Some((i, a, e, _)) => Err(format!("{what}: element {i}: got {a}, expected {e}")),
+    }
+}
+
+fn symbol(case: &Case) -> Result<Symbol> {
+    Symbol::from_json(&case.symbol.to_string())
+}
+
+fn grad_req(case: &Case, name: &str) -> Result<GradReq> {
+    match case.grad_req.get(name) {
+        None => Ok(GradReq::Null),
+        Some(r) => GradReq::from_name(r)
+            .ok_or_else(|| case_error(format!("argument `{name}`: bad grad_req `{r}`"))),
+    }
+}
+
+fn head_grads(case: &Case) -> Result<Option<Vec<NDArray>>> {
+    case.head_grads
+        .as_ref()
+        .map(|h| h.iter().map(ArrayData::to_ndarray).collect())
+        .transpose()
+}
+
+fn check_outputs(case: &Case, outputs: &[NDArray]) -> std::result::Result<(), Failed> {
+    if outputs.len() != case.expect.outputs.len() {
+        return Err(Failed::Mismatch(format!(
+            "{} outputs, expected {}",
+            outputs.len(),
+            case.expect.outputs.len()
+        )));
+    }
+    for (i, (got, want)) in outputs.iter().zip(&case.expect.outputs).enumerate() {
+        compare(&format!("output {i}"), got, want, case.rtol, case.atol)
+            .map_err(Failed::Mismatch)?;
+    }
+    Ok(())
+}
+
+fn check_grad(case: &Case, name: &str, got: Option<&NDArray>) -> std::result::Result<(), Failed> {
+    let Some(want) = case.expect.grads.get(name) else {
+        return Ok(());
+    };
+    let got = got.ok_or_else(|| Failed::Mismatch(format!("grad {name}: not computed")))?;
+    compare(&format!("grad {name}"), got, want, case.rtol, case.atol).map_err(Failed::Mismatch)
+}
+
+fn run_executor(case: &Case, memory_planning: bool) -> std::result::Result<(), Failed> {
+    let sym = symbol(case)?;
+    let mut args = HashMap::new();
+    for (k, v) in &case.inputs {
+        args.insert(k.clone(), v.to_ndarray()?);
+    }
+    let heads = head_grads(case)?;
+    let mut grads = HashMap::new();
+    let mut reqs = HashMap::new();
+    if heads.is_some() {
+        for name in case.grad_req.keys() {
+            let req = grad_req(case, name)?;
+            reqs.insert(name.clone(), req);
+            let a = args.get(name).ok_or_else(|| {
+                case_error(format!("grad_req names `{name}`, which has no input"))
+            })?;
+            let buffer = match (req, case.grad_init.get(name)) {
+                (GradReq::Null, _) => continue,
+                (GradReq::Add, Some(init)) => init.to_ndarray()?,
+                _ => NDArray::zeros(a.shape().clone(), a.dtype()),
+            };
+            grads.insert(name.clone(), buffer);
+        }
+    }
+    let mut exe = sym.bind_with(args, grads, reqs, BindConfig { memory_planning })?;
+    exe.forward(heads.is_some())?;
+    check_outputs(case, exe.outputs())?;
+    if let Some(heads) = heads {
+        exe.backward(&heads)?;
+        for name in case.expect.grads.keys() {
+            check_grad(case, name, exe.grad(name))?;
+        }
+    }
+    Ok(())
+}
+
+/// The graph evaluated node by node with [`eager::invoke_with`]; backward
+/// runs each node's registered gradient with [`eager::invoke_backward`],
+/// accumulating into each value's gradient with `AddTo`.
+fn run_eager(case: &Case) -> std::result::Result<(), Failed> {
+    let g = symbol(case)?.graph()?;
+    let n_nodes = g.nodes.len();
+    let mut values: Vec<NDArray> = Vec::with_capacity(n_nodes);
+    for node in &g.nodes {
+        let v = match node.op {
+            None => case
+                .inputs
+                .get(&node.name)
+                .ok_or_else(|| Error::argument(&node.name, "the case gives no input"))?
+                .to_ndarray()?,
+            Some(op) => {
+                let inputs: Vec<&NDArray> = node.inputs.iter().map(|&i| &values[i]).collect();
+                eager::invoke_with(op, &inputs, &node.env).map_err(|e| node.error(e))?
+            }
+        };
+        values.push(v);
+    }
+    let outputs: Vec<NDArray> = g.heads.iter().map(|&h| values[h].clone()).collect();
+    check_outputs(case, &outputs)?;
+    let Some(heads) = head_grads(case)? else {
+        return Ok(());
+    };
+    // Which values lead to an argument that asks for a gradient.
+    let mut needs = vec![false; n_nodes];
+    let mut reqs = vec![GradReq::Null; n_nodes];
+    for (n, node) in g.nodes.iter().enumerate() {
+        needs[n] = match node.op {
+            None => {
+                reqs[n] = grad_req(case, &node.name)?;
+                reqs[n] != GradReq::Null
+            }
+            Some(_) => node.inputs.iter().any(|&i| needs[i]),
+        };
+    }
+    let mut grads: Vec<Option<NDArray>> = vec![None; n_nodes];
+    // `add` starts from the initial buffer; everything then accumulates.
+    for (n, node) in g.nodes.iter().enumerate() {
+        if reqs[n] == GradReq::Add {
+            grads[n] = Some(match case.grad_init.get(&node.name) {
+                Some(init) => init.to_ndarray()?,
+                None => NDArray::zeros(values[n].shape().clone(), values[n].dtype()),
+            });
+        }
+    }
+    if heads.len() != g.heads.len() {
+        return Err(case_error(format!(
+            "{} head gradients for {} heads",
+            heads.len(),
+            g.heads.len()
+        ))
+        .into());
+    }
+    for (&h, dy) in g.heads.iter().zip(heads) {
+        if !needs[h] {
+            continue;
+        }
+        match &mut grads[h] {
+            Some(acc) => acc.try_add_assign(&dy)?,
+            slot @ None => *slot = Some(dy.deep_copy()),
+        }
+    }
+    for n in (0..n_nodes).rev() {
+        let node = &g.nodes[n];
+        let (Some(op), Some(dy)) = (node.op, grads[n].clone()) else {
+            continue;
+        };
+        if !needs[n] {
+            continue;
+        }
+        let inputs: Vec<&NDArray> = node.inputs.iter().map(|&i| &values[i]).collect();
+        // One call per input that needs a gradient, so an input used twice
+        // by this node accumulates both contributions.
+        for (slot, &i) in node.inputs.iter().enumerate() {
+            if !needs[i] {
+                continue;
+            }
+            let (acc, req) = match grads[i].take() {
+                Some(acc) => (acc, OpReqType::AddTo),
+                None => (
+                    NDArray::zeros(values[i].shape().clone(), values[i].dtype()),
+                    OpReqType::WriteTo,
+                ),
+            };
+            let mut bufs: Vec<NDArray> = (0..inputs.len())
+                .map(|_| NDArray::zeros([0], values[i].dtype()))
+                .collect();
+            bufs[slot] = acc;
+            let mut slot_reqs = vec![OpReqType::Null; inputs.len()];
+            slot_reqs[slot] = req;
+            eager::invoke_backward(
+                op,
+                &node.env,
+                &dy,
+                Some(&values[n]),
+                &inputs,
+                &mut bufs,
+                &slot_reqs,
+            )
+            .map_err(|e| node.error(e))?;
+            grads[i] = Some(bufs.swap_remove(slot));
+        }
+    }
+    for (n, node) in g.nodes.iter().enumerate() {
+        if node.op.is_none() && reqs[n] != GradReq::Null {
+            // No path from a head: the gradient is zero, as in MXNet.
+            let got = grads[n]
+                .take()
+                .unwrap_or_else(|| NDArray::zeros(values[n].shape().clone(), values[n].dtype()));
+            check_grad(case, &node.name, Some(&got))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,155 @@
+//! The `simpleop` command line, in process: `check` on the MXNet cases and
+//! on a case that must fail, `ops` listings, and `graph` DOT output.
+
+use std::path::PathBuf;
+
+const CASES: &str = include_str!("../conformance/mxnet-ops.jsonl");
+
+fn run(args: &[&str]) -> (u8, String) {
+    simpleop_ops::link();
+    let mut out = Vec::new();
+    let argv = std::iter::once("simpleop").chain(args.iter().copied());
+    let code = simpleop::cli::run(argv, &mut out).unwrap();
+    (code, String::from_utf8(out).unwrap())
+}
+
+fn run_err(args: &[&str]) -> simpleop::Error {
+    simpleop_ops::link();
+    let argv = std::iter::once("simpleop").chain(args.iter().copied());
+    simpleop::cli::run(argv, &mut Vec::new()).unwrap_err()
+}
+
+/// A fresh file under the target directory's temp area.
+fn temp_file(name: &str, contents: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("simpleop-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, contents).unwrap();
+    path
+}
+
+fn case_line(name: &str) -> serde_json::Value {
+    CASES
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|c| c["name"] == name)
+        .unwrap()
+}
+
+#[test]
+fn check_passes_every_mxnet_case_through_both_paths() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/conformance/mxnet-ops.jsonl");
+    let (code, out) = run(&["check", path]);
+    assert_eq!(out.lines().last(), Some("141 passed, 0 failed"), "{out}");
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn check_reports_a_wrong_case_on_both_paths_and_fails() {
+    let mut case = case_line("graph/mlp_loss");
+    case["name"] = "broken/mlp_loss".into();
+    // Shift the expected gradient of w2 far outside the tolerance.
+    let v = case["expect"]["grads"]["w2"]["data"][3].as_f64().unwrap();
+    case["expect"]["grads"]["w2"]["data"][3] = (v + 1.0).into();
+    let good = case_line("relu/float32");
+    let text = format!("{case}\n\n{good}\n");
+    let path = temp_file("broken.jsonl", &text);
+    let (code, out) = run(&["check", path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(lines[0].starts_with("FAIL broken/mlp_loss [executor]: grad w2: element 3: got"));
+    assert!(lines[1].starts_with("FAIL broken/mlp_loss [eager]: grad w2: element 3: got"));
+    assert_eq!(lines[2], "1 passed, 1 failed");
+}
+
+#[test]
+fn check_rejects_a_malformed_file_naming_the_line() {
+    let path = temp_file("malformed.jsonl", "{\"name\": \"x\"}\n{not json\n");
+    let err = run_err(&["check", path.to_str().unwrap()]).to_string();
+    assert!(
+        err.contains("malformed.jsonl") && err.contains("line 1"),
+        "{err}"
+    );
+    let missing = run_err(&["check", "/nonexistent/cases.jsonl"]).to_string();
+    assert!(missing.contains("cannot read"), "{missing}");
+}
+
+#[test]
+fn ops_lists_every_op_and_describes_one() {
+    let (code, out) = run(&["ops"]);
+    assert_eq!(code, 0);
+    let registry = simpleop::Registry::global().unwrap();
+    assert_eq!(out.lines().count(), registry.len() + 1);
+    assert_eq!(
+        out.lines().last().unwrap(),
+        format!("{} ops", registry.len())
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("smooth_l1 ") && l.contains("unary"))
+    );
+
+    let (_, relu) = run(&["ops", "relu"]);
+    assert!(
+        relu.contains("gradient   T1 (reads output gradient, output)"),
+        "{relu}"
+    );
+    assert!(
+        relu.contains("inplace    forward InOut, gradient OutIn"),
+        "{relu}"
+    );
+    assert!(relu.contains("pattern    elementwise"), "{relu}");
+    let (_, sgd) = run(&["ops", "sgd_mom_update"]);
+    assert!(sgd.contains("params     kwargs"), "{sgd}");
+    assert!(sgd.contains("mutates    mom"), "{sgd}");
+    let (_, dot) = run(&["ops", "dot"]);
+    assert!(dot.contains("pattern    out_elemwise_fusable"), "{dot}");
+    assert!(dot.contains("form       blob"), "{dot}");
+
+    let err = run_err(&["ops", "relux"]).to_string();
+    assert!(err.contains("did you mean `relu`"), "{err}");
+}
+
+#[test]
+fn graph_writes_dot_with_and_without_a_memory_plan() {
+    let case = case_line("graph/mlp_loss");
+    let path = temp_file("mlp.json", &case["symbol"].to_string());
+    let file = path.to_str().unwrap();
+    let (code, dot) = run(&["graph", file]);
+    assert_eq!(code, 0);
+    assert!(dot.starts_with("digraph"), "{dot}");
+    assert!(dot.contains("softmax_cross_entropy"), "{dot}");
+    assert!(!dot.contains("buf 0"), "no plan without shapes");
+
+    let shapes = [
+        "--shape", "x=6,8", "--shape", "w1=8,16", "--shape", "b1=16", "--shape", "w2=16,4",
+        "--shape", "b2=4", "--shape", "label=6",
+    ];
+    let mut args = vec!["graph", file];
+    args.extend(shapes);
+    args.push("--train");
+    let out = temp_file("mlp.dot", "");
+    args.extend(["-o", out.to_str().unwrap()]);
+    let (code, printed) = run(&args);
+    assert_eq!((code, printed.as_str()), (0, ""));
+    let planned = std::fs::read_to_string(&out).unwrap();
+    assert!(planned.contains("(6, 16) float32"), "{planned}");
+    assert!(planned.contains("buf 0"), "{planned}");
+
+    let err = run_err(&["graph", file, "--shape", "x=6;8"]).to_string();
+    assert!(err.contains("--shape") && err.contains("x=6;8"), "{err}");
+    let err = run_err(&["graph", file, "--shape", "x"]).to_string();
+    assert!(err.contains("NAME=VALUE"), "{err}");
+}
+
+#[test]
+fn usage_errors_exit_with_2() {
+    let (code, _) = run(&["frobnicate"]);
+    assert_eq!(code, 2);
+    let (code, _) = run(&["check"]);
+    assert_eq!(code, 2);
+    let (code, help) = run(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(help.contains("check") && help.contains("graph"), "{help}");
+}
