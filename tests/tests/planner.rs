@@ -1,0 +1,362 @@
+//! The memory planner: buffer reuse and in-place writes cut memory, and
+//! never change a result. Planned and unplanned executors of random graphs
+//! agree bit for bit, forward and backward.
+
+use std::collections::HashMap;
+
+use std::cell::Cell;
+
+use proptest::prelude::*;
+use proptest::test_runner::{TestCaseError, TestRunner};
+use simpleop::symbol::{BindConfig, Executor, GradReq, MemoryStats, Symbol};
+use simpleop::{Attrs, DType, NDArray, OpDef, OpForm, ParamKind, Pattern, Registry, Shape};
+
+fn map<V>(items: Vec<(&str, V)>) -> HashMap<String, V> {
+    items.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}
+
+/// Unary ops that may write their output over their input.
+fn inplace_unary_ops() -> Vec<&'static OpDef> {
+    Registry::global()
+        .unwrap()
+        .iter()
+        .map(|o| o.def)
+        .filter(|d| {
+            d.num_inputs() == 1
+                && d.inplace.forward.is_some()
+                && matches!(d.params, ParamKind::None)
+                && d.mutate_inputs.is_empty()
+        })
+        .collect()
+}
+
+/// In-place unary ops that keep values finite on `[0.1, 0.9]`.
+const CHAIN: [&str; 6] = ["relu", "tanh", "sigmoid", "exp", "negative", "cbrt"];
+
+#[test]
+fn a_chain_of_inplace_unary_ops_needs_at_most_two_buffers() {
+    simpleop_ops::link();
+    let inplace: Vec<&str> = inplace_unary_ops().iter().map(|d| d.name).collect();
+    for name in CHAIN {
+        assert!(
+            inplace.contains(&name),
+            "{name} is not an in-place unary op"
+        );
+    }
+    for n in [1, 2, 3, 5, 10, 40] {
+        let x = Symbol::var("x");
+        let mut y = x.clone();
+        for i in 0..n {
+            let name = CHAIN[i % CHAIN.len()];
+            y = Symbol::invoke(name, &[&y], &Attrs::new()).unwrap();
+        }
+        let xv = NDArray::random_uniform([1000], 0.1, 0.9, DType::F32, 1).unwrap();
+        let mut exe = y
+            .bind(map(vec![("x", xv.clone())]), HashMap::new(), HashMap::new())
+            .unwrap();
+        let stats = exe.inference_memory_stats();
+        assert!(stats.buffers <= 2, "chain of {n}: {stats:?}");
+        // Every op after the first (which must not overwrite the argument)
+        // and before the last (which writes the output array) is in place.
+        assert_eq!(
+            stats.inplace_writes,
+            n.saturating_sub(2),
+            "chain of {n}: {stats:?}"
+        );
+        assert_eq!(stats.planned_bytes, 4000 * stats.buffers);
+        assert_eq!(stats.unplanned_bytes, 4000 * n);
+        // ... and computes what the eager chain computes.
+        exe.forward(false).unwrap();
+        let mut want = xv;
+        for i in 0..n {
+            let name = CHAIN[i % CHAIN.len()];
+            want = simpleop::eager::invoke(name, &[&want], &Attrs::new()).unwrap();
+        }
+        assert_eq!(exe.outputs()[0], want);
+    }
+}
+
+/// The `graph/mlp_loss` case's graph bound for training at `batch` rows.
+fn mlp_executor(batch: usize, hidden: usize, planning: bool) -> Executor {
+    let line = include_str!("../conformance/mxnet-ops.jsonl")
+        .lines()
+        .find(|l| l.contains("\"graph/mlp_loss\""))
+        .unwrap();
+    let case: serde_json::Value = serde_json::from_str(line).unwrap();
+    let sym = Symbol::from_json(&case["symbol"].to_string()).unwrap();
+    let shapes: HashMap<String, Shape> = [
+        ("x", vec![batch, 64]),
+        ("w1", vec![64, hidden]),
+        ("b1", vec![hidden]),
+        ("w2", vec![hidden, 10]),
+        ("b2", vec![10]),
+        ("label", vec![batch]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), Shape::new(v)))
+    .collect();
+    let reqs: HashMap<String, GradReq> = ["x", "w1", "b1", "w2", "b2"]
+        .into_iter()
+        .map(|k| (k.to_owned(), GradReq::Write))
+        .chain([("label".to_owned(), GradReq::Null)])
+        .collect();
+    let mut args = HashMap::new();
+    let mut grads = HashMap::new();
+    for (k, s) in &shapes {
+        let a = if k == "label" {
+            let v: Vec<f64> = (0..batch).map(|j| (j % 10) as f64).collect();
+            NDArray::from_f64(&v, s.clone(), DType::F32).unwrap()
+        } else {
+            let seed = k.bytes().map(u64::from).sum();
+            NDArray::random_normal(s.clone(), 0.0, 0.3, DType::F32, seed).unwrap()
+        };
+        if reqs[k] == GradReq::Write {
+            grads.insert(k.clone(), NDArray::zeros(s.clone(), DType::F32));
+        }
+        args.insert(k.clone(), a);
+    }
+    let config = BindConfig {
+        memory_planning: planning,
+    };
+    sym.bind_with(args, grads, reqs, config).unwrap()
+}
+
+#[test]
+fn training_the_mlp_graph_plans_at_most_half_the_memory() {
+    simpleop_ops::link();
+    for (batch, hidden) in [(6, 16), (64, 128), (256, 512)] {
+        let mut planned = mlp_executor(batch, hidden, true);
+        let stats = planned.memory_stats();
+        println!("mlp_loss batch {batch} hidden {hidden}: {stats:?}");
+        assert!(
+            2 * stats.planned_bytes <= stats.unplanned_bytes,
+            "batch {batch} hidden {hidden}: {stats:?}"
+        );
+        assert!(stats.inplace_writes >= 2, "{stats:?}");
+        // Planning changes nothing in the results.
+        let mut unplanned = mlp_executor(batch, hidden, false);
+        let none = unplanned.memory_stats();
+        assert_eq!(none.planned_bytes, none.unplanned_bytes);
+        assert_eq!(none.inplace_writes, 0);
+        for exe in [&mut planned, &mut unplanned] {
+            exe.forward(true).unwrap();
+            exe.backward(&[]).unwrap();
+        }
+        assert_eq!(planned.outputs(), unplanned.outputs());
+        for k in ["x", "w1", "b1", "w2", "b2"] {
+            assert_eq!(planned.grad(k), unplanned.grad(k), "{k}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Random graphs
+// ---------------------------------------------------------------------------
+
+/// Same-shape elementwise ops with a gradient: what random graphs draw from.
+fn graph_ops() -> Vec<&'static OpDef> {
+    Registry::global()
+        .unwrap()
+        .iter()
+        .map(|o| o.def)
+        .filter(|d| {
+            matches!(d.num_inputs(), 1 | 2)
+                && d.form == OpForm::Elementwise
+                && d.pattern == Pattern::Elementwise
+                && matches!(d.params, ParamKind::None | ParamKind::Scalar)
+                && d.gradient.is_some()
+                && !d.resources.rng
+                && d.mutate_inputs.is_empty()
+        })
+        .collect()
+}
+
+/// A random graph: each node is (op pick, input picks) over earlier values.
+#[derive(Clone, Debug)]
+struct Recipe {
+    vars: usize,
+    dims: Vec<usize>,
+    dtype: DType,
+    nodes: Vec<(usize, usize, usize)>,
+    heads: Vec<usize>,
+    reqs: Vec<GradReq>,
+    seed: u64,
+}
+
+fn recipe() -> impl Strategy<Value = Recipe> {
+    (
+        1usize..=3,
+        prop_oneof![
+            Just(vec![5]),
+            Just(vec![2, 3]),
+            Just(vec![3, 1, 4]),
+            Just(vec![33])
+        ],
+        prop_oneof![
+            Just(DType::F32),
+            Just(DType::F64),
+            Just(DType::F16),
+            Just(DType::BF16)
+        ],
+        prop::collection::vec((any::<usize>(), any::<usize>(), any::<usize>()), 1..12),
+        prop::collection::vec(any::<usize>(), 1..4),
+        prop::collection::vec(
+            prop_oneof![
+                Just(GradReq::Write),
+                Just(GradReq::Add),
+                Just(GradReq::Null)
+            ],
+            3,
+        ),
+        any::<u64>(),
+    )
+        .prop_map(|(vars, dims, dtype, nodes, heads, reqs, seed)| Recipe {
+            vars,
+            dims,
+            dtype,
+            nodes,
+            heads,
+            reqs,
+            seed,
+        })
+}
+
+struct Built {
+    symbol: Symbol,
+    names: Vec<String>,
+}
+
+fn build(r: &Recipe, ops: &[&'static OpDef]) -> Built {
+    let names: Vec<String> = (0..r.vars).map(|i| format!("v{i}")).collect();
+    let mut values: Vec<Symbol> = names.iter().map(|n| Symbol::var(n)).collect();
+    for &(op, a, b) in &r.nodes {
+        let def = ops[op % ops.len()];
+        let x = &values[a % values.len()];
+        let y = &values[b % values.len()];
+        let inputs: Vec<&Symbol> = if def.num_inputs() == 1 {
+            vec![x]
+        } else {
+            vec![x, y]
+        };
+        let attrs = match def.params {
+            ParamKind::Scalar => Attrs::new().with("scalar", 0.75),
+            _ => Attrs::new(),
+        };
+        let s = Symbol::invoke(def.name, &inputs, &attrs).unwrap();
+        values.push(s);
+    }
+    // Heads: distinct op nodes, the last one always among them.
+    let n_ops = r.nodes.len();
+    let mut heads = vec![values.len() - 1];
+    for &h in &r.heads {
+        let i = r.vars + h % n_ops;
+        if !heads.contains(&i) {
+            heads.push(i);
+        }
+    }
+    let symbol = Symbol::group(&heads.iter().map(|&i| values[i].clone()).collect::<Vec<_>>());
+    Built { symbol, names }
+}
+
+/// Binds, runs forward and backward, returns outputs and gradients.
+fn run(r: &Recipe, b: &Built, planning: bool) -> (Vec<NDArray>, Vec<Option<NDArray>>, Executor) {
+    let shape = Shape::new(r.dims.clone());
+    let mut args = HashMap::new();
+    let mut grads = HashMap::new();
+    let mut reqs = HashMap::new();
+    let used = b.symbol.list_arguments();
+    for (i, n) in b.names.iter().enumerate() {
+        if !used.contains(n) {
+            continue;
+        }
+        let a = NDArray::random_uniform(shape.clone(), -1.5, 1.5, r.dtype, r.seed + i as u64);
+        args.insert(n.clone(), a.unwrap());
+        reqs.insert(n.clone(), r.reqs[i]);
+        if r.reqs[i] != GradReq::Null {
+            let init = NDArray::random_uniform(shape.clone(), -1.0, 1.0, r.dtype, r.seed ^ 77);
+            grads.insert(n.clone(), init.unwrap());
+        }
+    }
+    let train = reqs.values().any(|q| *q != GradReq::Null);
+    let config = BindConfig {
+        memory_planning: planning,
+    };
+    let mut exe = b.symbol.bind_with(args, grads, reqs, config).unwrap();
+    exe.forward(train).unwrap();
+    if train {
+        let heads: Vec<NDArray> = exe
+            .outputs()
+            .iter()
+            .enumerate()
+            .map(|(h, o)| {
+                NDArray::random_uniform(
+                    o.shape().clone(),
+                    -1.0,
+                    1.0,
+                    r.dtype,
+                    r.seed + 100 + h as u64,
+                )
+                .unwrap()
+            })
+            .collect();
+        exe.backward(&heads).unwrap();
+    }
+    let outs = exe.outputs().to_vec();
+    let grads = b.names.iter().map(|n| exe.grad(n).cloned()).collect();
+    (outs, grads, exe)
+}
+
+fn bits(a: &NDArray) -> Vec<u64> {
+    a.to_f64_vec().into_iter().map(f64::to_bits).collect()
+}
+
+/// Runs one recipe planned and unplanned; returns the planned stats.
+fn planned_matches_unplanned(
+    r: &Recipe,
+    ops: &[&'static OpDef],
+) -> Result<MemoryStats, TestCaseError> {
+    let b = build(r, ops);
+    let (out_p, grad_p, exe_p) = run(r, &b, true);
+    let (out_u, grad_u, exe_u) = run(r, &b, false);
+    prop_assert_eq!(out_p.len(), out_u.len());
+    for (p, u) in out_p.iter().zip(&out_u) {
+        prop_assert_eq!(bits(p), bits(u));
+    }
+    for (p, u) in grad_p.iter().zip(&grad_u) {
+        prop_assert_eq!(p.as_ref().map(bits), u.as_ref().map(bits));
+    }
+    let (sp, su) = (exe_p.memory_stats(), exe_u.memory_stats());
+    prop_assert!(sp.planned_bytes <= su.planned_bytes, "{:?} vs {:?}", sp, su);
+    prop_assert_eq!(sp.unplanned_bytes, su.unplanned_bytes);
+    Ok(sp)
+}
+
+#[test]
+fn planned_and_unplanned_agree_bit_for_bit_on_1000_random_graphs() {
+    simpleop_ops::link();
+    let ops = graph_ops();
+    assert!(ops.len() >= 40, "{} ops to draw from", ops.len());
+    let mut runner = TestRunner::new(ProptestConfig {
+        cases: 1000,
+        ..ProptestConfig::default()
+    });
+    let (graphs, inplace, reused) = (Cell::new(0), Cell::new(0), Cell::new(0));
+    runner
+        .run(&recipe(), |r| {
+            let stats = planned_matches_unplanned(&r, &ops)?;
+            graphs.set(graphs.get() + 1);
+            inplace.set(inplace.get() + usize::from(stats.inplace_writes > 0));
+            reused.set(reused.get() + usize::from(stats.planned_bytes < stats.unplanned_bytes));
+            Ok(())
+        })
+        .unwrap();
+    // The property ran on 1,000 graphs, and the planner did real work on
+    // many of them (so the property is not vacuous).
+    assert!(graphs.get() >= 1000);
+    assert!(
+        inplace.get() >= 200,
+        "{} graphs with in-place writes",
+        inplace.get()
+    );
+    assert!(reused.get() >= 300, "{} graphs with reuse", reused.get());
+}
