@@ -28,10 +28,12 @@ fn registered(op: &'static OpDef) -> Result<&'static RegisteredOp> {
 
 /// Runs op `name` with string attributes (as in a graph file).
 ///
-/// ```no_run
+/// ```
 /// # use simpleop::{eager, Attrs, NDArray, DType};
+/// simpleop_ops::link(); // the crate defining `smooth_l1`
 /// let x = NDArray::from_vec(vec![-1.0f32, 0.5, 2.0], [3])?;
 /// let y = eager::invoke("smooth_l1", &[&x], &Attrs::from([("scalar", "1.0")]))?;
+/// assert_eq!(y.to_vec::<f32>()?, [0.5, 0.125, 1.5]);
 /// # Ok::<(), simpleop::Error>(())
 /// ```
 pub fn invoke(name: &str, inputs: &[&NDArray], attrs: &Attrs) -> Result<NDArray> {

@@ -5,8 +5,9 @@
 //! and every [`OpReqType`] the op allows, and also checks that the forward
 //! kernel honours each request type.
 //!
-//! ```no_run
+//! ```
 //! use simpleop::gradcheck::GradCheck;
+//! simpleop_ops::link(); // the crate defining `smooth_l1`
 //! GradCheck::new("smooth_l1")
 //!     .attr("scalar", 1.0)
 //!     .shapes(&[&[3, 4]])

@@ -261,3 +261,64 @@ fn executors_are_send_and_run_concurrently() {
         }
     });
 }
+
+/// The README's "Use it in a graph" block, with its results checked.
+#[test]
+fn readme_graph_tour() -> simpleop::Result<()> {
+    simpleop_ops::link();
+    let (x, w, b) = (Symbol::var("x"), Symbol::var("w"), Symbol::var("b"));
+    let h = relu(&broadcast_add(&dot(&x, &w, Default::default())?, &b)?)?;
+    let loss = (&sum(&h, ReduceAxesParams::default())? * 0.5)?;
+    assert_eq!(loss.list_arguments(), ["x", "w", "b"]);
+
+    let known = HashMap::from([
+        ("x".to_string(), Shape::new(vec![32, 8])),
+        ("w".to_string(), Shape::new(vec![8, 4])),
+        ("b".to_string(), Shape::new(vec![4])),
+    ]);
+    assert_eq!(
+        loss.infer_shape(&known)?.output_shapes,
+        [Some(Shape::new(vec![1]))]
+    );
+    let reqs = HashMap::from([
+        ("w".to_string(), GradReq::Write),
+        ("b".to_string(), GradReq::Add),
+    ]);
+    let mut exe = loss.simple_bind(&known, &HashMap::new(), reqs)?;
+    let xv = NDArray::random_normal([32, 8], 0.0, 1.0, DType::F32, 7)?;
+    exe.set_arg("x", &xv)?;
+    exe.set_arg(
+        "w",
+        &NDArray::random_normal([8, 4], 0.0, 1.0, DType::F32, 8)?,
+    )?;
+    exe.forward(true)?;
+    exe.backward(&[])?;
+    // d loss / dw = 0.5 · xᵀ · 1[h > 0]; d loss / db = 0.5 · Σ_rows 1[h > 0].
+    let w_now = exe.arg("w").unwrap().to_f64_vec();
+    let x_now = xv.to_f64_vec();
+    let mut dw = vec![0.0; 32];
+    let mut db = vec![0.0; 4];
+    for r in 0..32 {
+        for j in 0..4 {
+            let pre: f64 = (0..8).map(|k| x_now[r * 8 + k] * w_now[k * 4 + j]).sum();
+            if pre > 0.0 {
+                db[j] += 0.5;
+                for k in 0..8 {
+                    dw[k * 4 + j] += 0.5 * x_now[r * 8 + k];
+                }
+            }
+        }
+    }
+    let got_dw = exe.grad("w").unwrap().to_f64_vec();
+    let got_db = exe.grad("b").unwrap().to_f64_vec();
+    for (g, e) in got_dw.iter().zip(&dw).chain(got_db.iter().zip(&db)) {
+        assert!((g - e).abs() < 1e-4, "{g} vs {e}");
+    }
+    let stats = exe.memory_stats();
+    assert!(stats.planned_bytes < stats.unplanned_bytes, "{stats:?}");
+    let json = loss.to_json();
+    assert_eq!(Symbol::from_json(&json)?.to_json(), json);
+    let dot = exe.to_dot();
+    assert!(dot.contains("(32, 4) float32"), "{dot}");
+    Ok(())
+}

@@ -78,12 +78,12 @@ pub struct MemoryStats {
 
 /// A graph bound to arguments and gradient buffers.
 ///
-/// ```no_run
+/// ```
 /// use std::collections::HashMap;
 /// use simpleop::symbol::{GradReq, Symbol};
 /// use simpleop::{DType, NDArray};
 /// # fn main() -> simpleop::Result<()> {
-/// // With an op crate such as `simpleop_ops` linked:
+/// simpleop_ops::link(); // the crate defining `elemwise_mul`
 /// let x = Symbol::var("x");
 /// let y = (&x * &x)?;
 /// let args = HashMap::from([("x".to_owned(), NDArray::from_vec(vec![1.0f32, 2.0], [2])?)]);

@@ -52,6 +52,7 @@ pub(crate) struct Entry {
 ///
 /// ```
 /// use simpleop::symbol::Symbol;
+/// simpleop_ops::link(); // the crate defining `elemwise_mul`
 /// let x = Symbol::var("x");
 /// let y = Symbol::var("y");
 /// let z = (&x * &y)?;
