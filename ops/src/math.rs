@@ -362,9 +362,9 @@ pub mod tanh {
 #[simple_op(inplace = "InOut, OutIn")]
 pub mod sigmoid {
     use simpleop::prelude::*;
-    /// `1 / (1 + e^-x)`.
+    /// `1 / (1 + e^-x)`, accurate for large |x| too.
     pub fn forward<T: Float>(x: T) -> T {
-        T::one() / (T::one() + (-x).exp())
+        x.sigmoid()
     }
     /// `dy · y (1 - y)`.
     pub fn backward<T: Float>(dy: OutGrad<T>, y: OutValue<T>) -> T {

@@ -293,6 +293,7 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
         "opaque" => quote!(Opaque),
         _ => quote!(Elementwise),
     };
+    let cost = m.cost;
     let fwd_inplace = match m.fwd_inplace {
         Some(InplaceName::InOut) => quote!(Some(::simpleop::ForwardInplace::InOut)),
         Some(InplaceName::LhsOut) => quote!(Some(::simpleop::ForwardInplace::LhsOut)),
@@ -329,6 +330,30 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
         }
         None => quote!(None),
     };
+    let tile = if m.form == Form::Elementwise && arity > 0 && states.is_empty() {
+        let bwd = |c: TokenStream| {
+            if m.backward.is_some() {
+                quote!(Some(|env: &::simpleop::EnvArguments, dy: &[#c], y: &[#c], xs: &[&[#c]], grads: &mut [&mut [#c]]| {
+                    ::simpleop::kernel::tile_backward::<_, #c, #arity>(&__kernel(env)?, dy, y, xs, grads)
+                }))
+            } else {
+                quote!(None)
+            }
+        };
+        let (b32, b64) = (bwd(quote!(f32)), bwd(quote!(f64)));
+        quote!(Some(::simpleop::kernel::TileFns {
+            forward_f32: |env: &::simpleop::EnvArguments, ins: &[&[f32]], out: &mut [f32]| {
+                ::simpleop::kernel::tile_forward::<_, f32, #arity>(&__kernel(env)?, ins, out)
+            },
+            forward_f64: |env: &::simpleop::EnvArguments, ins: &[&[f64]], out: &mut [f64]| {
+                ::simpleop::kernel::tile_forward::<_, f64, #arity>(&__kernel(env)?, ins, out)
+            },
+            backward_f32: #b32,
+            backward_f64: #b64,
+        }))
+    } else {
+        quote!(None)
+    };
     generated.extend(quote! {
         #[allow(clippy::needless_question_mark)] // user functions may return any error convertible into simpleop::Error
                 fn __forward_cpu(
@@ -352,6 +377,7 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
             params: #params_kind,
             form: #form,
             pattern: ::simpleop::Pattern::#pattern,
+            cost: #cost,
             inplace: ::simpleop::InplaceOptions { forward: #fwd_inplace, gradient: #grad_inplace },
             gradient: #gradient,
             resources: ::simpleop::Resources { rng: #rng, temp: #temp },
@@ -370,6 +396,7 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
                 device: ::simpleop::Device::Cpu,
                 forward: __forward_cpu,
                 backward: #backward_fn,
+                tile: #tile,
                 location: concat!(file!(), ":", line!()),
             }
         }

@@ -76,6 +76,8 @@ pub struct OpModel {
     pub backward: Option<Backward>,
     pub shape: Option<Kernel>,
     pub dtype: Option<Kernel>,
+    /// Estimated work per element (see [`estimate_cost`]).
+    pub cost: u32,
 }
 
 impl OpModel {
@@ -477,7 +479,32 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
         backward,
         shape,
         dtype,
+        cost: find_fn(module, "forward").map_or(1, estimate_cost),
     })
+}
+
+/// Methods of `Float` that cost about ten cheap arithmetic ops each.
+const EXPENSIVE: [&str; 23] = [
+    "exp", "exp_m1", "ln", "ln_1p", "log2", "log10", "powf", "sin", "cos", "tan", "asin", "acos",
+    "atan", "sinh", "cosh", "tanh", "erf", "gamma", "hypot", "cbrt", "sigmoid", "sqrt", "recip",
+];
+
+/// Work per element of a kernel, in units of one cheap elementwise op: 1
+/// plus 10 per call of an expensive `Float` method in its body. The
+/// executor uses it to decide when splitting across threads pays.
+fn estimate_cost(f: &ItemFn) -> u32 {
+    fn walk(ts: proc_macro2::TokenStream) -> u32 {
+        ts.into_iter()
+            .map(|t| match t {
+                proc_macro2::TokenTree::Ident(i) if EXPENSIVE.contains(&i.to_string().as_str()) => {
+                    10
+                }
+                proc_macro2::TokenTree::Group(g) => walk(g.stream()),
+                _ => 0,
+            })
+            .sum()
+    }
+    1 + walk(quote::ToTokens::to_token_stream(&f.block))
 }
 
 fn elementwise_forward(

@@ -126,8 +126,11 @@ impl_int_element!(i32 => I32, i64 => I64, u8 => U8);
 /// calls it directly.
 ///
 /// Every method is a plain scalar function; kernels written with them are
-/// monomorphised per compute type, which is what lets a later backend
-/// vectorise them without changing how ops are written.
+/// monomorphised per compute type and vectorised by the drivers
+/// ([`crate::kernel::simd`]). For f32, `exp`, `exp_m1`, `ln`, `ln_1p`,
+/// `log2`, `log10`, `tanh`, `sigmoid`, `erf`, `sin`, `cos` and `powf` are
+/// branch-free polynomials ([`crate::vmath`], with their measured error in
+/// ULP) that vectorise with the kernel; f64 uses std's (libm) functions.
 pub trait Float:
     Element
     + Add<Output = Self>
@@ -200,6 +203,8 @@ pub trait Float:
     fn tanh(self) -> Self;
     /// The error function.
     fn erf(self) -> Self;
+    /// The logistic function `1 / (1 + e^-x)`, accurate for large |x|.
+    fn sigmoid(self) -> Self;
     /// The gamma function.
     fn gamma(self) -> Self;
     /// sqrt(x² + y²) without undue overflow.
@@ -238,8 +243,39 @@ macro_rules! native_unary {
     )*};
 }
 
+/// f64 math: std (libm quality, scalar) and libm's erf.
+mod vm64 {
+    pub use libm::erf;
+    macro_rules! std64 {
+        ($($m:ident => $s:ident),*) => {$(
+            #[inline(always)]
+            pub fn $m(x: f64) -> f64 { x.$s() }
+        )*};
+    }
+    std64!(exp => exp, exp_m1 => exp_m1, ln => ln, ln_1p => ln_1p, log2 => log2, log10 => log10,
+           sin => sin, cos => cos, tanh => tanh);
+    #[inline(always)]
+    pub fn pow(x: f64, y: f64) -> f64 {
+        x.powf(y)
+    }
+    /// `1/(1+e^-x)`, from `e^-|x|` so that it is accurate for large |x|.
+    #[inline(always)]
+    pub fn sigmoid(x: f64) -> f64 {
+        let e = (-x.abs()).exp();
+        let s = 1.0 / (1.0 + e);
+        if x >= 0.0 { s } else { e * s }
+    }
+}
+
+macro_rules! vector_math {
+    ($vm:path; $($m:ident),*) => {$(
+        #[inline(always)]
+        fn $m(self) -> Self { { use $vm as vm; vm::$m(self) } }
+    )*};
+}
+
 macro_rules! impl_native_float {
-    ($t:ident, $d:ident, $erf:path, $gamma:path) => {
+    ($t:ident, $d:ident, $vm:path, $gamma:path) => {
         impl Element for $t {
             const DTYPE: DType = DType::$d;
             #[inline(always)]
@@ -281,7 +317,8 @@ macro_rules! impl_native_float {
             fn nan() -> Self {
                 $t::NAN
             }
-            native_unary!($t; abs, sqrt, cbrt, exp, exp_m1, ln, ln_1p, log2, log10, sin, cos, tan, asin, acos, atan, sinh, cosh, tanh, floor, ceil, round, trunc);
+            native_unary!($t; abs, sqrt, cbrt, tan, asin, acos, atan, sinh, cosh, floor, ceil, round, trunc);
+            vector_math!($vm; exp, exp_m1, ln, ln_1p, log2, log10, sin, cos, tanh, erf, sigmoid);
             #[inline(always)]
             fn sign(self) -> Self {
                 if self > 0.0 {
@@ -294,11 +331,7 @@ macro_rules! impl_native_float {
             }
             #[inline(always)]
             fn powf(self, y: Self) -> Self {
-                $t::powf(self, y)
-            }
-            #[inline(always)]
-            fn erf(self) -> Self {
-                $erf(self)
+                { use $vm as vm; vm::pow(self, y) }
             }
             #[inline(always)]
             fn gamma(self) -> Self {
@@ -315,8 +348,8 @@ macro_rules! impl_native_float {
         }
     };
 }
-impl_native_float!(f32, F32, libm::erff, libm::tgammaf);
-impl_native_float!(f64, F64, libm::erf, libm::tgamma);
+impl_native_float!(f32, F32, crate::vmath, libm::tgammaf);
+impl_native_float!(f64, F64, vm64, libm::tgamma);
 
 macro_rules! half_unary {
     ($($m:ident),*) => {$(
@@ -370,11 +403,11 @@ macro_rules! impl_half_float {
             }
             half_unary!(
                 abs, sign, sqrt, cbrt, exp, exp_m1, ln, ln_1p, log2, log10, sin, cos, tan, asin,
-                acos, atan, sinh, cosh, tanh, erf, gamma, floor, ceil, round, trunc
+                acos, atan, sinh, cosh, tanh, erf, sigmoid, gamma, floor, ceil, round, trunc
             );
             #[inline(always)]
             fn powf(self, y: Self) -> Self {
-                Self::from_f32(self.to_f32().powf(y.to_f32()))
+                Self::from_f32(<f32 as Float>::powf(self.to_f32(), y.to_f32()))
             }
             #[inline(always)]
             fn hypot(self, y: Self) -> Self {

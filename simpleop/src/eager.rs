@@ -140,7 +140,8 @@ fn run_forward(
     let ctx = ctx.copied().unwrap_or_default();
     let kernels = entry.kernels(ctx.device)?;
     let env = seeded(op, env);
-    let mut out = NDArray::zeros(shape, dtype);
+    // Written with `WriteTo` below, so old pooled bytes never show.
+    let mut out = NDArray::for_overwrite(shape, dtype);
     let blobs: Vec<TBlob<'_>> = inputs.iter().map(|a| a.blob()).collect();
     let call = OpCall {
         op,

@@ -4,12 +4,15 @@
 //! types implementing [`MapFn`], [`MapGrad`] or [`SourceFn`]; the drivers
 //! here run them:
 //!
-//! * over tiles of [`TILE`] elements: inputs are loaded (converted to the
-//!   compute type, gathered when broadcast) into cache-resident buffers, the
-//!   kernel runs over the tile, and the result is stored honouring the
-//!   [`OpReqType`]. Half types are converted per tile and computed in f32.
-//! * on the rayon pool, one contiguous chunk per thread, once the array is
-//!   large enough for the split to pay ([`PARALLEL_GRAIN`]).
+//! * over tiles of [`TILE`] elements: f32/f64 inputs are read where they
+//!   lie; half types are converted (F16C for f16) and broadcast inputs
+//!   gathered into cache-resident buffers. The kernel runs over the tile in
+//!   a loop compiled for the CPU's best instruction set ([`simd`]), and the
+//!   result is stored honouring the [`OpReqType`] — straight into the
+//!   output for f32/f64 writes.
+//! * on the rayon pool, one contiguous chunk per thread, once the
+//!   estimated work (elements × [`crate::OpDef::cost`]) pays for entering
+//!   the pool ([`PARALLEL_WORK`]).
 //! * with exact aliasing allowed: an input that is the same buffer as an
 //!   output is read tile by tile before that tile is written. Partial
 //!   overlap is an error.
@@ -25,16 +28,26 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
+pub mod simd;
+
 use crate::blob::overlaps;
 use crate::{
     DType, Element, Error, Float, GradArgs, OpCall, OpReqType, Result, Rng, Shape, TBlob, TBlobMut,
     dispatch_float,
 };
+use simd::{GradTile, MapTile, MapTileMut, TileIo};
 
 /// Elements per tile: small enough that a few tiles stay in L1.
 pub const TILE: usize = 1024;
-/// Below this many elements a call runs on the calling thread.
-pub const PARALLEL_GRAIN: usize = 1 << 16;
+/// Below this much work (elements × [`crate::OpDef::cost`], in units of
+/// one cheap elementwise op) a call runs on the calling thread: entering
+/// the rayon pool costs a few microseconds, about what 2^17 cheap
+/// elements take on one core.
+pub const PARALLEL_WORK: usize = 1 << 17;
+/// No thread gets less than this many elements.
+pub const MIN_CHUNK: usize = 4 * TILE;
+/// Work per element of drawing a random number.
+const SAMPLE_COST: usize = 20;
 /// Elements per random stream of a source op; thread splits align to it.
 pub const RNG_BLOCK: usize = 4 * TILE;
 
@@ -58,6 +71,87 @@ pub trait MapGrad<const N: usize>: Sync {
 pub trait SourceFn: Sync {
     /// Computes one element.
     fn apply<T: Float>(&self, rng: &mut Rng) -> T;
+}
+
+/// A fused executor's entry into an op's forward kernel: `out[j] =
+/// f(ins[0][j], ..)` over compute-type slices of one length.
+pub type TileForwardFn<C> = fn(&crate::EnvArguments, &[&[C]], &mut [C]) -> Result<()>;
+/// A fused executor's entry into an op's gradient kernel: `grads[i][j]`
+/// from `dy[j]`, `y[j]` and `xs[..][j]` (zeros where the gradient does not
+/// read them).
+pub type TileBackwardFn<C> =
+    fn(&crate::EnvArguments, &[C], &[C], &[&[C]], &mut [&mut [C]]) -> Result<()>;
+
+/// The type-erased tile entry points of an elementwise op, so that an
+/// executor can run several ops over the same cache-resident tile
+/// (fusion). Half types compute in f32.
+#[derive(Clone, Copy, Debug)]
+pub struct TileFns {
+    /// Forward in f32 (f32, f16, bf16).
+    pub forward_f32: TileForwardFn<f32>,
+    /// Forward in f64.
+    pub forward_f64: TileForwardFn<f64>,
+    /// Gradient in f32, when the op has one.
+    pub backward_f32: Option<TileBackwardFn<f32>>,
+    /// Gradient in f64, when the op has one.
+    pub backward_f64: Option<TileBackwardFn<f64>>,
+}
+
+fn tile_len_error(what: &str, expected: String) -> Error {
+    Error::invalid("tile", what, expected)
+}
+
+/// Runs `kernel` over one tile: the body of a [`TileForwardFn`].
+pub fn tile_forward<K: MapFn<N>, C: Float, const N: usize>(
+    kernel: &K,
+    ins: &[&[C]],
+    out: &mut [C],
+) -> Result<()> {
+    let ins: [&[C]; N] = ins
+        .try_into()
+        .map_err(|_| tile_len_error("inputs", format!("{N} input slices, got {}", ins.len())))?;
+    if ins.iter().any(|s| s.len() != out.len()) {
+        return Err(tile_len_error(
+            "inputs",
+            format!("{} elements each", out.len()),
+        ));
+    }
+    simd::run(MapTile { kernel, ins, out });
+    Ok(())
+}
+
+/// Runs a gradient `kernel` over one tile: the body of a [`TileBackwardFn`].
+pub fn tile_backward<K: MapGrad<N>, C: Float, const N: usize>(
+    kernel: &K,
+    dy: &[C],
+    y: &[C],
+    xs: &[&[C]],
+    grads: &mut [&mut [C]],
+) -> Result<()> {
+    let n = dy.len();
+    let xs: [&[C]; N] = xs
+        .try_into()
+        .map_err(|_| tile_len_error("inputs", format!("{N} input slices, got {}", xs.len())))?;
+    if y.len() != n
+        || xs.iter().any(|s| s.len() != n)
+        || grads.len() != N
+        || grads.iter().any(|g| g.len() != n)
+    {
+        return Err(tile_len_error(
+            "grads",
+            format!("{N} gradients and inputs of {n} elements"),
+        ));
+    }
+    let mut views = grads.iter_mut();
+    let out: [&mut [C]; N] = std::array::from_fn(|_| &mut **views.next().expect("checked count"));
+    simd::run(GradTile {
+        kernel,
+        dy,
+        y,
+        xs,
+        out,
+    });
+    Ok(())
 }
 
 /// A mutable slice that parallel workers carve into disjoint ranges.
@@ -170,16 +264,31 @@ enum Src<'a, S> {
     Zero,
 }
 
-impl<S: Float> Src<'_, S> {
-    fn load(&self, start: usize, dsts: &[&mut [S]], buf: &mut [S::Compute]) {
+impl<'a, S: TileIo> Src<'a, S> {
+    /// The tile `start..start + len` in the compute type: borrowed when the
+    /// input already is that, otherwise converted or gathered into `buf`.
+    fn tile<'t>(
+        &'t self,
+        start: usize,
+        len: usize,
+        dsts: &[&mut [S]],
+        buf: &'t mut [S::Compute],
+    ) -> &'t [S::Compute] {
+        if let Src::Contig(data) = self
+            && let Some(c) = S::as_compute(&data[start..start + len])
+        {
+            return c;
+        }
+        self.fill(start, len, dsts, buf);
+        &buf[..len]
+    }
+
+    /// Converts or gathers the tile `start..start + len` into `buf`.
+    fn fill(&self, start: usize, len: usize, dsts: &[&mut [S]], buf: &mut [S::Compute]) {
+        let buf = &mut buf[..len];
         match self {
-            Src::Contig(data) => {
-                let n = buf.len();
-                for (b, &v) in buf.iter_mut().zip(&data[start..start + n]) {
-                    *b = v.to_compute();
-                }
-            }
-            Src::Bcast(data, idx) => idx.for_each_run(start, buf.len(), |j, off, run, stride| {
+            Src::Contig(data) => S::load(&data[start..start + len], buf),
+            Src::Bcast(data, idx) => idx.for_each_run(start, len, |j, off, run, stride| {
                 let dst = &mut buf[j..j + run];
                 if stride == 0 {
                     dst.fill(data[off].to_compute());
@@ -189,42 +298,44 @@ impl<S: Float> Src<'_, S> {
                     }
                 }
             }),
-            Src::Dst(k) => {
-                for (b, &v) in buf.iter_mut().zip(dsts[*k].iter()) {
-                    *b = v.to_compute();
-                }
-            }
+            // Copied, because this tile of the destination is about to be
+            // overwritten.
+            Src::Dst(k) => S::load(&dsts[*k][..len], buf),
             Src::Zero => buf.fill(<S::Compute as Float>::zero()),
         }
     }
 }
 
-#[inline(always)]
-fn store<S: Float>(dst: &mut [S], res: &[S::Compute], req: OpReqType) {
+/// Writes `res` into `dst` per `req`.
+#[inline]
+fn store<S: TileIo>(dst: &mut [S], res: &[S::Compute], req: OpReqType) {
     match req {
         OpReqType::Null => {}
-        OpReqType::WriteTo | OpReqType::WriteInplace => {
-            for (d, &r) in dst.iter_mut().zip(res) {
-                *d = S::from_compute(r);
-            }
-        }
-        OpReqType::AddTo => {
-            for (d, &r) in dst.iter_mut().zip(res) {
-                *d = S::from_compute(d.to_compute() + r);
-            }
-        }
+        OpReqType::WriteTo | OpReqType::WriteInplace => S::store(dst, res, false),
+        OpReqType::AddTo => S::store(dst, res, true),
     }
 }
 
 /// Runs `f` over `0..n`, split into one contiguous chunk per thread when
-/// `n` is large enough; chunk boundaries are multiples of `align`.
-fn for_each_chunk(n: usize, parallel: bool, align: usize, f: impl Fn(Range<usize>) + Sync) {
+/// `parallel` and the work (`n × cost`) pays for entering the pool; chunk
+/// boundaries are multiples of `align`.
+fn for_each_chunk(
+    n: usize,
+    cost: usize,
+    parallel: bool,
+    align: usize,
+    f: impl Fn(Range<usize>) + Sync,
+) {
     let threads = rayon::current_num_threads();
-    if !parallel || n < PARALLEL_GRAIN || threads < 2 {
+    let work = n.saturating_mul(cost.max(1));
+    if !parallel || threads < 2 || work < PARALLEL_WORK || n < 2 * MIN_CHUNK {
         f(0..n);
         return;
     }
-    let chunks = threads.min(n / (PARALLEL_GRAIN / 2)).max(1);
+    let chunks = threads
+        .min(work / (PARALLEL_WORK / 2))
+        .min(n / MIN_CHUNK)
+        .max(1);
     let chunk = n.div_ceil(chunks).div_ceil(align) * align;
     (0..chunks).into_par_iter().for_each(|c| {
         let start = (c * chunk).min(n);
@@ -389,7 +500,7 @@ pub fn map_forward<K: MapFn<N>, const N: usize>(
             dsts.push(DisjointMut::new(o.as_slice_mut::<S>()?));
         }
         let job = ForwardJob { kernel, srcs: &srcs, dsts: &dsts, reqs, states };
-        for_each_chunk(n, parallel, TILE, |range| job.run(range));
+        for_each_chunk(n, op.cost as usize, parallel, TILE, |range| job.run(range));
         Ok(())
     }, _ => unreachable!("checked float above"))
 }
@@ -426,7 +537,7 @@ struct ForwardJob<'a, 'b, S: Float, K, const N: usize> {
     states: &'a [usize],
 }
 
-impl<S: Float, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {
+impl<S: TileIo, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {
     fn run(&self, range: Range<usize>) {
         let zero = <S::Compute as Float>::zero();
         let mut bufs = [[zero; TILE]; N];
@@ -442,19 +553,48 @@ impl<S: Float, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {
                 .iter()
                 .map(|d| unsafe { d.range(start..start + len) })
                 .collect();
-            for (src, buf) in self.srcs.iter().zip(bufs.iter_mut()) {
-                src.load(start, &tiles, &mut buf[..len]);
-            }
-            for (j, r) in res[..len].iter_mut().enumerate() {
-                let mut x: [S::Compute; N] = std::array::from_fn(|i| bufs[i][j]);
-                *r = self.kernel.apply(&mut x);
-                for &k in self.states {
-                    bufs[k][j] = x[k];
+            if self.states.is_empty() {
+                let mut loaded = self.srcs.iter().zip(bufs.iter_mut());
+                let ins: [&[S::Compute]; N] = std::array::from_fn(|_| {
+                    let (src, buf) = loaded.next().expect("one buffer per input");
+                    src.tile(start, len, &tiles, buf)
+                });
+                let req = self.reqs[0];
+                let direct = matches!(req, OpReqType::WriteTo | OpReqType::WriteInplace);
+                match S::as_compute_mut(&mut *tiles[0]).filter(|_| direct) {
+                    Some(out) => simd::run(MapTile {
+                        kernel: self.kernel,
+                        ins,
+                        out,
+                    }),
+                    None => {
+                        let out = &mut res[..len];
+                        simd::run(MapTile {
+                            kernel: self.kernel,
+                            ins,
+                            out,
+                        });
+                        store(&mut *tiles[0], &res[..len], req);
+                    }
                 }
-            }
-            store(&mut *tiles[0], &res[..len], self.reqs[0]);
-            for (j, &k) in self.states.iter().enumerate() {
-                store(&mut *tiles[1 + j], &bufs[k][..len], OpReqType::WriteTo);
+            } else {
+                // The kernel updates its inputs, so it works on copies.
+                for (src, buf) in self.srcs.iter().zip(bufs.iter_mut()) {
+                    src.fill(start, len, &tiles, buf);
+                }
+                let mut views = bufs.iter_mut();
+                let ins: [&mut [S::Compute]; N] = std::array::from_fn(|_| {
+                    &mut views.next().expect("one buffer per input")[..len]
+                });
+                simd::run(MapTileMut {
+                    kernel: self.kernel,
+                    ins,
+                    out: &mut res[..len],
+                });
+                store(&mut *tiles[0], &res[..len], self.reqs[0]);
+                for (j, &k) in self.states.iter().enumerate() {
+                    store(&mut *tiles[1 + j], &bufs[k][..len], OpReqType::WriteTo);
+                }
             }
             start += len;
         }
@@ -604,7 +744,7 @@ pub fn map_backward<K: MapGrad<N>, const N: usize>(
                 .map(|t| (!t.is_empty()).then(|| DisjointMut::new(t.as_mut_slice())))
                 .collect();
             let job = BackwardJob { kernel, dy: &dy, y: &y, xs: &xs, direct: &direct_slices, temps: &temp_slices, reqs };
-            for_each_chunk(n, parallel, TILE, |range| job.run(range));
+            for_each_chunk(n, op.cost as usize, parallel, TILE, |range| job.run(range));
         }
         for i in 0..N {
             if !temps[i].is_empty() {
@@ -626,7 +766,7 @@ struct BackwardJob<'a, 'b, S: Float, K, const N: usize> {
     reqs: &'a [OpReqType],
 }
 
-impl<S: Float, K: MapGrad<N>, const N: usize> BackwardJob<'_, '_, S, K, N> {
+impl<S: TileIo, K: MapGrad<N>, const N: usize> BackwardJob<'_, '_, S, K, N> {
     fn run(&self, range: Range<usize>) {
         let zero = <S::Compute as Float>::zero();
         let mut dyb = [zero; TILE];
@@ -647,18 +787,25 @@ impl<S: Float, K: MapGrad<N>, const N: usize> BackwardJob<'_, '_, S, K, N> {
                     None => &mut [],
                 })
                 .collect();
-            self.dy.load(start, &tiles, &mut dyb[..len]);
-            self.y.load(start, &tiles, &mut yb[..len]);
-            for (x, b) in self.xs.iter().zip(xb.iter_mut()) {
-                x.load(start, &tiles, &mut b[..len]);
-            }
-            for j in 0..len {
-                let g = self
-                    .kernel
-                    .apply(dyb[j], yb[j], std::array::from_fn(|i| xb[i][j]));
-                for i in 0..N {
-                    res[i][j] = g[i];
-                }
+            {
+                let dy = self.dy.tile(start, len, &tiles, &mut dyb);
+                let y = self.y.tile(start, len, &tiles, &mut yb);
+                let mut loaded = self.xs.iter().zip(xb.iter_mut());
+                let xs: [&[S::Compute]; N] = std::array::from_fn(|_| {
+                    let (src, buf) = loaded.next().expect("one buffer per input");
+                    src.tile(start, len, &tiles, buf)
+                });
+                let mut views = res.iter_mut();
+                let out: [&mut [S::Compute]; N] = std::array::from_fn(|_| {
+                    &mut views.next().expect("one result per input")[..len]
+                });
+                simd::run(GradTile {
+                    kernel: self.kernel,
+                    dy,
+                    y,
+                    xs,
+                    out,
+                });
             }
             for i in 0..N {
                 if self.direct[i].is_some() {
@@ -747,7 +894,7 @@ pub fn fill_random(
     }, _ => unreachable!("checked float above"))
 }
 
-fn fill_blocks<S: Float>(
+fn fill_blocks<S: TileIo>(
     out: &mut [S],
     seed: u64,
     parallel: bool,
@@ -756,7 +903,7 @@ fn fill_blocks<S: Float>(
 ) {
     let n = out.len();
     let dst = DisjointMut::new(out);
-    for_each_chunk(n, parallel, RNG_BLOCK, |range| {
+    for_each_chunk(n, SAMPLE_COST, parallel, RNG_BLOCK, |range| {
         let mut res = [<S::Compute as Float>::zero(); TILE];
         let mut block_start = range.start;
         while block_start < range.end {

@@ -23,6 +23,7 @@
 
 pub mod arith;
 pub mod attrs;
+pub mod bench;
 pub mod blob;
 #[cfg(feature = "cli")]
 pub mod cli;
@@ -36,8 +37,10 @@ pub mod kernel;
 pub mod ndarray;
 pub mod op;
 mod operand;
+pub mod pool;
 pub mod registry;
 pub mod symbol;
+pub mod vmath;
 mod wrappers;
 
 pub use attrs::Attrs;

@@ -7,26 +7,29 @@
 use std::fmt;
 use std::sync::Arc;
 
-use bytemuck::{Pod, Zeroable};
-
+use crate::pool::{self, Line};
 use crate::{DType, Element, Error, Result, Shape, TBlob, TBlobMut, dispatch_any};
 
-/// One cache line; storage is a vector of these so it is 64-byte aligned.
-#[derive(Clone, Copy, Pod, Zeroable)]
-#[repr(C, align(64))]
-struct Line([u8; 64]);
-
-/// A zero-initialised, 64-byte aligned byte buffer.
-#[derive(Clone)]
+/// A 64-byte aligned byte buffer from the [`pool`], returned to it on drop.
 pub(crate) struct Buffer {
     lines: Vec<Line>,
     bytes: usize,
 }
 
 impl Buffer {
+    /// A buffer of zeros.
     pub(crate) fn zeroed(bytes: usize) -> Self {
         Buffer {
-            lines: vec![Line([0; 64]); bytes.div_ceil(64)],
+            lines: pool::take(bytes.div_ceil(64), true),
+            bytes,
+        }
+    }
+
+    /// A buffer whose contents are unspecified (old bytes from the pool):
+    /// for outputs that are about to be overwritten.
+    pub(crate) fn for_overwrite(bytes: usize) -> Self {
+        Buffer {
+            lines: pool::take(bytes.div_ceil(64), false),
             bytes,
         }
     }
@@ -35,6 +38,20 @@ impl Buffer {
     }
     pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
         &mut bytemuck::cast_slice_mut(&mut self.lines)[..self.bytes]
+    }
+}
+
+impl Clone for Buffer {
+    fn clone(&self) -> Self {
+        let mut b = Self::for_overwrite(self.bytes);
+        b.bytes_mut().copy_from_slice(self.bytes());
+        b
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        pool::give(std::mem::take(&mut self.lines));
     }
 }
 
@@ -55,6 +72,18 @@ impl NDArray {
             shape,
             dtype,
             storage: Arc::new(Buffer::zeroed(bytes)),
+        }
+    }
+
+    /// An array whose contents are unspecified (left over from pooled
+    /// storage), for outputs that a kernel is about to overwrite.
+    pub(crate) fn for_overwrite(shape: impl Into<Shape>, dtype: DType) -> Self {
+        let shape = shape.into();
+        let bytes = shape.size() * dtype.size();
+        NDArray {
+            shape,
+            dtype,
+            storage: Arc::new(Buffer::for_overwrite(bytes)),
         }
     }
 

@@ -196,6 +196,10 @@ pub struct OpDef {
     pub form: OpForm,
     /// The fusion pattern.
     pub pattern: Pattern,
+    /// Estimated work per element in units of one cheap elementwise op
+    /// (the attribute counts the transcendental calls in the kernel); the
+    /// drivers split work across threads only when `elements × cost` pays.
+    pub cost: u32,
     /// Declared in-place options.
     pub inplace: InplaceOptions,
     /// Inputs the forward pass updates in place (optimizer state, as

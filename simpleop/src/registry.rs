@@ -37,6 +37,10 @@ pub struct KernelRegistration {
     pub forward: ForwardFn,
     /// The backward kernel, when the op has a gradient.
     pub backward: Option<BackwardFn>,
+    /// Tile entry points, for elementwise ops that fused executors can
+    /// chain (not for ops that update inputs in place or draw random
+    /// numbers).
+    pub tile: Option<crate::kernel::TileFns>,
     /// Where the kernels were registered (`file:line`).
     pub location: &'static str,
 }

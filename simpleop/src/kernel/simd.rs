@@ -1,0 +1,464 @@
+//! Runtime instruction-set dispatch for the elementwise tile loops.
+//!
+//! An op author writes a scalar kernel generic over [`Float`]. The drivers in
+//! [`crate::kernel`] run it over tiles through the [`TileJob`]s here; each
+//! job is compiled once per instruction set with `#[target_feature]`, the
+//! kernel is inlined into it (`#[inline(always)]` all the way down), and
+//! LLVM vectorises the loop — branches in the kernel become blends, and the
+//! [`Float`] transcendentals for f32 are branch-free polynomials
+//! ([`crate::vmath`]) that vectorise with it. The best set the CPU has is
+//! chosen at run time, once.
+//!
+//! `SIMPLEOP_ISA=scalar|avx2|avx512` (read at the first dispatch) or
+//! [`set_active`] pick a lower set, which is how the benchmark shows what
+//! vectorisation buys.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use super::{MapFn, MapGrad};
+use crate::{Error, Float, Result};
+
+/// An instruction set the tile loops are compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Isa {
+    /// Plain code for the target's baseline (SSE2 on x86-64).
+    Scalar,
+    /// AArch64 Advanced SIMD (the baseline there).
+    Neon,
+    /// AVX2 with FMA and F16C.
+    Avx2,
+    /// AVX-512 F/BW/DQ/VL with FMA and F16C (512-bit vectors).
+    Avx512,
+}
+
+impl Isa {
+    /// The lower-case name used by `SIMPLEOP_ISA` and the benchmark.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Scalar => "scalar",
+            Isa::Neon => "neon",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+        }
+    }
+
+    /// Parses [`Isa::name`].
+    pub fn from_name(name: &str) -> Option<Isa> {
+        [Isa::Scalar, Isa::Neon, Isa::Avx2, Isa::Avx512]
+            .into_iter()
+            .find(|i| i.name() == name)
+    }
+
+    /// Whether this CPU can run code compiled for `self`.
+    pub fn is_supported(self) -> bool {
+        match self {
+            Isa::Scalar => true,
+            #[cfg(target_arch = "aarch64")]
+            Isa::Neon => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                is_x86_feature_detected!("avx2")
+                    && is_x86_feature_detected!("fma")
+                    && is_x86_feature_detected!("f16c")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                Isa::Avx2.is_supported()
+                    && is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512bw")
+                    && is_x86_feature_detected!("avx512dq")
+                    && is_x86_feature_detected!("avx512vl")
+            }
+            #[allow(unreachable_patterns)]
+            _ => false,
+        }
+    }
+}
+
+/// The best instruction set this CPU supports.
+pub fn best() -> Isa {
+    [Isa::Avx512, Isa::Avx2, Isa::Neon]
+        .into_iter()
+        .find(|i| i.is_supported())
+        .unwrap_or(Isa::Scalar)
+}
+
+/// 0 = not chosen yet; otherwise `Isa as u8 + 1`.
+static ACTIVE: AtomicU8 = AtomicU8::new(0);
+
+fn decode(v: u8) -> Isa {
+    match v {
+        1 => Isa::Scalar,
+        2 => Isa::Neon,
+        3 => Isa::Avx2,
+        _ => Isa::Avx512,
+    }
+}
+
+fn encode(isa: Isa) -> u8 {
+    isa as u8 + 1
+}
+
+/// The instruction set the tile loops use now.
+#[inline]
+pub fn active() -> Isa {
+    match ACTIVE.load(Ordering::Relaxed) {
+        0 => choose(),
+        v => decode(v),
+    }
+}
+
+#[cold]
+fn choose() -> Isa {
+    let requested = std::env::var("SIMPLEOP_ISA")
+        .ok()
+        .and_then(|s| Isa::from_name(s.trim()));
+    let isa = requested.filter(|i| i.is_supported()).unwrap_or_else(best);
+    ACTIVE.store(encode(isa), Ordering::Relaxed);
+    isa
+}
+
+/// Selects the instruction set for every later tile loop in this process,
+/// for example [`Isa::Scalar`] to measure what vectorisation buys.
+pub fn set_active(isa: Isa) -> Result<()> {
+    if !isa.is_supported() {
+        return Err(Error::invalid(
+            "simd",
+            "isa",
+            format!("this CPU cannot run `{}` code", isa.name()),
+        ));
+    }
+    ACTIVE.store(encode(isa), Ordering::Relaxed);
+    Ok(())
+}
+
+/// A loop body compiled once per instruction set. Implementations mark
+/// `run` `#[inline(always)]` so that it is compiled inside the
+/// `#[target_feature]` function that calls it.
+pub trait TileJob {
+    /// Runs the loop.
+    fn run(self);
+}
+
+/// Runs `job` compiled for the active instruction set.
+#[inline]
+pub fn run<J: TileJob>(job: J) {
+    match active() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `active` only returns an instruction set the CPU supports.
+        Isa::Avx512 => unsafe { run_avx512(job) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Isa::Avx2 => unsafe { run_avx2(job) },
+        _ => job.run(),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(
+    enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,bmi1,bmi2,lzcnt,popcnt"
+)]
+fn run_avx512<J: TileJob>(job: J) {
+    job.run()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c,bmi1,bmi2,lzcnt,popcnt")]
+fn run_avx2<J: TileJob>(job: J) {
+    job.run()
+}
+
+/// `out[j] = kernel(ins[0][j], .., ins[N-1][j])` over compute-type slices of
+/// equal length.
+pub struct MapTile<'a, K, C, const N: usize> {
+    /// The op's forward kernel.
+    pub kernel: &'a K,
+    /// The inputs, each at least `out.len()` long.
+    pub ins: [&'a [C]; N],
+    /// The result.
+    pub out: &'a mut [C],
+}
+
+impl<K: MapFn<N>, C: Float, const N: usize> TileJob for MapTile<'_, K, C, N> {
+    #[inline(always)]
+    fn run(self) {
+        let n = self.out.len();
+        let ins: [&[C]; N] = self.ins.map(|s| &s[..n]);
+        for (j, o) in self.out.iter_mut().enumerate() {
+            let mut x: [C; N] = std::array::from_fn(|i| ins[i][j]);
+            *o = self.kernel.apply(&mut x);
+        }
+    }
+}
+
+/// As [`MapTile`], for kernels that also update their inputs in place: the
+/// inputs' new values are written back into `ins`.
+pub struct MapTileMut<'a, K, C, const N: usize> {
+    /// The op's forward kernel.
+    pub kernel: &'a K,
+    /// The inputs, updated in place.
+    pub ins: [&'a mut [C]; N],
+    /// The result.
+    pub out: &'a mut [C],
+}
+
+impl<K: MapFn<N>, C: Float, const N: usize> TileJob for MapTileMut<'_, K, C, N> {
+    #[inline(always)]
+    fn run(self) {
+        let ins = self.ins;
+        for (j, o) in self.out.iter_mut().enumerate() {
+            let mut x: [C; N] = std::array::from_fn(|i| ins[i][j]);
+            *o = self.kernel.apply(&mut x);
+            for i in 0..N {
+                ins[i][j] = x[i];
+            }
+        }
+    }
+}
+
+/// `out[i][j] = d input_i` at element `j`: a gradient kernel over tiles.
+pub struct GradTile<'a, K, C, const N: usize> {
+    /// The op's backward kernel.
+    pub kernel: &'a K,
+    /// The output gradient.
+    pub dy: &'a [C],
+    /// The forward output (zeros when the gradient does not read it).
+    pub y: &'a [C],
+    /// The inputs (zeros when the gradient does not read them).
+    pub xs: [&'a [C]; N],
+    /// One gradient per input.
+    pub out: [&'a mut [C]; N],
+}
+
+impl<K: MapGrad<N>, C: Float, const N: usize> TileJob for GradTile<'_, K, C, N> {
+    #[inline(always)]
+    fn run(self) {
+        let n = self.dy.len();
+        let (dy, y) = (&self.dy[..n], &self.y[..n]);
+        let xs: [&[C]; N] = self.xs.map(|s| &s[..n]);
+        let out = self.out;
+        for j in 0..n {
+            let g = self
+                .kernel
+                .apply(dy[j], y[j], std::array::from_fn(|i| xs[i][j]));
+            for i in 0..N {
+                out[i][j] = g[i];
+            }
+        }
+    }
+}
+
+/// `dst[j] += src[j]`.
+pub struct AddTile<'a, C> {
+    /// Accumulated into.
+    pub dst: &'a mut [C],
+    /// Added.
+    pub src: &'a [C],
+}
+
+impl<C: Float> TileJob for AddTile<'_, C> {
+    #[inline(always)]
+    fn run(self) {
+        for (d, &s) in self.dst.iter_mut().zip(self.src) {
+            *d += s;
+        }
+    }
+}
+
+/// bf16 bits to f32: the bf16 is the f32's upper half.
+pub struct Bf16ToF32<'a> {
+    /// bf16 values.
+    pub src: &'a [half::bf16],
+    /// f32 values.
+    pub dst: &'a mut [f32],
+}
+
+impl TileJob for Bf16ToF32<'_> {
+    #[inline(always)]
+    fn run(self) {
+        for (d, s) in self.dst.iter_mut().zip(self.src) {
+            *d = f32::from_bits((s.to_bits() as u32) << 16);
+        }
+    }
+}
+
+/// f32 to bf16, rounding to nearest even; NaN stays a quiet NaN. With
+/// `add`, `dst = round(dst + src)`.
+pub struct F32ToBf16<'a> {
+    /// f32 values.
+    pub src: &'a [f32],
+    /// bf16 values.
+    pub dst: &'a mut [half::bf16],
+    /// Accumulate instead of overwrite.
+    pub add: bool,
+}
+
+#[inline(always)]
+fn round_bf16(x: f32) -> u16 {
+    let b = x.to_bits();
+    let rounded = (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16;
+    let quiet = ((b >> 16) as u16) | 0x40;
+    if x.is_nan() { quiet } else { rounded }
+}
+
+impl TileJob for F32ToBf16<'_> {
+    #[inline(always)]
+    fn run(self) {
+        if self.add {
+            for (d, &s) in self.dst.iter_mut().zip(self.src) {
+                let old = f32::from_bits((d.to_bits() as u32) << 16);
+                *d = half::bf16::from_bits(round_bf16(old + s));
+            }
+        } else {
+            for (d, &s) in self.dst.iter_mut().zip(self.src) {
+                *d = half::bf16::from_bits(round_bf16(s));
+            }
+        }
+    }
+}
+
+/// How a storage type moves to and from its compute type, a tile at a time.
+///
+/// f32 and f64 are their own compute type and are borrowed directly; f16
+/// converts with F16C where present; bf16 converts with integer ops that
+/// vectorise (it is the upper half of an f32).
+pub trait TileIo: Float {
+    /// The slice itself, when the storage type is the compute type.
+    fn as_compute(s: &[Self]) -> Option<&[Self::Compute]>;
+    /// As [`TileIo::as_compute`], writable.
+    fn as_compute_mut(s: &mut [Self]) -> Option<&mut [Self::Compute]>;
+    /// Converts `src` into `dst` (same length).
+    fn load(src: &[Self], dst: &mut [Self::Compute]);
+    /// Writes `src` into `dst`, or adds it when `add`.
+    fn store(dst: &mut [Self], src: &[Self::Compute], add: bool);
+}
+
+macro_rules! native_tile_io {
+    ($($t:ty),*) => {$(
+        impl TileIo for $t {
+            #[inline(always)]
+            fn as_compute(s: &[Self]) -> Option<&[Self]> {
+                Some(s)
+            }
+            #[inline(always)]
+            fn as_compute_mut(s: &mut [Self]) -> Option<&mut [Self]> {
+                Some(s)
+            }
+            #[inline]
+            fn load(src: &[Self], dst: &mut [Self]) {
+                dst.copy_from_slice(src);
+            }
+            #[inline]
+            fn store(dst: &mut [Self], src: &[Self], add: bool) {
+                if add {
+                    run(AddTile { dst, src });
+                } else {
+                    dst.copy_from_slice(src);
+                }
+            }
+        }
+    )*};
+}
+native_tile_io!(f32, f64);
+
+/// Elements converted per step when a store must read the old values.
+const CONVERT_CHUNK: usize = 256;
+
+impl TileIo for half::f16 {
+    fn as_compute(_: &[Self]) -> Option<&[f32]> {
+        None
+    }
+    fn as_compute_mut(_: &mut [Self]) -> Option<&mut [f32]> {
+        None
+    }
+    #[inline]
+    fn load(src: &[Self], dst: &mut [f32]) {
+        use half::slice::HalfFloatSliceExt;
+        src.convert_to_f32_slice(dst);
+    }
+    #[inline]
+    fn store(dst: &mut [Self], src: &[f32], add: bool) {
+        use half::slice::HalfFloatSliceExt;
+        if !add {
+            dst.convert_from_f32_slice(src);
+            return;
+        }
+        let mut old = [0.0f32; CONVERT_CHUNK];
+        for (d, s) in dst.chunks_mut(CONVERT_CHUNK).zip(src.chunks(CONVERT_CHUNK)) {
+            let old = &mut old[..d.len()];
+            d.convert_to_f32_slice(old);
+            run(AddTile { dst: old, src: s });
+            d.convert_from_f32_slice(old);
+        }
+    }
+}
+
+impl TileIo for half::bf16 {
+    fn as_compute(_: &[Self]) -> Option<&[f32]> {
+        None
+    }
+    fn as_compute_mut(_: &mut [Self]) -> Option<&mut [f32]> {
+        None
+    }
+    #[inline]
+    fn load(src: &[Self], dst: &mut [f32]) {
+        run(Bf16ToF32 { src, dst });
+    }
+    #[inline]
+    fn store(dst: &mut [Self], src: &[f32], add: bool) {
+        run(F32ToBf16 { src, dst, add });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_best_is_supported() {
+        for isa in [Isa::Scalar, Isa::Neon, Isa::Avx2, Isa::Avx512] {
+            assert_eq!(Isa::from_name(isa.name()), Some(isa));
+        }
+        assert!(best().is_supported());
+        assert!(Isa::Scalar.is_supported());
+        assert!(active().is_supported());
+    }
+
+    #[test]
+    fn bf16_conversions_match_half() {
+        let xs: Vec<f32> = (0..20_000)
+            .map(|i| f32::from_bits(0x0080_0000u32.wrapping_mul(i as u32 ^ 0x9e37)))
+            .chain([
+                0.0,
+                -0.0,
+                f32::INFINITY,
+                f32::NEG_INFINITY,
+                f32::NAN,
+                1.0 + 1.0 / 256.0, // a tie: rounds to even
+                3.0e38,
+            ])
+            .collect();
+        let mut got = vec![half::bf16::ZERO; xs.len()];
+        run(F32ToBf16 {
+            src: &xs,
+            dst: &mut got,
+            add: false,
+        });
+        for (x, g) in xs.iter().zip(&got) {
+            let want = half::bf16::from_f32(*x);
+            if x.is_nan() {
+                assert!(g.is_nan());
+            } else {
+                assert_eq!(g.to_bits(), want.to_bits(), "{x}");
+            }
+        }
+        let mut back = vec![0.0f32; xs.len()];
+        run(Bf16ToF32 {
+            src: &got,
+            dst: &mut back,
+        });
+        for (g, b) in got.iter().zip(&back) {
+            assert_eq!(b.to_bits(), g.to_f32().to_bits());
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! Pooled, 64-byte aligned storage for [`crate::NDArray`].
+//!
+//! A fresh 64 MB output costs tens of milliseconds of page faults, ten times
+//! the op that fills it, because the system allocator returns large blocks
+//! to the kernel on free and maps new zero pages on the next allocation.
+//! The pool keeps released buffers of at least [`MIN_POOLED_BYTES`] and
+//! hands them out again, by size class, so a steady eager loop touches
+//! memory that is already mapped. Smaller buffers go straight to the
+//! allocator, which already recycles them cheaply.
+//!
+//! **Bound and trim policy.** The pool holds at most [`limit`] bytes
+//! (default [`DEFAULT_LIMIT`], or `SIMPLEOP_POOL_BYTES` read at first
+//! use; [`set_limit`] changes it and trims to it). A buffer released while
+//! the pool is full evicts the least recently released buffers until it
+//! fits, or is freed itself if it alone exceeds the limit. [`trim`] frees
+//! everything held. Size classes are spaced 1/8 of a power of two apart,
+//! so a buffer is at most 12.5 % larger than asked.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
+
+/// One cache line; storage is a vector of these so it is 64-byte aligned.
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C, align(64))]
+pub(crate) struct Line(pub(crate) [u8; 64]);
+
+/// Buffers smaller than this bypass the pool.
+pub const MIN_POOLED_BYTES: usize = 64 * 1024;
+/// The default bound on the bytes the pool holds.
+pub const DEFAULT_LIMIT: usize = 1 << 30;
+
+const LINE: usize = 64;
+
+/// What the pool holds and how it has been used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Bytes held for reuse now.
+    pub cached_bytes: usize,
+    /// Buffers held for reuse now.
+    pub cached_buffers: usize,
+    /// The bound on `cached_bytes`.
+    pub limit: usize,
+    /// Requests served from the pool.
+    pub hits: u64,
+    /// Requests of pooled size that had to allocate.
+    pub misses: u64,
+    /// Released buffers freed to respect the limit (their own or older ones).
+    pub evictions: u64,
+}
+
+struct Pool {
+    /// Free buffers by size class (in lines), most recently released last.
+    free: BTreeMap<usize, Vec<Vec<Line>>>,
+    /// The class of each held buffer, in release order, oldest first.
+    order: VecDeque<usize>,
+    stats: PoolStats,
+}
+
+static POOL: Mutex<Option<Pool>> = Mutex::new(None);
+
+fn with_pool<R>(f: impl FnOnce(&mut Pool) -> R) -> R {
+    // A panic while holding the lock cannot leave the pool inconsistent in a
+    // way that matters (at worst a buffer is lost), so poisoning is ignored.
+    let mut guard = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    let pool = guard.get_or_insert_with(|| Pool {
+        free: BTreeMap::new(),
+        order: VecDeque::new(),
+        stats: PoolStats {
+            limit: std::env::var("SIMPLEOP_POOL_BYTES")
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(DEFAULT_LIMIT),
+            ..PoolStats::default()
+        },
+    });
+    f(pool)
+}
+
+/// The size class (in lines) that serves a request of `lines` lines.
+fn class_of(lines: usize) -> usize {
+    if lines <= 8 {
+        return lines;
+    }
+    let shift = usize::BITS - 1 - lines.leading_zeros() - 3;
+    let step = 1usize << shift;
+    lines.div_ceil(step) * step
+}
+
+impl Pool {
+    fn evict_oldest(&mut self) -> bool {
+        while let Some(class) = self.order.pop_front() {
+            // Each entry of `order` matches one buffer in `free[class]`;
+            // the oldest buffer of a class is at the front of its vector.
+            if let Some(list) = self.free.get_mut(&class)
+                && !list.is_empty()
+            {
+                let buf = list.remove(0);
+                if list.is_empty() {
+                    self.free.remove(&class);
+                }
+                self.stats.cached_bytes -= buf.len() * LINE;
+                self.stats.cached_buffers -= 1;
+                self.stats.evictions += 1;
+                return true;
+            }
+        }
+        false
+    }
+
+    fn trim_to(&mut self, limit: usize) {
+        while self.stats.cached_bytes > limit && self.evict_oldest() {}
+    }
+}
+
+/// A buffer of at least `lines` lines: zeros when `zeroed`, otherwise
+/// unspecified (but initialised: old data or zeros).
+pub(crate) fn take(lines: usize, zeroed: bool) -> Vec<Line> {
+    if lines * LINE < MIN_POOLED_BYTES {
+        return vec![Line([0; LINE]); lines];
+    }
+    let class = class_of(lines);
+    let reused = with_pool(|p| {
+        let list = p.free.get_mut(&class)?;
+        let buf = list.pop()?;
+        if list.is_empty() {
+            p.free.remove(&class);
+        }
+        // Drop the newest `order` entry of this class (the one just taken).
+        if let Some(pos) = p.order.iter().rposition(|&c| c == class) {
+            p.order.remove(pos);
+        }
+        p.stats.cached_bytes -= buf.len() * LINE;
+        p.stats.cached_buffers -= 1;
+        p.stats.hits += 1;
+        Some(buf)
+    });
+    match reused {
+        Some(mut buf) => {
+            if zeroed {
+                buf.fill(Line([0; LINE]));
+            }
+            buf
+        }
+        None => {
+            with_pool(|p| p.stats.misses += 1);
+            vec![Line([0; LINE]); class]
+        }
+    }
+}
+
+/// Gives a buffer back for reuse (or frees it, per the trim policy).
+pub(crate) fn give(buf: Vec<Line>) {
+    let bytes = buf.len() * LINE;
+    if bytes < MIN_POOLED_BYTES || class_of(buf.len()) != buf.len() {
+        return;
+    }
+    with_pool(|p| {
+        if bytes > p.stats.limit {
+            p.stats.evictions += 1;
+            return;
+        }
+        p.trim_to(p.stats.limit - bytes);
+        p.order.push_back(buf.len());
+        p.stats.cached_bytes += bytes;
+        p.stats.cached_buffers += 1;
+        p.free.entry(buf.len()).or_default().push(buf);
+    });
+}
+
+/// The pool's current statistics.
+pub fn stats() -> PoolStats {
+    with_pool(|p| p.stats)
+}
+
+/// The bound on the bytes the pool holds.
+pub fn limit() -> usize {
+    with_pool(|p| p.stats.limit)
+}
+
+/// Sets the bound and frees the least recently released buffers until
+/// the pool is within it. A limit of 0 disables pooling.
+pub fn set_limit(bytes: usize) {
+    with_pool(|p| {
+        p.stats.limit = bytes;
+        p.trim_to(bytes);
+    });
+}
+
+/// Frees every buffer the pool holds.
+pub fn trim() {
+    with_pool(|p| p.trim_to(0));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_cover_requests_with_bounded_waste() {
+        for lines in 1..100_000 {
+            let c = class_of(lines);
+            assert!(c >= lines);
+            assert!(c as f64 <= lines as f64 * 1.125 + 1.0, "{lines} -> {c}");
+            assert_eq!(class_of(c), c, "classes are fixed points");
+        }
+    }
+}
