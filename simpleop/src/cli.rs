@@ -18,6 +18,8 @@
 //! * `ops [NAME]` lists the registered ops, or describes one.
 //! * `graph FILE.json [--shape NAME=2,3]... [--train] [-o OUT.dot]` writes
 //!   Graphviz DOT; with shapes it binds the graph and draws the memory plan.
+//! * `bench [--quick] [--json]` times the kernels against same-run
+//!   baselines ([`crate::bench`]).
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -72,6 +74,15 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+    /// Time the kernels against baselines measured in the same run.
+    Bench {
+        /// 4M elements and 5 repetitions instead of 16M and 15.
+        #[arg(long)]
+        quick: bool,
+        /// One JSON object per row (`name`, `ms`, `baseline`, `ratio`).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Runs the command line of this process and reports errors on stderr.
@@ -119,7 +130,33 @@ where
             train,
             output,
         } => graph(&file, &shapes, &dtypes, train, output.as_deref(), out).map(|()| 0),
+        Command::Bench { quick, json } => bench(quick, json, out).map(|()| 0),
     }
+}
+
+fn bench(quick: bool, json: bool, out: &mut dyn Write) -> Result<()> {
+    let opts = if quick {
+        crate::bench::Options::quick()
+    } else {
+        crate::bench::Options::full()
+    };
+    eprintln!(
+        "simd: {}, threads: {}, elements: {}",
+        crate::kernel::simd::active().name(),
+        rayon::current_num_threads(),
+        opts.elements
+    );
+    let rows = crate::bench::run(opts, |r| {
+        eprintln!("  {} {:.4} ms", r.name, r.ms);
+    })?;
+    if json {
+        for r in &rows {
+            writeln!(out, "{}", r.to_json()).map_err(io_error)?;
+        }
+    } else {
+        write!(out, "{}", crate::bench::table(&rows)).map_err(io_error)?;
+    }
+    Ok(())
 }
 
 fn io_error(e: std::io::Error) -> Error {

@@ -1,0 +1,352 @@
+//! The kernel benchmark behind `simpleop bench`: every row is timed in the
+//! same run as the row it is compared with, because absolute speeds drift
+//! on a shared machine while ratios hold.
+//!
+//! Rows (16M f32 elements unless named otherwise):
+//! * `stream/copy` and `stream/triad`: STREAM-style baselines over the same
+//!   bytes as a unary and a binary op, vectorised and split over the same
+//!   threads as the kernels.
+//! * `<op>/f32/out`: the op into an existing output (`out=`), against the
+//!   baseline for its bytes; `<op>/f32/fresh`: a new output per call,
+//!   against `out=` (the pooled allocator's job).
+//! * `<op>/f16/out`, `<op>/bf16/out`: against the f32 row (half the bytes).
+//! * `<op>/f32/scalar-isa`: the same kernel compiled without SIMD
+//!   (`simd::Isa::Scalar`), against the vectorised row: what vectorising
+//!   the author's scalar code buys (`smooth_l1` has a branch).
+//! * `chain6/eager`: six elementwise ops one after another, against one
+//!   `elemwise_add`.
+//! * `dot/1024/f32`: 1024² matrix product (baseline: none; see `peers.py`).
+//! * `tiny/relu/typed` and `tiny/relu/by-name`: µs per call on one element.
+//!
+//! Ops are called by name, so the rows need the standard ops linked in.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use crate::kernel::simd::{self, Isa, TileJob};
+use crate::{Attrs, DType, NDArray, OpReqType, Result, eager};
+
+/// One measured row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// What was measured.
+    pub name: String,
+    /// Median wall time per call, in ms (µs for `tiny/` rows is `ms × 1000`).
+    pub ms: f64,
+    /// The row this one is compared with.
+    pub baseline: Option<String>,
+    /// `ms / baseline ms`.
+    pub ratio: Option<f64>,
+}
+
+impl Row {
+    /// The row as one JSON object (`name`, `ms`, `baseline`, `ratio`).
+    pub fn to_json(&self) -> String {
+        serde_json::json!({
+            "name": self.name,
+            "ms": self.ms,
+            "baseline": self.baseline,
+            "ratio": self.ratio,
+        })
+        .to_string()
+    }
+}
+
+/// How much to measure.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Elements of the large arrays.
+    pub elements: usize,
+    /// Timed repetitions per row (the median is reported).
+    pub reps: usize,
+}
+
+impl Options {
+    /// The full benchmark: 16M elements, 15 repetitions.
+    pub fn full() -> Self {
+        Options {
+            elements: 1 << 24,
+            reps: 15,
+        }
+    }
+    /// A quick look: 4M elements, 5 repetitions.
+    pub fn quick() -> Self {
+        Options {
+            elements: 1 << 22,
+            reps: 5,
+        }
+    }
+}
+
+/// Median wall time of `f` in ms over `reps` runs after one warm-up.
+fn time_ms(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    f()?;
+    let mut t = Vec::with_capacity(reps);
+    for _ in 0..reps.max(1) {
+        let start = Instant::now();
+        f()?;
+        t.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    t.sort_by(f64::total_cmp);
+    Ok(t[t.len() / 2])
+}
+
+struct Triad<'a> {
+    a: &'a mut [f32],
+    b: &'a [f32],
+    c: &'a [f32],
+}
+
+impl TileJob for Triad<'_> {
+    #[inline(always)]
+    fn run(self) {
+        for ((a, &b), &c) in self.a.iter_mut().zip(self.b).zip(self.c) {
+            *a = b + 3.0 * c;
+        }
+    }
+}
+
+/// Splits `0..n` into one chunk per thread, as the kernels do for cheap ops.
+fn chunks(n: usize) -> usize {
+    n.div_ceil(rayon::current_num_threads().max(1))
+        .next_multiple_of(64)
+}
+
+fn stream_copy(dst: &mut [f32], src: &[f32]) {
+    let c = chunks(src.len());
+    dst.par_chunks_mut(c)
+        .zip(src.par_chunks(c))
+        .for_each(|(d, s)| d.copy_from_slice(s));
+}
+
+fn stream_triad(a: &mut [f32], b: &[f32], c: &[f32]) {
+    let k = chunks(a.len());
+    a.par_chunks_mut(k)
+        .zip(b.par_chunks(k).zip(c.par_chunks(k)))
+        .for_each(|(a, (b, c))| simd::run(Triad { a, b, c }));
+}
+
+struct Bench {
+    opts: Options,
+    rows: Vec<Row>,
+}
+
+impl Bench {
+    fn push(&mut self, name: &str, ms: f64, baseline: Option<&str>) -> f64 {
+        let ratio =
+            baseline.and_then(|b| self.rows.iter().find(|r| r.name == b).map(|r| ms / r.ms));
+        self.rows.push(Row {
+            name: name.into(),
+            ms,
+            baseline: baseline.map(Into::into),
+            ratio,
+        });
+        ms
+    }
+
+    fn time(
+        &mut self,
+        name: &str,
+        baseline: Option<&str>,
+        f: impl FnMut() -> Result<()>,
+    ) -> Result<f64> {
+        let ms = time_ms(self.opts.reps, f)?;
+        Ok(self.push(name, ms, baseline))
+    }
+}
+
+/// The unary rows: op name and its string attributes.
+const UNARY: [(&str, &[(&str, &str)]); 6] = [
+    ("relu", &[]),
+    ("exp", &[]),
+    ("tanh", &[]),
+    ("sigmoid", &[]),
+    ("log", &[]),
+    ("smooth_l1", &[("scalar", "1.0")]),
+];
+
+/// Runs every row, calling `progress` after each.
+pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
+    let mut b = Bench {
+        opts,
+        rows: Vec::new(),
+    };
+    let n = opts.elements;
+    let mut report = |b: &Bench| {
+        if let Some(r) = b.rows.last() {
+            progress(r);
+        }
+    };
+    let x = NDArray::random_uniform([n], 0.05, 4.0, DType::F32, 1)?;
+    let x_signed = NDArray::random_uniform([n], -4.0, 4.0, DType::F32, 2)?;
+    let y = NDArray::random_uniform([n], -4.0, 4.0, DType::F32, 3)?;
+    let mut out = NDArray::zeros([n], DType::F32);
+
+    // Baselines over the same bytes.
+    {
+        let src = x.to_vec::<f32>()?;
+        let src2 = y.to_vec::<f32>()?;
+        let mut dst = vec![0.0f32; n];
+        b.time("stream/copy", None, || {
+            stream_copy(&mut dst, &src);
+            black_box(&dst);
+            Ok(())
+        })?;
+        report(&b);
+        b.time("stream/triad", None, || {
+            stream_triad(&mut dst, &src, &src2);
+            black_box(&dst);
+            Ok(())
+        })?;
+        report(&b);
+    }
+
+    for (op, attrs) in UNARY {
+        let attrs = Attrs::from_iter(attrs.iter().copied());
+        // log needs positive inputs; the others see both signs.
+        let input = if op == "log" { &x } else { &x_signed };
+        let base = if op == "relu" {
+            "stream/copy"
+        } else {
+            "relu/f32/out"
+        };
+        let out_row = format!("{op}/f32/out");
+        b.time(&out_row, Some(base), || {
+            eager::invoke_into_by_name(op, &[input], &attrs, &mut out, OpReqType::WriteTo)
+        })?;
+        report(&b);
+        b.time(&format!("{op}/f32/fresh"), Some(&out_row), || {
+            black_box(eager::invoke(op, &[input], &attrs)?);
+            Ok(())
+        })?;
+        report(&b);
+        if op == "relu" || op == "smooth_l1" {
+            let before = simd::active();
+            simd::set_active(Isa::Scalar)?;
+            let r = b.time(&format!("{op}/f32/scalar-isa"), Some(&out_row), || {
+                eager::invoke_into_by_name(op, &[input], &attrs, &mut out, OpReqType::WriteTo)
+            });
+            simd::set_active(before)?;
+            r?;
+            report(&b);
+        }
+    }
+
+    // Binary.
+    b.time("elemwise_add/f32/out", Some("stream/triad"), || {
+        eager::invoke_into_by_name(
+            "elemwise_add",
+            &[&x, &y],
+            &Attrs::new(),
+            &mut out,
+            OpReqType::WriteTo,
+        )
+    })?;
+    report(&b);
+    b.time(
+        "elemwise_add/f32/fresh",
+        Some("elemwise_add/f32/out"),
+        || {
+            black_box(eager::invoke("elemwise_add", &[&x, &y], &Attrs::new())?);
+            Ok(())
+        },
+    )?;
+    report(&b);
+
+    // Half types: half the bytes of the f32 rows.
+    for dtype in [DType::F16, DType::BF16] {
+        let xh = x_signed.astype(dtype);
+        let mut oh = NDArray::zeros([n], dtype);
+        for (op, attrs) in UNARY {
+            if !matches!(op, "relu" | "exp" | "tanh" | "sigmoid") {
+                continue;
+            }
+            let attrs = Attrs::from_iter(attrs.iter().copied());
+            let base = format!("{op}/f32/out");
+            b.time(&format!("{op}/{}/out", dtype.name()), Some(&base), || {
+                eager::invoke_into_by_name(op, &[&xh], &attrs, &mut oh, OpReqType::WriteTo)
+            })?;
+            report(&b);
+        }
+    }
+
+    // Six elementwise ops, eagerly (each a pass over memory).
+    let chain = |x: &NDArray, y: &NDArray| -> Result<NDArray> {
+        let s = |v: &str| Attrs::from([("scalar", v)]);
+        let a = eager::invoke("_mul_scalar", &[x], &s("0.5"))?;
+        let a = eager::invoke("_plus_scalar", &[&a], &s("1.0"))?;
+        let a = eager::invoke("relu", &[&a], &Attrs::new())?;
+        let a = eager::invoke("tanh", &[&a], &Attrs::new())?;
+        let a = eager::invoke("elemwise_mul", &[&a, y], &Attrs::new())?;
+        eager::invoke("elemwise_add", &[&a, x], &Attrs::new())
+    };
+    b.time("chain6/eager", Some("elemwise_add/f32/out"), || {
+        black_box(chain(&x_signed, &y)?);
+        Ok(())
+    })?;
+    report(&b);
+
+    // Matrix product.
+    if eager::lookup("dot").is_ok() {
+        let a = NDArray::random_uniform([1024, 1024], -1.0, 1.0, DType::F32, 4)?;
+        let c = NDArray::random_uniform([1024, 1024], -1.0, 1.0, DType::F32, 5)?;
+        let mut o = NDArray::zeros([1024, 1024], DType::F32);
+        b.time("dot/1024/f32", None, || {
+            eager::invoke_into_by_name("dot", &[&a, &c], &Attrs::new(), &mut o, OpReqType::WriteTo)
+        })?;
+        report(&b);
+    }
+
+    // Dispatch overhead on one element.
+    let one = NDArray::from_vec(vec![0.5f32], [1])?;
+    let relu = eager::lookup("relu")?.def;
+    let env = crate::EnvArguments::none();
+    let calls = if opts.reps > 5 { 200_000 } else { 50_000 };
+    let per_call = |f: &mut dyn FnMut() -> Result<()>| -> Result<f64> {
+        time_ms(opts.reps, || {
+            for _ in 0..calls {
+                f()?;
+            }
+            Ok(())
+        })
+        .map(|ms| ms / calls as f64)
+    };
+    let typed = per_call(&mut || {
+        black_box(eager::invoke_with(relu, &[black_box(&one)], &env)?);
+        Ok(())
+    })?;
+    b.push("tiny/relu/typed", typed, None);
+    report(&b);
+    let by_name = per_call(&mut || {
+        black_box(eager::invoke("relu", &[black_box(&one)], &Attrs::new())?);
+        Ok(())
+    })?;
+    b.push("tiny/relu/by-name", by_name, Some("tiny/relu/typed"));
+    report(&b);
+    Ok(b.rows)
+}
+
+/// Formats rows as an aligned table.
+pub fn table(rows: &[Row]) -> String {
+    let mut s = format!(
+        "{:<26} {:>10}  {:<22} {:>7}\n",
+        "row", "ms", "baseline", "ratio"
+    );
+    for r in rows {
+        let ms = if r.name.starts_with("tiny/") {
+            format!("{:.3}µs", r.ms * 1e3)
+        } else {
+            format!("{:.3}", r.ms)
+        };
+        s.push_str(&format!(
+            "{:<26} {:>10}  {:<22} {:>7}\n",
+            r.name,
+            ms,
+            r.baseline.as_deref().unwrap_or("-"),
+            r.ratio.map_or("-".into(), |x| format!("{x:.2}")),
+        ));
+    }
+    s
+}
