@@ -4,6 +4,8 @@
 //! ([`expand`]). Every error is collected with its span, and the annotated
 //! module is re-emitted even when there are errors, so IDEs keep working.
 
+#![warn(missing_docs)]
+
 use proc_macro::TokenStream;
 
 mod expand;

@@ -156,6 +156,17 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// Reading or writing a file (or stream) failed, or its contents are
+    /// not in the expected format.
+    #[error("{op}: `{path}`: {reason}")]
+    Io {
+        /// The function, e.g. `load_npy`.
+        op: String,
+        /// The file, or `<stream>`.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// A conformance case file is malformed.
     #[error("conformance case: {reason}")]
     Conformance {

@@ -35,6 +35,7 @@ pub mod error;
 pub mod gradcheck;
 pub mod kernel;
 pub mod ndarray;
+pub mod npy;
 pub mod op;
 mod operand;
 pub mod pool;

@@ -1,0 +1,104 @@
+//! A test-sized run of the `train_digits` example: the loss falls, the
+//! model learns, and the same seed gives bit-identical losses.
+
+// The example's trainer, shared rather than copied; the example uses parts
+// of it this test does not.
+#[allow(dead_code)]
+#[path = "../examples/train_digits/trainer.rs"]
+mod trainer;
+
+use std::path::Path;
+
+use trainer::{Config, Dataset, Optimizer, Trainer, load_digits};
+
+fn data() -> (Dataset, Dataset) {
+    let all = load_digits(&Path::new(env!("CARGO_MANIFEST_DIR")).join("data/digits.csv")).unwrap();
+    assert_eq!(all.len(), 1797);
+    assert_eq!(all.x.len(), 1797 * 64);
+    assert!(all.x.iter().all(|&p| (0.0..=1.0).contains(&p)));
+    // A subset keeps the test fast in the test profile.
+    (all.slice(0..600), all.slice(1500..1797))
+}
+
+fn run(optimizer: Optimizer, lr: f64, seed: u64, epochs: usize) -> (Vec<f64>, f64) {
+    let (train, test) = data();
+    let mut model = Trainer::new(Config {
+        hidden: 32,
+        batch: 25,
+        lr,
+        seed,
+        optimizer,
+    })
+    .unwrap();
+    let mut losses = Vec::new();
+    let mut steps = 0;
+    for _ in 0..epochs {
+        let report = model.epoch(&train, || steps += 1).unwrap();
+        assert_eq!(report.step_seconds.len(), 600 / 25);
+        losses.push(report.loss);
+    }
+    assert_eq!(steps, epochs * 24);
+    (losses, model.accuracy(&test).unwrap())
+}
+
+#[test]
+fn sgd_momentum_learns_and_is_deterministic() {
+    let (losses, acc) = run(Optimizer::SgdMomentum, 0.1, 7, 3);
+    assert!(losses[0] < 2.5, "first epoch loss {losses:?}");
+    assert!(
+        losses[2] < losses[0] * 0.5,
+        "loss does not fall: {losses:?}"
+    );
+    assert!(acc > 0.7, "test accuracy {acc}");
+    let (again, acc_again) = run(Optimizer::SgdMomentum, 0.1, 7, 3);
+    // Bit for bit, not approximately.
+    let bits = |v: &[f64]| v.iter().map(|l| l.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&losses), bits(&again));
+    assert_eq!(acc, acc_again);
+    let (other_seed, _) = run(Optimizer::SgdMomentum, 0.1, 8, 1);
+    assert_ne!(other_seed[0].to_bits(), losses[0].to_bits());
+}
+
+#[test]
+fn adam_learns() {
+    let (losses, acc) = run(Optimizer::Adam, 0.01, 3, 2);
+    assert!(losses[1] < losses[0], "loss does not fall: {losses:?}");
+    assert!(acc > 0.7, "test accuracy {acc}");
+}
+
+#[test]
+fn bad_data_and_configs_are_errors() {
+    let dir = std::env::temp_dir().join(format!("simpleop-digits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.csv");
+    std::fs::write(&bad, "label,p0\n3,1,2\n").unwrap();
+    let err = load_digits(&bad).unwrap_err().to_string();
+    assert!(err.contains("line 2: expected 65 fields, got 3"), "{err}");
+    let row = |label: &str| format!("h\n{label}{}\n", ",1".repeat(64));
+    std::fs::write(&bad, row("12")).unwrap();
+    let err = load_digits(&bad).unwrap_err().to_string();
+    assert!(err.contains("label 12 is not a digit"), "{err}");
+    std::fs::write(&bad, row("x")).unwrap();
+    assert!(load_digits(&bad).unwrap_err().to_string().contains("`x`"));
+    assert!(load_digits(&dir.join("missing.csv")).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let config = Config {
+        hidden: 8,
+        batch: 0,
+        lr: 0.1,
+        seed: 1,
+        optimizer: Optimizer::SgdMomentum,
+    };
+    assert!(Trainer::new(config.clone()).is_err());
+    let mut tiny = Trainer::new(Config {
+        batch: 1000,
+        ..config
+    })
+    .unwrap();
+    let (train, _) = data();
+    assert!(
+        tiny.epoch(&train, || ()).is_err(),
+        "600 rows < one batch of 1000"
+    );
+}
