@@ -4,6 +4,10 @@
 //! attribute generates, by a typed function that lands in [`invoke_with`],
 //! [`invoke_into`] or [`invoke_inplace`].
 
+use std::borrow::Cow;
+
+use smallvec::SmallVec;
+
 use crate::{
     Attrs, EnvArguments, Error, GradArgs, NDArray, OpCall, OpDef, OpForm, OpReqType, RegisteredOp,
     Registry, Result, RunContext, Shape, TBlob, TBlobMut, op::check_blob,
@@ -102,9 +106,9 @@ pub fn invoke_inplace(
 /// Output shape and dtype of `op` on `inputs`.
 pub fn infer(op: &OpDef, inputs: &[&NDArray], env: &EnvArguments) -> Result<(Shape, crate::DType)> {
     op.check_arity(inputs.len())?;
-    let dtypes: Vec<_> = inputs.iter().map(|a| a.dtype()).collect();
+    let dtypes: SmallVec<[_; 4]> = inputs.iter().map(|a| a.dtype()).collect();
     let dtype = (op.infer_dtype)(op, &dtypes, env)?;
-    let shapes: Vec<_> = inputs.iter().map(|a| a.shape().clone()).collect();
+    let shapes: SmallVec<[_; 4]> = inputs.iter().map(|a| a.shape().clone()).collect();
     let shape = (op.infer_shape)(op, &shapes, env)?;
     Ok((shape, dtype))
 }
@@ -120,11 +124,13 @@ fn no_states(op: &OpDef) -> Result<()> {
     }
 }
 
-fn seeded(op: &OpDef, env: &EnvArguments) -> EnvArguments {
+/// `env`, with a seed drawn now when the op uses random numbers and none
+/// was given, so that the call is reproducible from its arguments.
+fn seeded<'e>(op: &OpDef, env: &'e EnvArguments) -> Cow<'e, EnvArguments> {
     if op.resources.rng {
-        env.clone().with_seed(env.seed_or_draw())
+        Cow::Owned(env.clone().with_seed(env.seed_or_draw()))
     } else {
-        env.clone()
+        Cow::Borrowed(env)
     }
 }
 
@@ -142,7 +148,7 @@ fn run_forward(
     let env = seeded(op, env);
     // Written with `WriteTo` below, so old pooled bytes never show.
     let mut out = NDArray::for_overwrite(shape, dtype);
-    let blobs: Vec<TBlob<'_>> = inputs.iter().map(|a| a.blob()).collect();
+    let blobs: SmallVec<[TBlob<'_>; 4]> = inputs.iter().map(|a| a.blob()).collect();
     let call = OpCall {
         op,
         env: &env,

@@ -23,10 +23,12 @@
 //! Every check happens before the first write, so a failing call writes
 //! nothing.
 
+use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::ops::Range;
 
 use rayon::prelude::*;
+use smallvec::SmallVec;
 
 pub mod simd;
 
@@ -44,6 +46,10 @@ pub const TILE: usize = 1024;
 /// the rayon pool costs a few microseconds, about what 2^17 cheap
 /// elements take on one core.
 pub const PARALLEL_WORK: usize = 1 << 17;
+/// Outputs at least this large are written with streaming stores: they
+/// cannot stay in cache anyway, and skipping the read of each line before
+/// it is overwritten saves a third of the memory traffic of a unary op.
+pub const STREAMING_BYTES: usize = 8 << 20;
 /// No thread gets less than this many elements.
 pub const MIN_CHUNK: usize = 4 * TILE;
 /// Work per element of drawing a random number.
@@ -152,6 +158,27 @@ pub fn tile_backward<K: MapGrad<N>, C: Float, const N: usize>(
         out,
     });
     Ok(())
+}
+
+thread_local! {
+    /// Tile buffers of the drivers, kept per thread: zeroing tens of
+    /// kilobytes of stack on every call would dominate small ops.
+    static SCRATCH: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with `elems` scratch elements of type `C` (contents unspecified).
+fn with_scratch<C: Float, R>(elems: usize, f: impl FnOnce(&mut [C]) -> R) -> R {
+    let words = (elems * std::mem::size_of::<C>()).div_ceil(8);
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut v) => {
+            if v.len() < words {
+                v.resize(words, 0.0);
+            }
+            f(&mut bytemuck::cast_slice_mut(&mut v[..words])[..elems])
+        }
+        // Only if a kernel re-enters the drivers on this thread.
+        Err(_) => f(&mut vec![C::zero(); elems]),
+    })
 }
 
 /// A mutable slice that parallel workers carve into disjoint ranges.
@@ -401,13 +428,16 @@ fn check_input(
     Ok(())
 }
 
+/// A destination as aliasing checks see it: name, bytes, shape, written.
+type DstInfo<'a> = (&'a str, Range<usize>, &'a Shape, bool);
+
 /// How a source relates to the destinations: `Some(k)` when it is exactly
 /// destination `k`'s memory; an error when it partly overlaps one.
 fn alias_of(
     op: &'static str,
     arg: &str,
     src: &TBlob<'_>,
-    dsts: &[(&str, std::ops::Range<usize>, &Shape, bool)],
+    dsts: &[DstInfo<'_>],
 ) -> Result<Option<usize>> {
     let r = src.byte_range();
     if r.is_empty() {
@@ -469,13 +499,11 @@ pub fn map_forward<K: MapFn<N>, const N: usize>(
         out_shape: outputs[0].shape().clone(),
     };
     let broadcast = op.pattern == crate::Pattern::Broadcast;
-    let names: Vec<String> = std::iter::once("output".to_string())
-        .chain(states.iter().map(|&k| op.input_name(k).to_string()))
-        .collect();
-    let dst_info: Vec<(&str, Range<usize>, &Shape, bool)> = outputs
+    let names = std::iter::once("output").chain(states.iter().map(|&k| op.input_name(k)));
+    let dst_info: SmallVec<[DstInfo<'_>; 4]> = outputs
         .iter()
-        .zip(&names)
-        .map(|(o, n)| (n.as_str(), o.byte_range(), o.shape(), true))
+        .zip(names)
+        .map(|(o, n)| (n, o.byte_range(), o.shape(), true))
         .collect();
     let mut aliases = [None; N];
     for (i, x) in inputs.iter().enumerate() {
@@ -491,15 +519,18 @@ pub fn map_forward<K: MapFn<N>, const N: usize>(
             ));
         }
     }
+    drop(dst_info);
     let n = c.out_shape.size();
     let parallel = call.ctx.parallel;
     dispatch_float!(c.dtype, S => {
         let srcs: [Src<'_, S>; N] = build_srcs(inputs, &aliases, &c.out_shape)?;
-        let mut dsts = Vec::with_capacity(outputs.len());
+        let mut dsts: SmallVec<[DisjointMut<'_, S>; 4]> = SmallVec::new();
         for o in outputs.iter_mut() {
             dsts.push(DisjointMut::new(o.as_slice_mut::<S>()?));
         }
-        let job = ForwardJob { kernel, srcs: &srcs, dsts: &dsts, reqs, states };
+        let streaming = n * c.dtype.size() >= STREAMING_BYTES
+            && matches!(reqs[0], OpReqType::WriteTo | OpReqType::WriteInplace);
+        let job = ForwardJob { streaming, kernel, srcs: &srcs, dsts: &dsts, reqs, states };
         for_each_chunk(n, op.cost as usize, parallel, TILE, |range| job.run(range));
         Ok(())
     }, _ => unreachable!("checked float above"))
@@ -530,6 +561,8 @@ fn source_for<'a, S: Float>(
 }
 
 struct ForwardJob<'a, 'b, S: Float, K, const N: usize> {
+    /// Write the output with streaming stores (it is far larger than the caches).
+    streaming: bool,
     kernel: &'a K,
     srcs: &'a [Src<'b, S>; N],
     dsts: &'a [DisjointMut<'b, S>],
@@ -539,64 +572,82 @@ struct ForwardJob<'a, 'b, S: Float, K, const N: usize> {
 
 impl<S: TileIo, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {
     fn run(&self, range: Range<usize>) {
-        let zero = <S::Compute as Float>::zero();
-        let mut bufs = [[zero; TILE]; N];
-        let mut res = [zero; TILE];
-        let mut start = range.start;
-        while start < range.end {
-            let len = TILE.min(range.end - start);
-            // SAFETY: each worker gets a disjoint `range`, tiles within it
-            // are disjoint and used one at a time, and distinct outputs
-            // never overlap (each aliases a distinct input or nothing).
-            let mut tiles: Vec<&mut [S]> = self
-                .dsts
-                .iter()
-                .map(|d| unsafe { d.range(start..start + len) })
-                .collect();
-            if self.states.is_empty() {
-                let mut loaded = self.srcs.iter().zip(bufs.iter_mut());
-                let ins: [&[S::Compute]; N] = std::array::from_fn(|_| {
-                    let (src, buf) = loaded.next().expect("one buffer per input");
-                    src.tile(start, len, &tiles, buf)
-                });
-                let req = self.reqs[0];
-                let direct = matches!(req, OpReqType::WriteTo | OpReqType::WriteInplace);
-                match S::as_compute_mut(&mut *tiles[0]).filter(|_| direct) {
-                    Some(out) => simd::run(MapTile {
-                        kernel: self.kernel,
-                        ins,
-                        out,
-                    }),
-                    None => {
-                        let out = &mut res[..len];
-                        simd::run(MapTile {
-                            kernel: self.kernel,
-                            ins,
-                            out,
-                        });
-                        store(&mut *tiles[0], &res[..len], req);
-                    }
-                }
-            } else {
-                // The kernel updates its inputs, so it works on copies.
-                for (src, buf) in self.srcs.iter().zip(bufs.iter_mut()) {
-                    src.fill(start, len, &tiles, buf);
-                }
-                let mut views = bufs.iter_mut();
-                let ins: [&mut [S::Compute]; N] = std::array::from_fn(|_| {
-                    &mut views.next().expect("one buffer per input")[..len]
-                });
-                simd::run(MapTileMut {
+        let cap = TILE.min(range.len());
+        if cap == 0 {
+            return;
+        }
+        with_scratch::<S::Compute, _>((N + 1) * cap, |scratch| {
+            let (flat, res) = scratch.split_at_mut(N * cap);
+            let mut chunks = flat.chunks_mut(cap);
+            let mut bufs: [&mut [S::Compute]; N] =
+                std::array::from_fn(|_| chunks.next().expect("one buffer per input"));
+            let mut start = range.start;
+            while start < range.end {
+                let len = cap.min(range.end - start);
+                self.tile(start, len, &mut bufs, &mut res[..len]);
+                start += len;
+            }
+            if self.streaming {
+                simd::stream_fence();
+            }
+        })
+    }
+
+    fn tile(
+        &self,
+        start: usize,
+        len: usize,
+        bufs: &mut [&mut [S::Compute]; N],
+        res: &mut [S::Compute],
+    ) {
+        // SAFETY: each worker gets a disjoint range, tiles within it are
+        // disjoint and used one at a time, and distinct outputs never
+        // overlap (each aliases a distinct input or nothing).
+        let mut tiles: SmallVec<[&mut [S]; 4]> = self
+            .dsts
+            .iter()
+            .map(|d| unsafe { d.range(start..start + len) })
+            .collect();
+        if self.states.is_empty() {
+            let mut loaded = self.srcs.iter().zip(bufs.iter_mut());
+            let ins: [&[S::Compute]; N] = std::array::from_fn(|_| {
+                let (src, buf) = loaded.next().expect("one buffer per input");
+                src.tile(start, len, &tiles, buf)
+            });
+            let req = self.reqs[0];
+            let direct = matches!(req, OpReqType::WriteTo | OpReqType::WriteInplace);
+            match S::as_compute_mut(&mut *tiles[0]).filter(|_| direct) {
+                Some(out) => simd::run(MapTile {
                     kernel: self.kernel,
                     ins,
-                    out: &mut res[..len],
-                });
-                store(&mut *tiles[0], &res[..len], self.reqs[0]);
-                for (j, &k) in self.states.iter().enumerate() {
-                    store(&mut *tiles[1 + j], &bufs[k][..len], OpReqType::WriteTo);
+                    out,
+                }),
+                None => {
+                    simd::run(MapTile {
+                        kernel: self.kernel,
+                        ins,
+                        out: &mut *res,
+                    });
+                    store(&mut *tiles[0], res, req);
                 }
             }
-            start += len;
+        } else {
+            // The kernel updates its inputs, so it works on copies.
+            for (src, buf) in self.srcs.iter().zip(bufs.iter_mut()) {
+                src.fill(start, len, &tiles, buf);
+            }
+            let mut views = bufs.iter_mut();
+            let ins: [&mut [S::Compute]; N] =
+                std::array::from_fn(|_| &mut views.next().expect("one buffer per input")[..len]);
+            simd::run(MapTileMut {
+                kernel: self.kernel,
+                ins,
+                out: &mut *res,
+            });
+            store(&mut *tiles[0], res, self.reqs[0]);
+            for (j, &k) in self.states.iter().enumerate() {
+                store(&mut *tiles[1 + j], &bufs[k][..len], OpReqType::WriteTo);
+            }
         }
     }
 }
@@ -768,55 +819,72 @@ struct BackwardJob<'a, 'b, S: Float, K, const N: usize> {
 
 impl<S: TileIo, K: MapGrad<N>, const N: usize> BackwardJob<'_, '_, S, K, N> {
     fn run(&self, range: Range<usize>) {
-        let zero = <S::Compute as Float>::zero();
-        let mut dyb = [zero; TILE];
-        let mut yb = [zero; TILE];
-        let mut xb = [[zero; TILE]; N];
-        let mut res = [[zero; TILE]; N];
-        let mut start = range.start;
-        while start < range.end {
-            let len = TILE.min(range.end - start);
-            let tile = start..start + len;
-            // SAFETY: disjoint ranges per worker, disjoint tiles within one,
-            // and distinct destinations never overlap (checked before).
-            let mut tiles: Vec<&mut [S]> = self
-                .direct
-                .iter()
-                .map(|d| match d {
-                    Some(d) => unsafe { d.range(tile.clone()) },
-                    None => &mut [],
-                })
-                .collect();
-            {
-                let dy = self.dy.tile(start, len, &tiles, &mut dyb);
-                let y = self.y.tile(start, len, &tiles, &mut yb);
-                let mut loaded = self.xs.iter().zip(xb.iter_mut());
-                let xs: [&[S::Compute]; N] = std::array::from_fn(|_| {
-                    let (src, buf) = loaded.next().expect("one buffer per input");
-                    src.tile(start, len, &tiles, buf)
-                });
-                let mut views = res.iter_mut();
-                let out: [&mut [S::Compute]; N] = std::array::from_fn(|_| {
-                    &mut views.next().expect("one result per input")[..len]
-                });
-                simd::run(GradTile {
-                    kernel: self.kernel,
-                    dy,
-                    y,
-                    xs,
-                    out,
-                });
+        let cap = TILE.min(range.len());
+        if cap == 0 {
+            return;
+        }
+        // dy, y, N inputs and N results.
+        with_scratch::<S::Compute, _>((2 + 2 * N) * cap, |scratch| {
+            let mut chunks = scratch.chunks_mut(cap);
+            let mut next = || chunks.next().expect("sized for every buffer");
+            let (dyb, yb) = (next(), next());
+            let mut xb: [&mut [S::Compute]; N] = std::array::from_fn(|_| next());
+            let mut res: [&mut [S::Compute]; N] = std::array::from_fn(|_| next());
+            let mut start = range.start;
+            while start < range.end {
+                let len = cap.min(range.end - start);
+                self.tile(start, len, dyb, yb, &mut xb, &mut res);
+                start += len;
             }
-            for i in 0..N {
-                if self.direct[i].is_some() {
-                    store(&mut *tiles[i], &res[i][..len], self.reqs[i]);
-                } else if let Some(t) = &self.temps[i] {
-                    // SAFETY: as above; temporaries are per-input buffers.
-                    unsafe { t.range(tile.clone()) }.copy_from_slice(&res[i][..len]);
-                }
+        })
+    }
+
+    fn tile(
+        &self,
+        start: usize,
+        len: usize,
+        dyb: &mut [S::Compute],
+        yb: &mut [S::Compute],
+        xb: &mut [&mut [S::Compute]; N],
+        res: &mut [&mut [S::Compute]; N],
+    ) {
+        let tile = start..start + len;
+        // SAFETY: disjoint ranges per worker, disjoint tiles within one,
+        // and distinct destinations never overlap (checked before).
+        let mut tiles: SmallVec<[&mut [S]; 4]> = self
+            .direct
+            .iter()
+            .map(|d| match d {
+                Some(d) => unsafe { d.range(tile.clone()) },
+                None => &mut [],
+            })
+            .collect();
+        {
+            let dy = self.dy.tile(start, len, &tiles, dyb);
+            let y = self.y.tile(start, len, &tiles, yb);
+            let mut loaded = self.xs.iter().zip(xb.iter_mut());
+            let xs: [&[S::Compute]; N] = std::array::from_fn(|_| {
+                let (src, buf) = loaded.next().expect("one buffer per input");
+                src.tile(start, len, &tiles, buf)
+            });
+            let mut views = res.iter_mut();
+            let out: [&mut [S::Compute]; N] =
+                std::array::from_fn(|_| &mut views.next().expect("one result per input")[..len]);
+            simd::run(GradTile {
+                kernel: self.kernel,
+                dy,
+                y,
+                xs,
+                out,
+            });
+        }
+        for i in 0..N {
+            if self.direct[i].is_some() {
+                store(&mut *tiles[i], &res[i][..len], self.reqs[i]);
+            } else if let Some(t) = &self.temps[i] {
+                // SAFETY: as above; temporaries are per-input buffers.
+                unsafe { t.range(tile.clone()) }.copy_from_slice(&res[i][..len]);
             }
-            tiles.clear();
-            start += len;
         }
     }
 }

@@ -19,6 +19,8 @@
 //! crate whose ops are never named by a Rust path.
 
 use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 use std::sync::OnceLock;
 
 use crate::{BackwardFn, Device, Error, ForwardFn, OpDef, Result};
@@ -71,11 +73,13 @@ impl RegisteredOp {
 }
 
 /// A set of ops by name, iterated in sorted order.
+///
+/// Hash maps with a fast string hash: every eager call looks its op up.
 #[derive(Debug, Default)]
 pub struct Registry {
-    ops: BTreeMap<&'static str, RegisteredOp>,
+    ops: FxHashMap<&'static str, RegisteredOp>,
     /// Alias → registered name.
-    aliases: BTreeMap<&'static str, &'static str>,
+    aliases: FxHashMap<&'static str, &'static str>,
 }
 
 impl Registry {
@@ -196,7 +200,9 @@ impl Registry {
 
     /// All ops, sorted by name.
     pub fn iter(&self) -> impl Iterator<Item = &RegisteredOp> {
-        self.ops.values()
+        let mut all: Vec<&RegisteredOp> = self.ops.values().collect();
+        all.sort_unstable_by_key(|o| o.def.name);
+        all.into_iter()
     }
 
     /// Number of ops.

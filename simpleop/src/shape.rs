@@ -2,19 +2,24 @@
 
 use std::fmt;
 
+use smallvec::SmallVec;
+
 /// The dimensions of an array, row-major. A scalar has no dimensions.
+///
+/// Up to four dimensions are stored inline, so shapes are copied without
+/// allocating on every eager call.
 #[derive(Clone, PartialEq, Eq, Hash, Default)]
-pub struct Shape(Vec<usize>);
+pub struct Shape(SmallVec<[usize; 4]>);
 
 impl Shape {
     /// A shape from its dimensions.
     pub fn new(dims: impl Into<Vec<usize>>) -> Self {
-        Shape(dims.into())
+        Shape(SmallVec::from_slice(&dims.into()))
     }
 
     /// The 0-d shape.
     pub fn scalar() -> Self {
-        Shape(Vec::new())
+        Shape(SmallVec::new())
     }
 
     /// The dimensions.
@@ -55,7 +60,7 @@ impl Shape {
                 _ => return None,
             };
         }
-        Some(Shape(dims))
+        Some(Shape::from(dims))
     }
 
     /// Whether this shape broadcasts to `target` without changing `target`.
@@ -116,17 +121,17 @@ impl fmt::Display for Shape {
 
 impl From<Vec<usize>> for Shape {
     fn from(v: Vec<usize>) -> Self {
-        Shape(v)
+        Shape(SmallVec::from_slice(&v))
     }
 }
 impl From<&[usize]> for Shape {
     fn from(v: &[usize]) -> Self {
-        Shape(v.to_vec())
+        Shape(SmallVec::from_slice(v))
     }
 }
 impl<const N: usize> From<[usize; N]> for Shape {
     fn from(v: [usize; N]) -> Self {
-        Shape(v.to_vec())
+        Shape(SmallVec::from_slice(&v))
     }
 }
 impl From<&Shape> for Shape {

@@ -331,6 +331,22 @@ pub trait TileIo: Float {
     fn load(src: &[Self], dst: &mut [Self::Compute]);
     /// Writes `src` into `dst`, or adds it when `add`.
     fn store(dst: &mut [Self], src: &[Self::Compute], add: bool);
+    /// Writes `src` into `dst` bypassing the caches where the CPU can
+    /// (for outputs far larger than the caches: it saves reading each
+    /// output line before overwriting it). Call [`stream_fence`] after the
+    /// last one.
+    fn store_streaming(dst: &mut [Self], src: &[Self::Compute]) {
+        Self::store(dst, src, false);
+    }
+}
+
+/// Orders earlier streaming stores before later ordinary ones.
+pub fn stream_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `sfence` is part of SSE, which x86-64 always has.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    }
 }
 
 macro_rules! native_tile_io {
@@ -356,6 +372,19 @@ macro_rules! native_tile_io {
                     dst.copy_from_slice(src);
                 }
             }
+            #[inline]
+            fn store_streaming(dst: &mut [Self], src: &[Self]) {
+                let n = dst.len().min(src.len());
+                #[cfg(target_arch = "x86_64")]
+                let done = match active() {
+                    // SAFETY: `active` only returns instruction sets the CPU has.
+                    Isa::Avx512 | Isa::Avx2 => unsafe { x86::stream(&src[..n], &mut dst[..n]) },
+                    _ => 0,
+                };
+                #[cfg(not(target_arch = "x86_64"))]
+                let done = 0;
+                dst[done..n].copy_from_slice(&src[done..n]);
+            }
         }
     )*};
 }
@@ -373,23 +402,160 @@ impl TileIo for half::f16 {
     }
     #[inline]
     fn load(src: &[Self], dst: &mut [f32]) {
-        use half::slice::HalfFloatSliceExt;
-        src.convert_to_f32_slice(dst);
+        f16_to_f32(src, dst);
     }
     #[inline]
     fn store(dst: &mut [Self], src: &[f32], add: bool) {
-        use half::slice::HalfFloatSliceExt;
         if !add {
-            dst.convert_from_f32_slice(src);
+            f32_to_f16(src, dst);
             return;
         }
         let mut old = [0.0f32; CONVERT_CHUNK];
         for (d, s) in dst.chunks_mut(CONVERT_CHUNK).zip(src.chunks(CONVERT_CHUNK)) {
             let old = &mut old[..d.len()];
-            d.convert_to_f32_slice(old);
+            f16_to_f32(d, old);
             run(AddTile { dst: old, src: s });
-            d.convert_from_f32_slice(old);
+            f32_to_f16(old, d);
         }
+    }
+}
+
+/// f16 → f32 with the widest conversion instruction present (F16C:
+/// 8 lanes; AVX-512: 16 lanes), else `half`'s.
+fn f16_to_f32(src: &[half::f16], dst: &mut [f32]) {
+    let n = src.len().min(dst.len());
+    #[cfg(target_arch = "x86_64")]
+    {
+        let done = match active() {
+            // SAFETY: `active` only returns instruction sets the CPU has.
+            Isa::Avx512 => unsafe { x86::f16_to_f32_avx512(&src[..n], &mut dst[..n]) },
+            // SAFETY: as above.
+            Isa::Avx2 => unsafe { x86::f16_to_f32_avx2(&src[..n], &mut dst[..n]) },
+            _ => 0,
+        };
+        for (d, s) in dst[done..n].iter_mut().zip(&src[done..n]) {
+            *d = s.to_f32();
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        use half::slice::HalfFloatSliceExt;
+        src[..n].convert_to_f32_slice(&mut dst[..n]);
+    }
+}
+
+/// f32 → f16, rounding to nearest even, as [`f16_to_f32`].
+fn f32_to_f16(src: &[f32], dst: &mut [half::f16]) {
+    let n = src.len().min(dst.len());
+    #[cfg(target_arch = "x86_64")]
+    {
+        let done = match active() {
+            // SAFETY: `active` only returns instruction sets the CPU has.
+            Isa::Avx512 => unsafe { x86::f32_to_f16_avx512(&src[..n], &mut dst[..n]) },
+            // SAFETY: as above.
+            Isa::Avx2 => unsafe { x86::f32_to_f16_avx2(&src[..n], &mut dst[..n]) },
+            _ => 0,
+        };
+        for (d, s) in dst[done..n].iter_mut().zip(&src[done..n]) {
+            *d = half::f16::from_f32(*s);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        use half::slice::HalfFloatSliceExt;
+        dst[..n].convert_from_f32_slice(&src[..n]);
+    }
+}
+
+/// Explicit F16C / AVX-512 conversions: LLVM cannot derive them from
+/// scalar code. Each returns how many leading elements it converted (a
+/// multiple of its lane count); the caller finishes the rest.
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    /// Round to nearest even.
+    const NEAREST: i32 = _MM_FROUND_TO_NEAREST_INT;
+
+    #[target_feature(enable = "avx512f,avx2,f16c")]
+    pub(super) fn f16_to_f32_avx512(src: &[half::f16], dst: &mut [f32]) -> usize {
+        let n = src.len().min(dst.len()) / 16 * 16;
+        for i in (0..n).step_by(16) {
+            // SAFETY: `i + 16 <= n` elements of both slices are in bounds;
+            // unaligned loads and stores are used.
+            unsafe {
+                let h = _mm256_loadu_si256(src.as_ptr().add(i).cast());
+                _mm512_storeu_ps(dst.as_mut_ptr().add(i), _mm512_cvtph_ps(h));
+            }
+        }
+        n
+    }
+
+    #[target_feature(enable = "avx512f,avx2,f16c")]
+    pub(super) fn f32_to_f16_avx512(src: &[f32], dst: &mut [half::f16]) -> usize {
+        let n = src.len().min(dst.len()) / 16 * 16;
+        for i in (0..n).step_by(16) {
+            // SAFETY: as in `f16_to_f32_avx512`.
+            unsafe {
+                let v = _mm512_loadu_ps(src.as_ptr().add(i));
+                let h = _mm512_cvtps_ph::<NEAREST>(v);
+                _mm256_storeu_si256(dst.as_mut_ptr().add(i).cast(), h);
+            }
+        }
+        n
+    }
+
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn f16_to_f32_avx2(src: &[half::f16], dst: &mut [f32]) -> usize {
+        let n = src.len().min(dst.len()) / 8 * 8;
+        for i in (0..n).step_by(8) {
+            // SAFETY: `i + 8 <= n` elements of both slices are in bounds.
+            unsafe {
+                let h = _mm_loadu_si128(src.as_ptr().add(i).cast());
+                _mm256_storeu_ps(dst.as_mut_ptr().add(i), _mm256_cvtph_ps(h));
+            }
+        }
+        n
+    }
+
+    /// Copies the longest 32-byte aligned prefix of whole vectors with
+    /// non-temporal stores; returns how many elements it wrote (0 when
+    /// `dst` is not 32-byte aligned).
+    #[target_feature(enable = "avx2")]
+    pub(super) fn stream<T: Copy>(src: &[T], dst: &mut [T]) -> usize {
+        let bytes = std::mem::size_of_val(src).min(std::mem::size_of_val(dst));
+        if !(dst.as_ptr() as usize).is_multiple_of(32)
+            || size_of::<T>() == 0
+            || !32usize.is_multiple_of(size_of::<T>())
+        {
+            return 0;
+        }
+        let whole = bytes / 32 * 32;
+        let (s, d) = (src.as_ptr().cast::<u8>(), dst.as_mut_ptr().cast::<u8>());
+        for off in (0..whole).step_by(32) {
+            // SAFETY: `off + 32 <= whole <= bytes` of both slices; `dst + off`
+            // is 32-byte aligned (checked above, `off` is a multiple of 32);
+            // the source load is unaligned.
+            unsafe {
+                let v = _mm256_loadu_si256(s.add(off).cast());
+                _mm256_stream_si256(d.add(off).cast(), v);
+            }
+        }
+        whole / size_of::<T>()
+    }
+
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn f32_to_f16_avx2(src: &[f32], dst: &mut [half::f16]) -> usize {
+        let n = src.len().min(dst.len()) / 8 * 8;
+        for i in (0..n).step_by(8) {
+            // SAFETY: as in `f16_to_f32_avx2`.
+            unsafe {
+                let v = _mm256_loadu_ps(src.as_ptr().add(i));
+                let h = _mm256_cvtps_ph::<NEAREST>(v);
+                _mm_storeu_si128(dst.as_mut_ptr().add(i).cast(), h);
+            }
+        }
+        n
     }
 }
 
@@ -422,6 +588,42 @@ mod tests {
         assert!(best().is_supported());
         assert!(Isa::Scalar.is_supported());
         assert!(active().is_supported());
+    }
+
+    #[test]
+    fn f16_conversions_match_half_on_every_isa() {
+        let xs: Vec<f32> = (0..70_000)
+            .map(|i| f32::from_bits(0x3300_0000u32.wrapping_add((i as u32).wrapping_mul(0x2f1b))))
+            .chain([
+                0.0,
+                -0.0,
+                f32::INFINITY,
+                f32::NEG_INFINITY,
+                65504.0,
+                65520.0,
+                1e-8,
+            ])
+            .collect();
+        let before = active();
+        for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+            if set_active(isa).is_err() {
+                continue;
+            }
+            let mut h = vec![half::f16::ZERO; xs.len()];
+            f32_to_f16(&xs, &mut h);
+            let mut back = vec![0.0f32; xs.len()];
+            f16_to_f32(&h, &mut back);
+            for ((x, g), b) in xs.iter().zip(&h).zip(&back) {
+                let want = half::f16::from_f32(*x);
+                if x.is_nan() {
+                    assert!(g.is_nan());
+                } else {
+                    assert_eq!(g.to_bits(), want.to_bits(), "{isa:?} {x}");
+                }
+                assert_eq!(b.to_bits(), g.to_f32().to_bits(), "{isa:?}");
+            }
+        }
+        set_active(before).unwrap();
     }
 
     #[test]

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""simpleop's kernel benchmark side by side with numpy and PyTorch.
+
+    python3 bench/peers.py [--quick] [--rounds 2]
+
+Runs `simpleop bench --json` (built with --release) and the same rows with
+numpy and, when installed, PyTorch (2 threads), alternating rounds in one
+run so that all three see the same machine. Prints the median over rounds
+of each row's median, and simpleop's time over the faster peer's.
+
+numpy's ufuncs are single-threaded; PyTorch uses 2 threads like simpleop.
+Rows without a counterpart (bf16 in numpy, the SIMD-off rows) print '-'.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+try:
+    import torch
+
+    torch.set_num_threads(2)
+    import torch.nn.functional as F
+except ImportError:  # PyTorch is optional
+    torch = None
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def timed(fn, reps):
+    fn()
+    samples = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(samples)
+
+
+def ours(quick):
+    cmd = ["cargo", "run", "--release", "-q", "--bin", "simpleop", "--", "bench", "--json"]
+    if quick:
+        cmd.append("--quick")
+    out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    return {r["name"]: r["ms"] for r in map(json.loads, out.splitlines())}
+
+
+def numpy_rows(n, reps):
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-4, 4, n).astype(np.float32)
+    xp = rng.uniform(0.05, 4, n).astype(np.float32)
+    y = rng.uniform(-4, 4, n).astype(np.float32)
+    o = np.empty_like(x)
+
+    def smooth_l1(v, out=None):
+        a = np.abs(v)
+        return np.where(a < 1, 0.5 * v * v, a - 0.5)
+
+    def sigmoid(v, out=None):
+        return np.divide(1.0, 1.0 + np.exp(-v), out=out)
+
+    unary = {
+        "relu": (lambda v, out=None: np.maximum(v, 0, out=out), x),
+        "exp": (np.exp, x),
+        "tanh": (np.tanh, x),
+        "sigmoid": (sigmoid, x),
+        "log": (np.log, xp),
+        "smooth_l1": (smooth_l1, x),
+    }
+    rows = {}
+    for name, (f, v) in unary.items():
+        if name != "smooth_l1":
+            rows[f"{name}/f32/out"] = timed(lambda: f(v, out=o), reps)
+        rows[f"{name}/f32/fresh"] = timed(lambda: f(v), reps)
+    rows["elemwise_add/f32/out"] = timed(lambda: np.add(x, y, out=o), reps)
+    rows["elemwise_add/f32/fresh"] = timed(lambda: np.add(x, y), reps)
+    xh, oh = x.astype(np.float16), np.empty(n, np.float16)
+    for name in ["relu", "exp", "tanh", "sigmoid"]:
+        f = unary[name][0]
+        rows[f"{name}/float16/out"] = timed(lambda: f(xh, out=oh), reps)
+
+    def chain():
+        a = x * np.float32(0.5)
+        a = a + np.float32(1)
+        a = np.maximum(a, 0)
+        a = np.tanh(a)
+        a = a * y
+        return a + x
+
+    rows["chain6/eager"] = timed(chain, reps)
+    a = rng.uniform(-1, 1, (1024, 1024)).astype(np.float32)
+    b = rng.uniform(-1, 1, (1024, 1024)).astype(np.float32)
+    rows["dot/1024/f32"] = timed(lambda: np.dot(a, b), reps)
+    one = np.array([0.5], np.float32)
+    calls = 20000
+    rows["tiny/relu/typed"] = timed(lambda: [np.maximum(one, 0) for _ in range(calls)], reps) / calls
+    return rows
+
+
+def torch_rows(n, reps):
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand(n, generator=g) * 8 - 4
+    xp = torch.rand(n, generator=g) * 3.95 + 0.05
+    y = torch.rand(n, generator=g) * 8 - 4
+    zeros = torch.zeros(n)
+    o = torch.empty(n)
+    unary = {
+        "relu": (lambda v, out=None: torch.clamp(v, min=0, out=out) if out is not None else torch.relu(v), x),
+        "exp": (torch.exp, x),
+        "tanh": (torch.tanh, x),
+        "sigmoid": (torch.sigmoid, x),
+        "log": (torch.log, xp),
+        "smooth_l1": (lambda v, out=None: F.smooth_l1_loss(v, zeros, reduction="none", beta=1.0), x),
+    }
+    rows = {}
+    for name, (f, v) in unary.items():
+        if name != "smooth_l1":
+            rows[f"{name}/f32/out"] = timed(lambda: f(v, out=o), reps)
+        rows[f"{name}/f32/fresh"] = timed(lambda: f(v), reps)
+    rows["elemwise_add/f32/out"] = timed(lambda: torch.add(x, y, out=o), reps)
+    rows["elemwise_add/f32/fresh"] = timed(lambda: torch.add(x, y), reps)
+    for dt, label in [(torch.float16, "float16"), (torch.bfloat16, "bfloat16")]:
+        xh, oh = x.to(dt), torch.empty(n, dtype=dt)
+        for name in ["relu", "exp", "tanh", "sigmoid"]:
+            f = unary[name][0]
+            rows[f"{name}/{label}/out"] = timed(lambda: f(xh, out=oh), reps)
+
+    def chain():
+        a = x * 0.5
+        a = a + 1
+        a = torch.relu(a)
+        a = torch.tanh(a)
+        a = a * y
+        return a + x
+
+    rows["chain6/eager"] = timed(chain, reps)
+    a = torch.rand(1024, 1024, generator=g) * 2 - 1
+    b = torch.rand(1024, 1024, generator=g) * 2 - 1
+    rows["dot/1024/f32"] = timed(lambda: torch.mm(a, b), reps)
+    one = torch.tensor([0.5])
+    calls = 20000
+    rows["tiny/relu/typed"] = timed(lambda: [torch.relu(one) for _ in range(calls)], reps) / calls
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="4M elements, fewer repetitions")
+    ap.add_argument("--rounds", type=int, default=2, help="alternating rounds (default 2)")
+    args = ap.parse_args()
+    n = (1 << 22) if args.quick else (1 << 24)
+    reps = 5 if args.quick else 11
+    subprocess.run(["cargo", "build", "--release", "-q", "--bin", "simpleop"], cwd=ROOT, check=True)
+    runs = {"simpleop": [], "numpy": [], "torch": []}
+    for r in range(args.rounds):
+        print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
+        runs["simpleop"].append(ours(args.quick))
+        runs["numpy"].append(numpy_rows(n, reps))
+        if torch is not None:
+            runs["torch"].append(torch_rows(n, reps))
+
+    def med(who, row):
+        vals = [r[row] for r in runs[who] if row in r]
+        return statistics.median(vals) if vals else None
+
+    names = list(runs["simpleop"][0].keys())
+    fmt = "{:<26} {:>10} {:>10} {:>10} {:>9}"
+    print(f"threads: simpleop 2, numpy 1 (ufuncs), torch {'2' if torch else '-'}; elements {n}")
+    print(fmt.format("row", "simpleop", "numpy", "torch", "ours/best"))
+    for name in names:
+        cells = [med(w, name) for w in ("simpleop", "numpy", "torch")]
+        peers = [c for c in cells[1:] if c is not None]
+        ratio = f"{cells[0] / min(peers):.2f}" if peers else "-"
+        scale, unit = (1e3, "µs") if name.startswith("tiny/") else (1.0, "")
+        print(fmt.format(name, *[f"{c * scale:.3f}{unit}" if c is not None else "-" for c in cells], ratio))
+
+
+if __name__ == "__main__":
+    main()

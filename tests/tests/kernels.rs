@@ -1,0 +1,104 @@
+//! The vectorised drivers: every instruction set gives the same bits as
+//! the scalar build, for f32, f64, f16 and bf16, branchy kernels included;
+//! outputs large enough for streaming stores honour every request type,
+//! in place included; and `Float`'s f32 vector math is what the ops use.
+
+use simpleop::kernel::STREAMING_BYTES;
+use simpleop::kernel::simd::{self, Isa};
+use simpleop::{Attrs, DType, NDArray, OpReqType, eager};
+
+fn run(op: &str, x: &NDArray, attrs: &Attrs) -> NDArray {
+    eager::invoke(op, &[x], attrs).unwrap()
+}
+
+fn bits(a: &NDArray) -> Vec<u64> {
+    a.to_f64_vec().iter().map(|v| v.to_bits()).collect()
+}
+
+/// One test owns the process-wide instruction-set switch, so results of
+/// other tests never depend on the order they run in.
+#[test]
+fn every_isa_gives_the_scalar_bits() {
+    simpleop_ops::link();
+    let before = simd::active();
+    let ops: [(&str, Attrs); 6] = [
+        ("relu", Attrs::new()),
+        ("smooth_l1", Attrs::from([("scalar", "1.0")])),
+        ("tanh", Attrs::new()),
+        ("exp", Attrs::new()),
+        ("sigmoid", Attrs::new()),
+        ("erf", Attrs::new()),
+    ];
+    // Odd length: every loop has a remainder after its vectors.
+    for dtype in DType::FLOATS {
+        let x = NDArray::random_uniform([3, 1001], -6.0, 6.0, dtype, 11).unwrap();
+        let y = NDArray::random_uniform([1001], -2.0, 2.0, dtype, 12).unwrap();
+        simd::set_active(Isa::Scalar).unwrap();
+        let want: Vec<_> = ops.iter().map(|(op, a)| bits(&run(op, &x, a))).collect();
+        let want_add = bits(&eager::invoke("broadcast_add", &[&x, &y], &Attrs::new()).unwrap());
+        for isa in [Isa::Avx2, Isa::Avx512, Isa::Neon] {
+            if simd::set_active(isa).is_err() {
+                continue;
+            }
+            for ((op, a), w) in ops.iter().zip(&want) {
+                assert_eq!(&bits(&run(op, &x, a)), w, "{op} {dtype} {isa:?}");
+            }
+            let add = eager::invoke("broadcast_add", &[&x, &y], &Attrs::new()).unwrap();
+            assert_eq!(bits(&add), want_add, "broadcast_add {dtype} {isa:?}");
+        }
+    }
+    simd::set_active(before).unwrap();
+}
+
+#[test]
+fn streamed_outputs_honour_every_request() {
+    simpleop_ops::link();
+    // Just past the streaming threshold, and not a multiple of any vector.
+    let n = STREAMING_BYTES / 4 + 37;
+    let x = NDArray::random_uniform([n], -3.0, 3.0, DType::F32, 5).unwrap();
+    let xs = x.to_vec::<f32>().unwrap();
+    let relu: Vec<f32> = xs.iter().map(|v| v.max(0.0)).collect();
+
+    let fresh = run("relu", &x, &Attrs::new());
+    assert_eq!(fresh.to_vec::<f32>().unwrap(), relu);
+
+    let mut out = NDArray::full([n], 7.0, DType::F32);
+    eager::invoke_into_by_name("relu", &[&x], &Attrs::new(), &mut out, OpReqType::WriteTo).unwrap();
+    assert_eq!(out.to_vec::<f32>().unwrap(), relu);
+
+    let mut acc = NDArray::full([n], 1.0, DType::F32);
+    eager::invoke_into_by_name("relu", &[&x], &Attrs::new(), &mut acc, OpReqType::AddTo).unwrap();
+    let want: Vec<f32> = relu.iter().map(|v| v + 1.0).collect();
+    assert_eq!(acc.to_vec::<f32>().unwrap(), want);
+
+    let mut inplace = x.deep_copy();
+    let before = inplace.blob().as_ptr();
+    eager::invoke_inplace_by_name("relu", &mut inplace, &[], &Attrs::new()).unwrap();
+    assert_eq!(inplace.blob().as_ptr(), before, "written in its own buffer");
+    assert_eq!(inplace.to_vec::<f32>().unwrap(), relu);
+
+    let mut null = NDArray::full([n], 3.0, DType::F32);
+    eager::invoke_into_by_name("relu", &[&x], &Attrs::new(), &mut null, OpReqType::Null).unwrap();
+    assert!(null.to_vec::<f32>().unwrap().iter().all(|&v| v == 3.0));
+}
+
+#[test]
+fn f32_ops_use_the_accurate_vector_math() {
+    simpleop_ops::link();
+    // tanh near 0 is where `1 - 2/(e^2x + 1)` would lose ~35 ULP.
+    let xs: Vec<f32> = (1..2000).map(|i| i as f32 * 1e-4).collect();
+    let x = NDArray::from_vec(xs.clone(), [xs.len()]).unwrap();
+    for (op, f) in [
+        ("tanh", f64::tanh as fn(f64) -> f64),
+        ("exp", f64::exp),
+        ("log", f64::ln),
+        ("sigmoid", |v: f64| 1.0 / (1.0 + (-v).exp())),
+    ] {
+        let got = run(op, &x, &Attrs::new()).to_vec::<f32>().unwrap();
+        for (v, g) in xs.iter().zip(got) {
+            let want = f(*v as f64) as f32;
+            let ulps = (g.to_bits() as i64 - want.to_bits() as i64).abs();
+            assert!(ulps <= 2, "{op}({v}) = {g}, want {want}: {ulps} ULP");
+        }
+    }
+}
