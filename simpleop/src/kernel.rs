@@ -28,6 +28,7 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
+pub mod fused;
 pub mod simd;
 
 use crate::blob::overlaps;
