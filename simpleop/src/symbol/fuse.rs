@@ -147,7 +147,9 @@ pub(crate) fn group(g: &Graph, shapes: &[Shape], dtypes: &[DType], tile: &[bool]
             .collect(),
     };
     for n in 0..n_nodes {
-        let Some(pn) = pattern[n] else { continue };
+        if pattern[n].is_none() {
+            continue;
+        }
         let d = ipdom[n];
         if d == sink {
             continue;
@@ -159,7 +161,7 @@ pub(crate) fn group(g: &Graph, shapes: &[Shape], dtypes: &[DType], tile: &[bool]
         let (gp, dp) = (dsu.pattern[gn], dsu.pattern[gd]);
         let pd = pattern[d].unwrap_or(Pattern::Opaque);
         let same = |m: usize| shapes[m] == shapes[n] && dtypes[m] == dtypes[n];
-        let sink_ok = if gp == Pattern::OutElemwiseFusable && pn == Pattern::OutElemwiseFusable {
+        let sink_ok = if gp == Pattern::OutElemwiseFusable {
             simple(pd) && simple(dp) && same(d)
         } else if simple(gp) {
             (simple(pd) && (simple(dp) || dp == Pattern::OutElemwiseFusable) && same(d))
