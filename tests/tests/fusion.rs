@@ -254,3 +254,45 @@ fn gradient_chains_fuse_and_match_unfused() {
         check_same(&c, shapes, dtype);
     }
 }
+
+#[test]
+fn the_benchmark_graphs_fuse_whole_and_compute_what_they_claim() {
+    simpleop_ops::link();
+    let x = NDArray::random_uniform([5000], -3.0, 3.0, DType::F32, 11).unwrap();
+    let y = NDArray::random_uniform([5000], -3.0, 3.0, DType::F32, 12).unwrap();
+    let bind_one = |s: &Symbol, args: Vec<(&str, &NDArray)>| {
+        let args = args
+            .into_iter()
+            .map(|(n, a)| (n.to_owned(), a.clone()))
+            .collect();
+        s.bind(args, HashMap::new(), HashMap::new()).unwrap()
+    };
+    let sl1 = simpleop::bench::smooth_l1_symbol().unwrap();
+    let mut exe = bind_one(&sl1, vec![("x", &x)]);
+    assert_eq!(exe.fusion_groups().len(), 1);
+    assert_eq!(exe.fusion_groups()[0].nodes.len(), 6);
+    exe.forward(false).unwrap();
+    let want = simpleop::eager::invoke("smooth_l1", &[&x], &Attrs::new().with("scalar", 1.0))
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    for (g, w) in exe.outputs()[0].to_vec::<f32>().unwrap().iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-6 * w.abs().max(1.0), "{g} vs {w}");
+    }
+    let chain = simpleop::bench::chain6_symbol().unwrap();
+    let mut exe = bind_one(&chain, vec![("x", &x), ("y", &y)]);
+    assert_eq!(exe.fusion_groups()[0].nodes.len(), 6);
+    assert_eq!(exe.inference_memory_stats().fused_values, 5);
+    exe.forward(false).unwrap();
+    let (xv, yv) = (x.to_vec::<f32>().unwrap(), y.to_vec::<f32>().unwrap());
+    for ((g, a), b) in exe.outputs()[0]
+        .to_vec::<f32>()
+        .unwrap()
+        .iter()
+        .zip(&xv)
+        .zip(&yv)
+    {
+        let w = (a * 0.5 + 1.0).max(0.0).tanh() * b + a;
+        assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "{g} vs {w}");
+    }
+}

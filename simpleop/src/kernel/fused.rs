@@ -96,6 +96,9 @@ impl Compute for f64 {
     }
 }
 
+/// The most inputs a fused op may have (the kernels' own limit).
+const MAX_ARITY: usize = 8;
+
 fn bad(what: &str, msg: impl Into<String>) -> Error {
     Error::invalid("fused", what, msg)
 }
@@ -111,7 +114,7 @@ impl TileProgram<'_> {
         for ins in &self.instrs {
             let fine = match ins {
                 TileInstr::Forward { ins, out, .. } => {
-                    ok(*out) && ins.iter().all(|&i| ok(i) && i != *out)
+                    ok(*out) && ins.len() <= MAX_ARITY && ins.iter().all(|&i| ok(i) && i != *out)
                 }
                 TileInstr::Backward {
                     fns,
@@ -128,7 +131,9 @@ impl TileProgram<'_> {
                         .chain(*y)
                         .chain(xs.iter().flatten().copied())
                         .collect();
-                    reads.iter().all(|&s| ok(s))
+                    grads.len() <= MAX_ARITY
+                        && xs.len() <= MAX_ARITY
+                        && reads.iter().all(|&s| ok(s))
                         && grads.iter().all(|&g| ok(g) && !reads.contains(&g))
                         && grads
                             .iter()
@@ -328,8 +333,16 @@ where
             } => {
                 settle::<S>(slots, &mut dirty, half, len, &mut ins.iter().copied());
                 let mut res = std::mem::take(&mut slots[*o]);
-                let views: Vec<&[S::Compute]> = ins.iter().map(|&i| &slots[i][..len]).collect();
-                let r = <S::Compute as Compute>::forward(fns)(env, &views, &mut res[..len]);
+                // On the stack: this runs once per op per tile.
+                let mut views: [&[S::Compute]; MAX_ARITY] = [&[]; MAX_ARITY];
+                for (v, &i) in views.iter_mut().zip(ins) {
+                    *v = &slots[i][..len];
+                }
+                let r = <S::Compute as Compute>::forward(fns)(
+                    env,
+                    &views[..ins.len()],
+                    &mut res[..len],
+                );
                 slots[*o] = res;
                 r?;
                 if round {
@@ -355,16 +368,28 @@ where
                         .chain(*y)
                         .chain(xs.iter().flatten().copied()),
                 );
-                let mut res: Vec<Vec<S::Compute>> = grads
-                    .iter()
-                    .map(|&g| std::mem::take(&mut slots[g]))
-                    .collect();
+                let mut res: [Vec<S::Compute>; MAX_ARITY] = Default::default();
+                for (r, &g) in res.iter_mut().zip(grads) {
+                    *r = std::mem::take(&mut slots[g]);
+                }
                 let r = {
                     let view = |s: Option<usize>| s.map_or(&zero[..len], |s| &slots[s][..len]);
-                    let xv: Vec<&[S::Compute]> = xs.iter().map(|&x| view(x)).collect();
-                    let mut gv: Vec<&mut [S::Compute]> =
-                        res.iter_mut().map(|g| &mut g[..len]).collect();
-                    f(env, view(Some(*dy)), view(*y), &xv, &mut gv)
+                    let mut xv: [&[S::Compute]; MAX_ARITY] = [&[]; MAX_ARITY];
+                    for (v, &x) in xv.iter_mut().zip(xs) {
+                        *v = view(x);
+                    }
+                    let mut gv: [&mut [S::Compute]; MAX_ARITY] = Default::default();
+                    for (v, g) in gv.iter_mut().zip(res.iter_mut()) {
+                        let n = len.min(g.len());
+                        *v = &mut g[..n];
+                    }
+                    f(
+                        env,
+                        view(Some(*dy)),
+                        view(*y),
+                        &xv[..xs.len()],
+                        &mut gv[..grads.len()],
+                    )
                 };
                 for (g, v) in grads.iter().zip(res) {
                     slots[*g] = v;
