@@ -222,7 +222,7 @@ where
     {
         let mut slots = vec![vec![<S::Compute as Float>::zero(); 1]; prog.slots];
         let zero = [<S::Compute as Float>::zero(); 1];
-        run_instrs::<S>(prog, &mut slots, &zero, &mut [], 1, &mut |_, _, _| {})?;
+        run_instrs::<S>(prog, &mut slots, &[], &zero, &mut [], 1, &mut |_, _, _| {})?;
     }
     let srcs = inputs
         .iter()
@@ -263,21 +263,29 @@ where
     let zero = [zero_c; TILE];
     let mut half = vec![S::zero(); TILE];
     let mut start = range.start;
+    let mut tiles: Vec<&mut [S]> = Vec::with_capacity(dsts.len());
+    // Inputs already in the compute type are read where they lie.
+    let mut ext: Vec<Option<&[S::Compute]>> = vec![None; srcs.len()];
     while start < range.end {
         let len = TILE.min(range.end - start);
+        tiles.clear();
         // SAFETY: each worker gets a disjoint `range`, tiles within it are
         // disjoint and used one at a time, and outputs never overlap each
         // other (checked in `run_program`).
-        let mut tiles: Vec<&mut [S]> = dsts
-            .iter()
-            .map(|d| unsafe { d.range(start..start + len) })
-            .collect();
-        for (src, slot) in srcs.iter().zip(slots.iter_mut()) {
-            src.fill(start, len, &tiles, slot);
+        tiles.extend(dsts.iter().map(|d| unsafe { d.range(start..start + len) }));
+        for ((src, slot), e) in srcs.iter().zip(slots.iter_mut()).zip(ext.iter_mut()) {
+            *e = match src {
+                Src::Contig(data) => S::as_compute(&data[start..start + len]),
+                _ => None,
+            };
+            if e.is_none() {
+                src.fill(start, len, &tiles, slot);
+            }
         }
         run_instrs::<S>(
             prog,
             &mut slots,
+            &ext,
             &zero,
             &mut half,
             len,
@@ -294,6 +302,7 @@ where
 fn run_instrs<S>(
     prog: &TileProgram<'_>,
     slots: &mut [Vec<S::Compute>],
+    ext: &[Option<&[S::Compute]>],
     zero: &[S::Compute],
     half: &mut [S],
     len: usize,
@@ -336,7 +345,10 @@ where
                 // On the stack: this runs once per op per tile.
                 let mut views: [&[S::Compute]; MAX_ARITY] = [&[]; MAX_ARITY];
                 for (v, &i) in views.iter_mut().zip(ins) {
-                    *v = &slots[i][..len];
+                    *v = match ext.get(i) {
+                        Some(Some(e)) => e,
+                        _ => &slots[i][..len],
+                    };
                 }
                 let r = <S::Compute as Compute>::forward(fns)(
                     env,
@@ -373,7 +385,13 @@ where
                     *r = std::mem::take(&mut slots[g]);
                 }
                 let r = {
-                    let view = |s: Option<usize>| s.map_or(&zero[..len], |s| &slots[s][..len]);
+                    let view = |s: Option<usize>| match s {
+                        None => &zero[..len],
+                        Some(s) => match ext.get(s) {
+                            Some(Some(e)) => e,
+                            _ => &slots[s][..len],
+                        },
+                    };
                     let mut xv: [&[S::Compute]; MAX_ARITY] = [&[]; MAX_ARITY];
                     for (v, &x) in xv.iter_mut().zip(xs) {
                         *v = view(x);
@@ -401,7 +419,10 @@ where
                     }
                 }
             }
-            TileInstr::Store { slot, output, req } => out(&slots[*slot][..len], *output, *req),
+            TileInstr::Store { slot, output, req } => match ext.get(*slot) {
+                Some(Some(e)) => out(e, *output, *req),
+                _ => out(&slots[*slot][..len], *output, *req),
+            },
         }
     }
     Ok(())

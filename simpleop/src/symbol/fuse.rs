@@ -457,6 +457,7 @@ pub(crate) fn rewrite(
     let (reads, writes) = counts(plan);
     let mut fused_away = Vec::new();
     // Forward groups.
+    let consumers = g.consumers();
     let mut group_at: HashMap<usize, Vec<usize>> = HashMap::new();
     let mut member = vec![false; g.nodes.len()];
     for m in &grouping.groups {
@@ -465,13 +466,22 @@ pub(crate) fn rewrite(
             .copied()
             .filter(|&n| grouping.pattern[n].is_some_and(simple))
             .collect();
-        if simple_members.len() < 2 || !convex(g, &simple_members) {
+        let Some(&last) = simple_members.last() else {
+            continue;
+        };
+        // The step runs at the last member's place: every value read
+        // outside must be read after it (TVM's rules guarantee this).
+        let late_readers = simple_members.iter().all(|&n| {
+            consumers[n]
+                .iter()
+                .all(|&c| c > last || simple_members.contains(&c))
+        });
+        if simple_members.len() < 2 || !late_readers || !convex(g, &simple_members) {
             continue;
         }
         for &n in &simple_members {
             member[n] = true;
         }
-        let last = *simple_members.last().expect("two or more");
         group_at.insert(last, simple_members);
     }
     let mut steps = Vec::with_capacity(plan.steps.len());
