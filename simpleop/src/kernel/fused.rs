@@ -222,7 +222,7 @@ where
     {
         let mut slots = vec![vec![<S::Compute as Float>::zero(); 1]; prog.slots];
         let zero = [<S::Compute as Float>::zero(); 1];
-        run_instrs::<S>(prog, &mut slots, &[], &zero, &mut [], 1, &mut |_, _, _| {})?;
+        run_instrs::<S>(prog, &mut slots, &[], &zero, &mut [], 1, &mut [], &[])?;
     }
     let srcs = inputs
         .iter()
@@ -233,10 +233,11 @@ where
     for o in outputs.iter_mut() {
         dsts.push(DisjointMut::new(o.as_slice_mut::<S>()?));
     }
+    let direct = direct_slots::<S>(prog, inputs.len());
     let failure: Mutex<Option<Error>> = Mutex::new(None);
     let n = shape.size();
     for_each_chunk(n, prog.cost, parallel, TILE, |range| {
-        if let Err(e) = run_range::<S>(prog, &srcs, &dsts, range)
+        if let Err(e) = run_range::<S>(prog, &srcs, &dsts, &direct, range)
             && let Ok(mut f) = failure.lock()
         {
             f.get_or_insert(e);
@@ -248,10 +249,53 @@ where
     }
 }
 
+/// Per slot, the output a forward result may be computed straight into:
+/// the storage type is the compute type, the slot is stored once with
+/// `WriteTo`/`WriteInplace` and read by no op.
+fn direct_slots<S: TileIo>(prog: &TileProgram<'_>, n_inputs: usize) -> Vec<Option<usize>> {
+    let mut direct = vec![None; prog.slots];
+    if std::mem::size_of::<S>() != std::mem::size_of::<S::Compute>() {
+        return direct;
+    }
+    let mut reads = vec![0usize; prog.slots];
+    let mut stores = vec![0usize; prog.slots];
+    let mut forward_out = vec![false; prog.slots];
+    for ins in &prog.instrs {
+        match ins {
+            TileInstr::Forward { ins, out, .. } => {
+                ins.iter().for_each(|&i| reads[i] += 1);
+                forward_out[*out] = true;
+            }
+            TileInstr::Backward { dy, y, xs, .. } => {
+                for s in std::iter::once(*dy)
+                    .chain(*y)
+                    .chain(xs.iter().flatten().copied())
+                {
+                    reads[s] += 1;
+                }
+            }
+            TileInstr::Store { slot, .. } => stores[*slot] += 1,
+        }
+    }
+    for ins in &prog.instrs {
+        if let TileInstr::Store { slot, output, req } = ins
+            && *slot >= n_inputs
+            && forward_out[*slot]
+            && reads[*slot] == 0
+            && stores[*slot] == 1
+            && matches!(req, OpReqType::WriteTo | OpReqType::WriteInplace)
+        {
+            direct[*slot] = Some(*output);
+        }
+    }
+    direct
+}
+
 fn run_range<S>(
     prog: &TileProgram<'_>,
     srcs: &[Src<'_, S>],
     dsts: &[DisjointMut<'_, S>],
+    direct: &[Option<usize>],
     range: Range<usize>,
 ) -> Result<()>
 where
@@ -283,15 +327,7 @@ where
             }
         }
         run_instrs::<S>(
-            prog,
-            &mut slots,
-            &ext,
-            &zero,
-            &mut half,
-            len,
-            &mut |slot, output, req| {
-                store(&mut *tiles[output], slot, req);
-            },
+            prog, &mut slots, &ext, &zero, &mut half, len, &mut tiles, direct,
         )?;
         start += len;
     }
@@ -306,7 +342,8 @@ fn run_instrs<S>(
     zero: &[S::Compute],
     half: &mut [S],
     len: usize,
-    out: &mut dyn FnMut(&[S::Compute], usize, OpReqType),
+    tiles: &mut [&mut [S]],
+    direct: &[Option<usize>],
 ) -> Result<()>
 where
     S: TileIo,
@@ -350,11 +387,20 @@ where
                         _ => &slots[i][..len],
                     };
                 }
-                let r = <S::Compute as Compute>::forward(fns)(
-                    env,
-                    &views[..ins.len()],
-                    &mut res[..len],
-                );
+                // A result only stored (`WriteTo`, same type) is computed
+                // straight into the output: no copy through the cache.
+                let dst = match direct.get(*o) {
+                    Some(Some(k)) if !tiles.is_empty() => S::as_compute_mut(&mut *tiles[*k]),
+                    _ => None,
+                };
+                let r = match dst {
+                    Some(d) => <S::Compute as Compute>::forward(fns)(env, &views[..ins.len()], d),
+                    None => <S::Compute as Compute>::forward(fns)(
+                        env,
+                        &views[..ins.len()],
+                        &mut res[..len],
+                    ),
+                };
                 slots[*o] = res;
                 r?;
                 if round {
@@ -419,10 +465,16 @@ where
                     }
                 }
             }
-            TileInstr::Store { slot, output, req } => match ext.get(*slot) {
-                Some(Some(e)) => out(e, *output, *req),
-                _ => out(&slots[*slot][..len], *output, *req),
-            },
+            TileInstr::Store { slot, output, req } => {
+                if tiles.is_empty() || direct.get(*slot).is_some_and(Option::is_some) {
+                    continue;
+                }
+                let src = match ext.get(*slot) {
+                    Some(Some(e)) => e,
+                    _ => &slots[*slot][..len],
+                };
+                store(&mut *tiles[*output], src, *req);
+            }
         }
     }
     Ok(())
