@@ -222,7 +222,18 @@ where
     {
         let mut slots = vec![vec![<S::Compute as Float>::zero(); 1]; prog.slots];
         let zero = [<S::Compute as Float>::zero(); 1];
-        run_instrs::<S>(prog, &mut slots, &[], &zero, &mut [], 1, &mut [], &[])?;
+        run_instrs::<S>(
+            prog,
+            &mut slots,
+            &[],
+            &zero,
+            &mut [],
+            1,
+            Outs {
+                tiles: &mut [],
+                direct: &[],
+            },
+        )?;
     }
     let srcs = inputs
         .iter()
@@ -252,6 +263,12 @@ where
 /// Per slot, the output a forward result may be computed straight into:
 /// the storage type is the compute type, the slot is stored once with
 /// `WriteTo`/`WriteInplace` and read by no op.
+/// This tile of every output, and the slots computed straight into one.
+struct Outs<'a, 'b, S> {
+    tiles: &'a mut [&'b mut [S]],
+    direct: &'a [Option<usize>],
+}
+
 fn direct_slots<S: TileIo>(prog: &TileProgram<'_>, n_inputs: usize) -> Vec<Option<usize>> {
     let mut direct = vec![None; prog.slots];
     if std::mem::size_of::<S>() != std::mem::size_of::<S::Compute>() {
@@ -327,7 +344,16 @@ where
             }
         }
         run_instrs::<S>(
-            prog, &mut slots, &ext, &zero, &mut half, len, &mut tiles, direct,
+            prog,
+            &mut slots,
+            &ext,
+            &zero,
+            &mut half,
+            len,
+            Outs {
+                tiles: &mut tiles,
+                direct,
+            },
         )?;
         start += len;
     }
@@ -342,8 +368,7 @@ fn run_instrs<S>(
     zero: &[S::Compute],
     half: &mut [S],
     len: usize,
-    tiles: &mut [&mut [S]],
-    direct: &[Option<usize>],
+    outs: Outs<'_, '_, S>,
 ) -> Result<()>
 where
     S: TileIo,
@@ -369,6 +394,7 @@ where
             }
         }
     }
+    let Outs { tiles, direct } = outs;
     for instr in &prog.instrs {
         match instr {
             TileInstr::Forward {

@@ -196,8 +196,8 @@ pub(crate) fn group(g: &Graph, shapes: &[Shape], dtypes: &[DType], tile: &[bool]
         }
     }
     let mut by_root: HashMap<usize, Vec<usize>> = HashMap::new();
-    for n in 0..n_nodes {
-        if pattern[n].is_some() {
+    for (n, p) in pattern.iter().enumerate() {
+        if p.is_some() {
             let r = dsu.find(n);
             by_root.entry(r).or_default().push(n);
         }
