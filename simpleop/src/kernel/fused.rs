@@ -308,6 +308,26 @@ fn direct_slots<S: TileIo>(prog: &TileProgram<'_>, n_inputs: usize) -> Vec<Optio
     direct
 }
 
+/// Asks for `data` to be brought into cache while the current tile
+/// computes: a fused tile spends long enough in its kernels that the
+/// hardware prefetcher, which stops at page boundaries, falls behind.
+#[inline]
+fn prefetch<T>(data: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let bytes = std::mem::size_of_val(data);
+        let base = data.as_ptr().cast::<i8>();
+        for off in (0..bytes).step_by(64) {
+            // SAFETY: `base + off` lies inside `data`; a prefetch never
+            // faults and has no effect on program state.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(base.add(off)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = data;
+}
+
 fn run_range<S>(
     prog: &TileProgram<'_>,
     srcs: &[Src<'_, S>],
@@ -334,7 +354,11 @@ where
         // disjoint and used one at a time, and outputs never overlap each
         // other (checked in `run_program`).
         tiles.extend(dsts.iter().map(|d| unsafe { d.range(start..start + len) }));
+        let next = (start + len)..(start + 2 * len).min(range.end);
         for ((src, slot), e) in srcs.iter().zip(slots.iter_mut()).zip(ext.iter_mut()) {
+            if let Src::Contig(data) = src {
+                prefetch(&data[next.clone()]);
+            }
             *e = match src {
                 Src::Contig(data) => S::as_compute(&data[start..start + len]),
                 _ => None,
