@@ -45,7 +45,15 @@ fn autodiff_through_our_ops_matches_the_closed_form() {
             let grads = HashMap::from([("x".to_string(), NDArray::zeros([rows, cols], dtype))]);
             let reqs = HashMap::from([("x".to_string(), GradReq::Write)]);
             let mut exe = model(factor)
-                .bind_with(args, grads, reqs, BindConfig { memory_planning })
+                .bind_with(
+                    args,
+                    grads,
+                    reqs,
+                    BindConfig {
+                        memory_planning,
+                        ..BindConfig::default()
+                    },
+                )
                 .unwrap();
             exe.forward(true).unwrap();
             let head = NDArray::from_f64(&gs, [rows, cols], dtype).unwrap();

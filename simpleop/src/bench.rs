@@ -15,6 +15,14 @@
 //!   the author's scalar code buys (`smooth_l1` has a branch).
 //! * `chain6/eager`: six elementwise ops one after another, against one
 //!   `elemwise_add`.
+//! * `chain6/fused`: the same chain as a graph with fusion on (one pass:
+//!   read x and y, write the result), against one `elemwise_add`;
+//!   `chain6/fused/bandwidth` is the same time against `stream/triad`
+//!   (same bytes); `chain6/unfused`: fusion off, against `chain6/fused`
+//!   (the ratio is what fusion buys).
+//! * `smooth_l1/composed-fused`: `smooth_l1` written as `where(|x| < 1,
+//!   0.5 x², |x| - 0.5)` from six primitive ops, fused, against the
+//!   registered op.
 //! * `dot/1024/f32`: 1024² matrix product (baseline: none; see `peers.py`).
 //! * `tiny/relu/typed` and `tiny/relu/by-name`: µs per call on one element.
 //!
@@ -25,7 +33,10 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
+use std::collections::HashMap;
+
 use crate::kernel::simd::{self, Isa, TileJob};
+use crate::symbol::{BindConfig, Symbol};
 use crate::{Attrs, DType, NDArray, OpReqType, Result, eager};
 
 /// One measured row.
@@ -288,6 +299,32 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
     })?;
     report(&b);
 
+    // The same chain as a graph, fused (one pass) and unfused.
+    if eager::lookup("where").is_ok() {
+        let graph = chain6_symbol()?;
+        let args = [("x", &x_signed), ("y", &y)];
+        let mut fused = bind_inference(&graph, &args, true)?;
+        let mut unfused = bind_inference(&graph, &args, false)?;
+        let fused_ms = b.time("chain6/fused", Some("elemwise_add/f32/out"), || {
+            fused.forward(false)
+        })?;
+        report(&b);
+        b.push("chain6/fused/bandwidth", fused_ms, Some("stream/triad"));
+        report(&b);
+        b.time("chain6/unfused", Some("chain6/fused"), || {
+            unfused.forward(false)
+        })?;
+        report(&b);
+        let composed = smooth_l1_symbol()?;
+        let mut sl1 = bind_inference(&composed, &[("x", &x_signed)], true)?;
+        b.time(
+            "smooth_l1/composed-fused",
+            Some("smooth_l1/f32/out"),
+            || sl1.forward(false),
+        )?;
+        report(&b);
+    }
+
     // Matrix product.
     if eager::lookup("dot").is_ok() {
         let a = NDArray::random_uniform([1024, 1024], -1.0, 1.0, DType::F32, 4)?;
@@ -326,6 +363,48 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
     b.push("tiny/relu/by-name", by_name, Some("tiny/relu/typed"));
     report(&b);
     Ok(b.rows)
+}
+
+/// `chain6/eager` as a graph over `x` and `y`.
+pub fn chain6_symbol() -> Result<Symbol> {
+    let x = Symbol::var("x");
+    let y = Symbol::var("y");
+    let s = |v: f64| Attrs::new().with("scalar", v);
+    let a = Symbol::invoke("_mul_scalar", &[&x], &s(0.5))?;
+    let a = Symbol::invoke("_plus_scalar", &[&a], &s(1.0))?;
+    let a = Symbol::invoke("relu", &[&a], &Attrs::new())?;
+    let a = Symbol::invoke("tanh", &[&a], &Attrs::new())?;
+    let a = Symbol::invoke("elemwise_mul", &[&a, &y], &Attrs::new())?;
+    Symbol::invoke("elemwise_add", &[&a, &x], &Attrs::new())
+}
+
+/// `smooth_l1(x, scalar = 1)` from primitive ops:
+/// `where(|x| < 1, 0.5 x², |x| - 0.5)`.
+pub fn smooth_l1_symbol() -> Result<Symbol> {
+    let x = Symbol::var("x");
+    let s = |v: f64| Attrs::new().with("scalar", v);
+    let a = Symbol::invoke("abs", &[&x], &Attrs::new())?;
+    let small = Symbol::invoke("_lesser_scalar", &[&a], &s(1.0))?;
+    let sq = Symbol::invoke("square", &[&x], &Attrs::new())?;
+    let quad = Symbol::invoke("_mul_scalar", &[&sq], &s(0.5))?;
+    let lin = Symbol::invoke("_minus_scalar", &[&a], &s(0.5))?;
+    Symbol::invoke("where", &[&small, &quad, &lin], &Attrs::new())
+}
+
+fn bind_inference(
+    graph: &Symbol,
+    args: &[(&str, &NDArray)],
+    fusion: bool,
+) -> Result<crate::symbol::Executor> {
+    let args = args
+        .iter()
+        .map(|(n, a)| ((*n).to_owned(), (*a).clone()))
+        .collect();
+    let config = BindConfig {
+        fusion,
+        ..BindConfig::default()
+    };
+    graph.bind_with(args, HashMap::new(), HashMap::new(), config)
 }
 
 /// Formats rows as an aligned table.

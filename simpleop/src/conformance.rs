@@ -340,7 +340,15 @@ fn run_executor(case: &Case, memory_planning: bool) -> std::result::Result<(), F
             grads.insert(name.clone(), buffer);
         }
     }
-    let mut exe = sym.bind_with(args, grads, reqs, BindConfig { memory_planning })?;
+    let mut exe = sym.bind_with(
+        args,
+        grads,
+        reqs,
+        BindConfig {
+            memory_planning,
+            ..BindConfig::default()
+        },
+    )?;
     exe.forward(heads.is_some())?;
     check_outputs(case, exe.outputs())?;
     if let Some(heads) = heads {

@@ -30,6 +30,7 @@ use std::ops::Range;
 use rayon::prelude::*;
 use smallvec::SmallVec;
 
+pub mod fused;
 pub mod simd;
 
 use crate::blob::overlaps;

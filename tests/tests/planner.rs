@@ -51,8 +51,18 @@ fn a_chain_of_inplace_unary_ops_needs_at_most_two_buffers() {
             y = Symbol::invoke(name, &[&y], &Attrs::new()).unwrap();
         }
         let xv = NDArray::random_uniform([1000], 0.1, 0.9, DType::F32, 1).unwrap();
+        // The planner alone: fusion would keep the whole chain in cache.
+        let no_fusion = BindConfig {
+            fusion: false,
+            ..BindConfig::default()
+        };
         let mut exe = y
-            .bind(map(vec![("x", xv.clone())]), HashMap::new(), HashMap::new())
+            .bind_with(
+                map(vec![("x", xv.clone())]),
+                HashMap::new(),
+                HashMap::new(),
+                no_fusion,
+            )
             .unwrap();
         let stats = exe.inference_memory_stats();
         assert!(stats.buffers <= 2, "chain of {n}: {stats:?}");
@@ -67,12 +77,22 @@ fn a_chain_of_inplace_unary_ops_needs_at_most_two_buffers() {
         assert_eq!(stats.unplanned_bytes, 4000 * n);
         // ... and computes what the eager chain computes.
         exe.forward(false).unwrap();
-        let mut want = xv;
+        let mut want = xv.clone();
         for i in 0..n {
             let name = CHAIN[i % CHAIN.len()];
             want = simpleop::eager::invoke(name, &[&want], &Attrs::new()).unwrap();
         }
         assert_eq!(exe.outputs()[0], want);
+        // Fused, only the output is materialised.
+        let mut fused = y
+            .bind(map(vec![("x", xv.clone())]), HashMap::new(), HashMap::new())
+            .unwrap();
+        let stats = fused.inference_memory_stats();
+        assert_eq!(stats.fused_values, n - 1, "chain of {n}: {stats:?}");
+        assert_eq!(stats.fused_bytes, 4000 * (n - 1));
+        assert_eq!(stats.buffers, 1);
+        fused.forward(false).unwrap();
+        assert_eq!(fused.outputs()[0], want);
     }
 }
 
@@ -117,6 +137,7 @@ fn mlp_executor(batch: usize, hidden: usize, planning: bool) -> Executor {
     }
     let config = BindConfig {
         memory_planning: planning,
+        fusion: false,
     };
     sym.bind_with(args, grads, reqs, config).unwrap()
 }
@@ -259,7 +280,11 @@ fn build(r: &Recipe, ops: &[&'static OpDef]) -> Built {
 }
 
 /// Binds, runs forward and backward, returns outputs and gradients.
-fn run(r: &Recipe, b: &Built, planning: bool) -> (Vec<NDArray>, Vec<Option<NDArray>>, Executor) {
+fn run(
+    r: &Recipe,
+    b: &Built,
+    config: BindConfig,
+) -> (Vec<NDArray>, Vec<Option<NDArray>>, Executor) {
     let shape = Shape::new(r.dims.clone());
     let mut args = HashMap::new();
     let mut grads = HashMap::new();
@@ -278,9 +303,6 @@ fn run(r: &Recipe, b: &Built, planning: bool) -> (Vec<NDArray>, Vec<Option<NDArr
         }
     }
     let train = reqs.values().any(|q| *q != GradReq::Null);
-    let config = BindConfig {
-        memory_planning: planning,
-    };
     let mut exe = b.symbol.bind_with(args, grads, reqs, config).unwrap();
     exe.forward(train).unwrap();
     if train {
@@ -316,8 +338,16 @@ fn planned_matches_unplanned(
     ops: &[&'static OpDef],
 ) -> Result<MemoryStats, TestCaseError> {
     let b = build(r, ops);
-    let (out_p, grad_p, exe_p) = run(r, &b, true);
-    let (out_u, grad_u, exe_u) = run(r, &b, false);
+    let planned = BindConfig {
+        fusion: false,
+        ..BindConfig::default()
+    };
+    let unplanned = BindConfig {
+        memory_planning: false,
+        ..planned
+    };
+    let (out_p, grad_p, exe_p) = run(r, &b, planned);
+    let (out_u, grad_u, exe_u) = run(r, &b, unplanned);
     prop_assert_eq!(out_p.len(), out_u.len());
     for (p, u) in out_p.iter().zip(&out_u) {
         prop_assert_eq!(bits(p), bits(u));
@@ -359,4 +389,57 @@ fn planned_and_unplanned_agree_bit_for_bit_on_1000_random_graphs() {
         inplace.get()
     );
     assert!(reused.get() >= 300, "{} graphs with reuse", reused.get());
+}
+
+/// Runs one recipe with fusion on and off; returns the fused stats.
+fn fused_matches_unfused(r: &Recipe, ops: &[&'static OpDef]) -> Result<MemoryStats, TestCaseError> {
+    let b = build(r, ops);
+    let on = BindConfig::default();
+    let off = BindConfig {
+        fusion: false,
+        ..on
+    };
+    let (out_f, grad_f, exe_f) = run(r, &b, on);
+    let (out_u, grad_u, exe_u) = run(r, &b, off);
+    // Half types are rounded after every fused op, so all dtypes match
+    // bit for bit (the same kernels run on the same values).
+    for (f, u) in out_f.iter().zip(&out_u) {
+        prop_assert_eq!(bits(f), bits(u));
+    }
+    for (f, u) in grad_f.iter().zip(&grad_u) {
+        prop_assert_eq!(f.as_ref().map(bits), u.as_ref().map(bits));
+    }
+    prop_assert!(exe_u.fusion_groups().is_empty());
+    let (sf, su) = (exe_f.memory_stats(), exe_u.memory_stats());
+    prop_assert_eq!(su.fused_values, 0);
+    prop_assert_eq!(sf.unplanned_bytes, su.unplanned_bytes);
+    // (Planned bytes may grow slightly: a fused step takes no in-place
+    // option, which matters in tiny training graphs.)
+    Ok(sf)
+}
+
+#[test]
+fn fused_and_unfused_agree_bit_for_bit_on_1000_random_graphs() {
+    simpleop_ops::link();
+    let ops = graph_ops();
+    let mut runner = TestRunner::new(ProptestConfig {
+        cases: 1000,
+        ..ProptestConfig::default()
+    });
+    let (fused, values) = (Cell::new(0), Cell::new(0));
+    runner
+        .run(&recipe(), |r| {
+            let s = fused_matches_unfused(&r, &ops)?;
+            fused.set(fused.get() + usize::from(s.fused_values > 0));
+            values.set(values.get() + s.fused_values);
+            Ok(())
+        })
+        .unwrap();
+    // Fusion must actually happen on a good share of the graphs.
+    assert!(fused.get() > 300, "{} graphs fused", fused.get());
+    eprintln!(
+        "{} of 1000 graphs fused, {} values fused away",
+        fused.get(),
+        values.get()
+    );
 }

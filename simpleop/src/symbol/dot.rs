@@ -16,6 +16,8 @@ pub(crate) struct Planned<'a> {
     pub(crate) shapes: &'a [Shape],
     pub(crate) dtypes: &'a [DType],
     pub(crate) plan: &'a Plan,
+    /// Fusion groups (node indices) and their pattern names.
+    pub(crate) groups: &'a [(Vec<usize>, &'static str)],
 }
 
 fn escape(s: &str) -> String {
@@ -30,6 +32,7 @@ fn loc_name(loc: Loc) -> String {
         Loc::Head(h) => format!("output {h}"),
         Loc::HeadGrad(h) => format!("head gradient {h}"),
         Loc::Pool(b) => format!("buf {b}"),
+        Loc::Fused => "fused, no buffer".into(),
     }
 }
 
@@ -81,6 +84,19 @@ pub(crate) fn write(g: &Graph, planned: Option<Planned<'_>>) -> String {
             let _ = writeln!(out, "  n{i} -> n{n};");
         }
     }
+    // One cluster per fusion group.
+    if let Some(p) = &planned {
+        for (i, (members, pattern)) in p.groups.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "  subgraph cluster_{i} {{\n    label=\"fused group {i} ({pattern})\";\n    style=dashed;"
+            );
+            for &n in members {
+                let _ = writeln!(out, "    n{n};");
+            }
+            out.push_str("  }\n");
+        }
+    }
     for (h, &n) in g.heads.iter().enumerate() {
         let _ = writeln!(
             out,
@@ -101,8 +117,12 @@ pub(crate) fn write(g: &Graph, planned: Option<Planned<'_>>) -> String {
             }
         }
         let mut legend = format!(
-            "memory: {} bytes planned, {} unplanned, {} in-place writes",
-            p.plan.stats.planned_bytes, p.plan.stats.unplanned_bytes, p.plan.stats.inplace_writes
+            "memory: {} bytes planned, {} unplanned, {} in-place writes, {} values ({} bytes) fused away",
+            p.plan.stats.planned_bytes,
+            p.plan.stats.unplanned_bytes,
+            p.plan.stats.inplace_writes,
+            p.plan.stats.fused_values,
+            p.plan.stats.fused_bytes
         );
         for (b, names) in &shared {
             let _ = write!(

@@ -2,9 +2,11 @@
 
 use std::collections::HashMap;
 
+use super::fuse::{self, FusionGroup, Instr};
 use super::graph::Graph;
 use super::infer;
 use super::plan::{self, Loc, Plan, PlanInput, Step, ValueId};
+use crate::kernel::fused::{TileInstr, TileProgram, run_program};
 use crate::ndarray::Buffer;
 use crate::{
     DType, Device, EnvArguments, Error, GradArgs, KernelRegistration, NDArray, OpCall, OpReqType,
@@ -51,12 +53,18 @@ pub struct BindConfig {
     /// every value gets a buffer of its own (the baseline planned results
     /// are tested against, bit for bit).
     pub memory_planning: bool,
+    /// Fuse elementwise ops (TVM's FuseOps rules; see
+    /// [`Executor::fusion_groups`]): a fused group runs tile by tile in
+    /// cache and its intermediates get no memory. Results are bitwise
+    /// those of the unfused executor.
+    pub fusion: bool,
 }
 
 impl Default for BindConfig {
     fn default() -> Self {
         BindConfig {
             memory_planning: true,
+            fusion: true,
         }
     }
 }
@@ -74,6 +82,11 @@ pub struct MemoryStats {
     pub inplace_writes: usize,
     /// Number of buffers: planned ones plus one per output.
     pub buffers: usize,
+    /// Intermediate values fusion keeps in cache-sized tiles only: they
+    /// get no buffer (counted in `unplanned_bytes`, not `planned_bytes`).
+    pub fused_values: usize,
+    /// Their bytes.
+    pub fused_bytes: usize,
 }
 
 /// A graph bound to arguments and gradient buffers.
@@ -115,6 +128,8 @@ pub struct Executor {
     ctx: RunContext,
     /// `Some(is_train)` of the last forward.
     last_forward: Option<bool>,
+    fusion_groups: Vec<FusionGroup>,
+    dot_groups: Vec<(Vec<usize>, &'static str)>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -230,6 +245,19 @@ impl Executor {
                 ),
             });
         }
+        let tile: Vec<bool> = kernels
+            .iter()
+            .map(|k| k.is_some_and(|k| k.tile.is_some()))
+            .collect();
+        let backward_tile: Vec<bool> = kernels
+            .iter()
+            .map(|k| k.is_some_and(|k| k.tile.is_some_and(|t| t.backward_f32.is_some())))
+            .collect();
+        let grouping = if config.fusion {
+            fuse::group(&graph, &shapes, &dtypes, &tile)
+        } else {
+            fuse::Grouping::default()
+        };
         let input = |train| PlanInput {
             graph: &graph,
             shapes: &shapes,
@@ -237,6 +265,8 @@ impl Executor {
             grad_req: &reqs,
             train,
             memory_planning: config.memory_planning,
+            fusion: config.fusion.then_some(&grouping),
+            backward_tile: &backward_tile,
         };
         let inference = plan::plan(&input(false))?;
         let training = if reqs.iter().any(|r| *r != GradReq::Null) {
@@ -261,7 +291,16 @@ impl Executor {
             .map(|&h| NDArray::zeros(shapes[h].clone(), dtypes[h]))
             .collect();
         let envs = graph.nodes.iter().map(|n| n.env.clone()).collect();
+        let fusion_groups = grouping.describe(&graph);
+        let dot_groups = grouping
+            .groups
+            .iter()
+            .zip(&fusion_groups)
+            .map(|(m, d)| (m.clone(), d.pattern.name()))
+            .collect();
         Ok(Executor {
+            fusion_groups,
+            dot_groups,
             arg_names,
             args: bound_args,
             grads: bound_grads,
@@ -358,6 +397,14 @@ impl Executor {
         self.training.as_ref().unwrap_or(&self.inference).stats
     }
 
+    /// The fusion groups of the forward graph (groups of two or more
+    /// nodes; empty when fusion is off). A group's elementwise members run
+    /// as one tile loop; gradient chains are fused as well but are not
+    /// listed (see [`MemoryStats::fused_values`]).
+    pub fn fusion_groups(&self) -> &[FusionGroup] {
+        &self.fusion_groups
+    }
+
     /// The memory plan of `forward(false)`.
     pub fn inference_memory_stats(&self) -> MemoryStats {
         self.inference.stats
@@ -373,6 +420,7 @@ impl Executor {
                 shapes: &self.shapes,
                 dtypes: &self.dtypes,
                 plan,
+                groups: &self.dot_groups,
             }),
         )
     }
@@ -534,7 +582,9 @@ impl Executor {
                 Loc::Head(h) => out_ptrs[h],
                 Loc::HeadGrad(h) => head_grad_ptrs[h].cast_mut(),
                 Loc::Pool(b) => pool_ptrs[b],
-                Loc::Unplaced => unreachable!("the planner places every value"),
+                Loc::Unplaced | Loc::Fused => {
+                    unreachable!("the planner places every value a step reads or writes")
+                }
             }
         };
         // SAFETY (for the views below): every pointer is the start of a live,
@@ -579,6 +629,64 @@ impl Executor {
                     };
                     (k.forward)(&call, &ins, &mut [view_mut(*out)], &[req])
                         .map_err(|e| self.graph.nodes[n].error(e))?;
+                }
+                Step::Fused(f) => {
+                    let first = f.nodes.first().copied().unwrap_or(0);
+                    let node_err = |e: Error| self.graph.nodes[first].error(e);
+                    let mut instrs = Vec::with_capacity(f.instrs.len());
+                    let mut cost = 0usize;
+                    for ins in &f.instrs {
+                        let fns = |n: usize| {
+                            self.kernels[n].and_then(|k| k.tile).ok_or_else(|| {
+                                Error::graph(format!(
+                                    "node `{}` has no tile kernels to fuse",
+                                    self.graph.nodes[n].name
+                                ))
+                            })
+                        };
+                        instrs.push(match ins {
+                            Instr::Forward { node, ins, out } => {
+                                cost += self.graph.nodes[*node].op.map_or(1, |o| o.cost as usize);
+                                TileInstr::Forward {
+                                    fns: fns(*node)?,
+                                    env: &self.envs[*node],
+                                    ins: ins.clone(),
+                                    out: *out,
+                                }
+                            }
+                            Instr::Backward {
+                                node,
+                                dy,
+                                y,
+                                xs,
+                                grads,
+                            } => {
+                                cost += self.graph.nodes[*node].op.map_or(1, |o| o.cost as usize);
+                                TileInstr::Backward {
+                                    fns: fns(*node)?,
+                                    env: &self.envs[*node],
+                                    dy: *dy,
+                                    y: *y,
+                                    xs: xs.clone(),
+                                    grads: grads.clone(),
+                                }
+                            }
+                            Instr::Store { slot, output, req } => TileInstr::Store {
+                                slot: *slot,
+                                output: *output,
+                                req: *req,
+                            },
+                        });
+                    }
+                    let prog = TileProgram {
+                        slots: f.slots,
+                        instrs,
+                        cost,
+                    };
+                    let ins: Vec<TBlob<'_>> = f.inputs.iter().map(|&v| view(v)).collect();
+                    let mut outs: Vec<TBlobMut<'_>> =
+                        f.outputs.iter().map(|&(v, _)| view_mut(v)).collect();
+                    run_program(&prog, &ins, &mut outs, self.ctx.parallel).map_err(node_err)?;
                 }
                 Step::Seed { head, dst, req } => {
                     let src = view_from(head_grad_ptrs[*head], &plan.values[*dst]);

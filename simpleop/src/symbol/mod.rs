@@ -10,6 +10,7 @@
 
 mod dot;
 mod executor;
+mod fuse;
 mod graph;
 mod infer;
 mod json;
@@ -23,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use crate::{Attrs, DType, EnvArguments, Error, NDArray, OpDef, Result, Shape, eager};
 
 pub use executor::{BindConfig, Executor, GradReq, MemoryStats};
+pub use fuse::FusionGroup;
 pub use infer::{InferredShapes, InferredTypes};
 
 pub(crate) use graph::Graph;
@@ -269,7 +271,7 @@ impl Symbol {
         Executor::new(self.graph()?, args, grads, grad_req, BindConfig::default())
     }
 
-    /// [`Symbol::bind`] with options (memory planning on or off).
+    /// [`Symbol::bind`] with options (memory planning, fusion).
     pub fn bind_with(
         &self,
         args: HashMap<String, NDArray>,

@@ -41,6 +41,8 @@ pub(crate) enum Loc {
     HeadGrad(usize),
     /// Planned buffer `b`.
     Pool(usize),
+    /// Lives only in the tiles of a fused step: no buffer.
+    Fused,
 }
 
 #[derive(Clone, Debug)]
@@ -81,12 +83,15 @@ pub(crate) enum Step {
         grads: Vec<Option<(ValueId, OpReqType)>>,
         in_place: bool,
     },
+    /// Runs several elementwise kernels tile by tile (fusion).
+    Fused(super::fuse::Fused),
 }
 
 impl Step {
-    fn reads(&self) -> Vec<ValueId> {
+    pub(crate) fn reads(&self) -> Vec<ValueId> {
         match self {
             Step::Forward { inputs, .. } => inputs.clone(),
+            Step::Fused(f) => f.reads(),
             Step::Seed { .. } => Vec::new(),
             Step::Backward {
                 out_grad,
@@ -110,9 +115,10 @@ impl Step {
             }
         }
     }
-    fn writes(&self) -> Vec<ValueId> {
+    pub(crate) fn writes(&self) -> Vec<ValueId> {
         match self {
             Step::Forward { out, .. } => vec![*out],
+            Step::Fused(f) => f.writes(),
             Step::Seed { dst, .. } => vec![*dst],
             Step::Backward { grads, .. } => grads.iter().flatten().map(|(v, _)| *v).collect(),
         }
@@ -146,6 +152,10 @@ pub(crate) struct PlanInput<'a> {
     pub(crate) grad_req: &'a [GradReq],
     pub(crate) train: bool,
     pub(crate) memory_planning: bool,
+    /// The fusion groups, when fusion is on.
+    pub(crate) fusion: Option<&'a super::fuse::Grouping>,
+    /// Per node: the op has tile gradient entry points.
+    pub(crate) backward_tile: &'a [bool],
 }
 
 pub(crate) fn plan(p: &PlanInput<'_>) -> Result<Plan> {
@@ -230,7 +240,19 @@ pub(crate) fn plan(p: &PlanInput<'_>) -> Result<Plan> {
         backward_start,
         stats: MemoryStats::default(),
     };
+    let fused_away = match p.fusion {
+        Some(grouping) => {
+            super::fuse::rewrite(&mut plan, g, grouping, p.backward_tile, p.shapes, p.dtypes)
+        }
+        None => Vec::new(),
+    };
+    for &v in &fused_away {
+        plan.values[v].loc = Loc::Fused;
+    }
     allocate(&mut plan, p);
+    plan.stats.fused_values = fused_away.len();
+    plan.stats.fused_bytes = fused_away.iter().map(|&v| plan.values[v].bytes()).sum();
+    plan.stats.unplanned_bytes += plan.stats.fused_bytes;
     Ok(plan)
 }
 
@@ -451,7 +473,7 @@ fn allocate(plan: &mut Plan, p: &PlanInput<'_>) {
                         }
                     }
                 }
-                Step::Seed { .. } => {}
+                Step::Seed { .. } | Step::Fused(_) => {}
             }
         }
         for v in plan.steps[s].writes() {
@@ -499,6 +521,7 @@ fn allocate(plan: &mut Plan, p: &PlanInput<'_>) {
         unplanned_bytes: unplanned_bytes + head_bytes + sink,
         inplace_writes,
         buffers: buffers.len() + n_heads,
+        ..MemoryStats::default()
     };
     plan.buffers = buffers;
 }

@@ -1,0 +1,531 @@
+//! Runs a chain of elementwise tile kernels over cache-resident tiles:
+//! the driver behind elementwise fusion in the symbolic executor.
+//!
+//! A [`TileProgram`] is a list of instructions over numbered tile *slots*.
+//! Slot `i < inputs.len()` holds input `i`'s tile (converted from half types
+//! and gathered when broadcast, as the single-op driver does). Each
+//! instruction runs one op's [`TileFns`] entry point on slots, or stores a
+//! slot into an output honouring its [`OpReqType`]. Values that only live
+//! in slots never touch main memory.
+//!
+//! For half types every instruction's result is rounded to the storage type
+//! before the next reads it, which is what the unfused executor does by
+//! storing it: fused and unfused results are bitwise equal for all dtypes.
+
+use std::ops::Range;
+use std::sync::Mutex;
+
+use super::{DisjointMut, Src, TILE, TileFns, alias_of, for_each_chunk, source_for, store};
+use crate::kernel::simd::TileIo;
+use crate::{
+    EnvArguments, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, dispatch_float,
+};
+
+/// One step of a [`TileProgram`].
+#[derive(Clone, Debug)]
+pub enum TileInstr<'a> {
+    /// `slots[out] = op(slots[ins..])`.
+    Forward {
+        /// The op's tile entry points.
+        fns: TileFns,
+        /// The op's arguments.
+        env: &'a EnvArguments,
+        /// Input slots.
+        ins: Vec<usize>,
+        /// Output slot (not one of `ins`).
+        out: usize,
+    },
+    /// `slots[grads..] = op'(slots[dy], slots[y], slots[xs..])`; `None`
+    /// reads zeros, as the single-op driver passes for values the
+    /// gradient does not read.
+    Backward {
+        /// The op's tile entry points.
+        fns: TileFns,
+        /// The op's arguments.
+        env: &'a EnvArguments,
+        /// Slot of the output gradient.
+        dy: usize,
+        /// Slot of the forward output.
+        y: Option<usize>,
+        /// Slots of the forward inputs.
+        xs: Vec<Option<usize>>,
+        /// One distinct slot per input gradient (scratch for unwanted ones).
+        grads: Vec<usize>,
+    },
+    /// Writes `slots[slot]` into `outputs[output]` per `req`.
+    Store {
+        /// The slot.
+        slot: usize,
+        /// The output.
+        output: usize,
+        /// How to write.
+        req: OpReqType,
+    },
+}
+
+/// A fused elementwise computation; see the module docs.
+#[derive(Clone, Debug)]
+pub struct TileProgram<'a> {
+    /// Number of slots (at least the number of inputs).
+    pub slots: usize,
+    /// The instructions, run in order on every tile.
+    pub instrs: Vec<TileInstr<'a>>,
+    /// Work per element, in units of one cheap op (sum of the ops' costs).
+    pub cost: usize,
+}
+
+/// Compute types with tile entry points.
+trait Compute: Float<Compute = Self> {
+    fn forward(f: &TileFns) -> super::TileForwardFn<Self>;
+    fn backward(f: &TileFns) -> Option<super::TileBackwardFn<Self>>;
+}
+impl Compute for f32 {
+    fn forward(f: &TileFns) -> super::TileForwardFn<f32> {
+        f.forward_f32
+    }
+    fn backward(f: &TileFns) -> Option<super::TileBackwardFn<f32>> {
+        f.backward_f32
+    }
+}
+impl Compute for f64 {
+    fn forward(f: &TileFns) -> super::TileForwardFn<f64> {
+        f.forward_f64
+    }
+    fn backward(f: &TileFns) -> Option<super::TileBackwardFn<f64>> {
+        f.backward_f64
+    }
+}
+
+/// The most inputs a fused op may have (the kernels' own limit).
+const MAX_ARITY: usize = 8;
+
+fn bad(what: &str, msg: impl Into<String>) -> Error {
+    Error::invalid("fused", what, msg)
+}
+
+impl TileProgram<'_> {
+    /// Slot indices in range, written slots distinct from read ones, and
+    /// the gradient entry points present.
+    fn check(&self, n_inputs: usize, n_outputs: usize) -> Result<()> {
+        if self.slots < n_inputs {
+            return Err(bad("slots", "fewer slots than inputs"));
+        }
+        let ok = |s: usize| s < self.slots;
+        for ins in &self.instrs {
+            let fine = match ins {
+                TileInstr::Forward { ins, out, .. } => {
+                    ok(*out) && ins.len() <= MAX_ARITY && ins.iter().all(|&i| ok(i) && i != *out)
+                }
+                TileInstr::Backward {
+                    fns,
+                    dy,
+                    y,
+                    xs,
+                    grads,
+                    ..
+                } => {
+                    if fns.backward_f32.is_none() || fns.backward_f64.is_none() {
+                        return Err(bad("instrs", "a backward step of an op without gradient"));
+                    }
+                    let reads: Vec<usize> = std::iter::once(*dy)
+                        .chain(*y)
+                        .chain(xs.iter().flatten().copied())
+                        .collect();
+                    grads.len() <= MAX_ARITY
+                        && xs.len() <= MAX_ARITY
+                        && reads.iter().all(|&s| ok(s))
+                        && grads.iter().all(|&g| ok(g) && !reads.contains(&g))
+                        && grads
+                            .iter()
+                            .enumerate()
+                            .all(|(i, g)| !grads[..i].contains(g))
+                }
+                TileInstr::Store { slot, output, .. } => ok(*slot) && *output < n_outputs,
+            };
+            if !fine {
+                return Err(bad(
+                    "instrs",
+                    "a slot or output index out of range, or a slot both read and written",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs `prog` over every element of `outputs[0]`'s shape. All arrays share
+/// one float dtype; outputs share one shape; inputs broadcast to it and may
+/// be exactly an output's buffer (each tile is read before it is written).
+/// Every check happens before the first write.
+pub fn run_program(
+    prog: &TileProgram<'_>,
+    inputs: &[TBlob<'_>],
+    outputs: &mut [TBlobMut<'_>],
+    parallel: bool,
+) -> Result<()> {
+    let Some(first) = outputs.first() else {
+        return Ok(());
+    };
+    let (dtype, shape) = (first.dtype(), first.shape().clone());
+    if !dtype.is_float() {
+        return Err(bad("outputs", format!("a float dtype, got {dtype}")));
+    }
+    prog.check(inputs.len(), outputs.len())?;
+    for (k, o) in outputs.iter().enumerate() {
+        if o.dtype() != dtype || o.shape() != &shape {
+            return Err(bad("outputs", format!("output {k} is not {shape} {dtype}")));
+        }
+        for p in &outputs[..k] {
+            if crate::blob::overlaps(&o.byte_range(), &p.byte_range()) {
+                return Err(bad("outputs", "two outputs overlap"));
+            }
+        }
+    }
+    let names: Vec<String> = (0..outputs.len()).map(|k| format!("output{k}")).collect();
+    let dst_info: Vec<(&str, Range<usize>, &Shape, bool)> = outputs
+        .iter()
+        .zip(&names)
+        .map(|(o, n)| (n.as_str(), o.byte_range(), o.shape(), true))
+        .collect();
+    let mut aliases = Vec::with_capacity(inputs.len());
+    for (i, x) in inputs.iter().enumerate() {
+        if x.dtype() != dtype || !x.shape().broadcasts_to(&shape) {
+            return Err(bad(
+                "inputs",
+                format!(
+                    "input {i} is {} {}, expected {dtype} broadcasting to {shape}",
+                    x.shape(),
+                    x.dtype()
+                ),
+            ));
+        }
+        aliases.push(alias_of("fused", "input", x, &dst_info)?);
+    }
+    dispatch_float!(dtype, S => run_typed::<S>(prog, inputs, &aliases, outputs, &shape, parallel),
+        _ => unreachable!("checked float above"))
+}
+
+fn run_typed<S>(
+    prog: &TileProgram<'_>,
+    inputs: &[TBlob<'_>],
+    aliases: &[Option<usize>],
+    outputs: &mut [TBlobMut<'_>],
+    shape: &Shape,
+    parallel: bool,
+) -> Result<()>
+where
+    S: TileIo,
+    S::Compute: Compute,
+{
+    // A one-element dry run surfaces kernel errors (arity, bad arguments)
+    // before anything is written.
+    {
+        let mut slots = vec![vec![<S::Compute as Float>::zero(); 1]; prog.slots];
+        let zero = [<S::Compute as Float>::zero(); 1];
+        run_instrs::<S>(
+            prog,
+            &mut slots,
+            &[],
+            &zero,
+            &mut [],
+            1,
+            Outs {
+                tiles: &mut [],
+                direct: &[],
+            },
+        )?;
+    }
+    let srcs = inputs
+        .iter()
+        .zip(aliases)
+        .map(|(x, &a)| source_for::<S>(x, a, shape))
+        .collect::<Result<Vec<_>>>()?;
+    let mut dsts = Vec::with_capacity(outputs.len());
+    for o in outputs.iter_mut() {
+        dsts.push(DisjointMut::new(o.as_slice_mut::<S>()?));
+    }
+    let direct = direct_slots::<S>(prog, inputs.len());
+    let failure: Mutex<Option<Error>> = Mutex::new(None);
+    let n = shape.size();
+    for_each_chunk(n, prog.cost, parallel, TILE, |range| {
+        if let Err(e) = run_range::<S>(prog, &srcs, &dsts, &direct, range)
+            && let Ok(mut f) = failure.lock()
+        {
+            f.get_or_insert(e);
+        }
+    });
+    match failure.into_inner() {
+        Ok(Some(e)) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Per slot, the output a forward result may be computed straight into:
+/// the storage type is the compute type, the slot is stored once with
+/// `WriteTo`/`WriteInplace` and read by no op.
+/// This tile of every output, and the slots computed straight into one.
+struct Outs<'a, 'b, S> {
+    tiles: &'a mut [&'b mut [S]],
+    direct: &'a [Option<usize>],
+}
+
+fn direct_slots<S: TileIo>(prog: &TileProgram<'_>, n_inputs: usize) -> Vec<Option<usize>> {
+    let mut direct = vec![None; prog.slots];
+    if std::mem::size_of::<S>() != std::mem::size_of::<S::Compute>() {
+        return direct;
+    }
+    let mut reads = vec![0usize; prog.slots];
+    let mut stores = vec![0usize; prog.slots];
+    let mut forward_out = vec![false; prog.slots];
+    for ins in &prog.instrs {
+        match ins {
+            TileInstr::Forward { ins, out, .. } => {
+                ins.iter().for_each(|&i| reads[i] += 1);
+                forward_out[*out] = true;
+            }
+            TileInstr::Backward { dy, y, xs, .. } => {
+                for s in std::iter::once(*dy)
+                    .chain(*y)
+                    .chain(xs.iter().flatten().copied())
+                {
+                    reads[s] += 1;
+                }
+            }
+            TileInstr::Store { slot, .. } => stores[*slot] += 1,
+        }
+    }
+    for ins in &prog.instrs {
+        if let TileInstr::Store { slot, output, req } = ins
+            && *slot >= n_inputs
+            && forward_out[*slot]
+            && reads[*slot] == 0
+            && stores[*slot] == 1
+            && matches!(req, OpReqType::WriteTo | OpReqType::WriteInplace)
+        {
+            direct[*slot] = Some(*output);
+        }
+    }
+    direct
+}
+
+/// Asks for `data` to be brought into cache while the current tile
+/// computes: a fused tile spends long enough in its kernels that the
+/// hardware prefetcher, which stops at page boundaries, falls behind.
+#[inline]
+fn prefetch<T>(data: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let bytes = std::mem::size_of_val(data);
+        let base = data.as_ptr().cast::<i8>();
+        for off in (0..bytes).step_by(64) {
+            // SAFETY: `base + off` lies inside `data`; a prefetch never
+            // faults and has no effect on program state.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(base.add(off)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = data;
+}
+
+fn run_range<S>(
+    prog: &TileProgram<'_>,
+    srcs: &[Src<'_, S>],
+    dsts: &[DisjointMut<'_, S>],
+    direct: &[Option<usize>],
+    range: Range<usize>,
+) -> Result<()>
+where
+    S: TileIo,
+    S::Compute: Compute,
+{
+    let zero_c = <S::Compute as Float>::zero();
+    let mut slots = vec![vec![zero_c; TILE]; prog.slots];
+    let zero = [zero_c; TILE];
+    let mut half = vec![S::zero(); TILE];
+    let mut start = range.start;
+    let mut tiles: Vec<&mut [S]> = Vec::with_capacity(dsts.len());
+    // Inputs already in the compute type are read where they lie.
+    let mut ext: Vec<Option<&[S::Compute]>> = vec![None; srcs.len()];
+    while start < range.end {
+        let len = TILE.min(range.end - start);
+        tiles.clear();
+        // SAFETY: each worker gets a disjoint `range`, tiles within it are
+        // disjoint and used one at a time, and outputs never overlap each
+        // other (checked in `run_program`).
+        tiles.extend(dsts.iter().map(|d| unsafe { d.range(start..start + len) }));
+        let next = (start + len)..(start + 2 * len).min(range.end);
+        for ((src, slot), e) in srcs.iter().zip(slots.iter_mut()).zip(ext.iter_mut()) {
+            if let Src::Contig(data) = src {
+                prefetch(&data[next.clone()]);
+            }
+            *e = match src {
+                Src::Contig(data) => S::as_compute(&data[start..start + len]),
+                _ => None,
+            };
+            if e.is_none() {
+                src.fill(start, len, &tiles, slot);
+            }
+        }
+        run_instrs::<S>(
+            prog,
+            &mut slots,
+            &ext,
+            &zero,
+            &mut half,
+            len,
+            Outs {
+                tiles: &mut tiles,
+                direct,
+            },
+        )?;
+        start += len;
+    }
+    Ok(())
+}
+
+/// Runs the instructions on slots of `len` elements; stores go to `out`.
+fn run_instrs<S>(
+    prog: &TileProgram<'_>,
+    slots: &mut [Vec<S::Compute>],
+    ext: &[Option<&[S::Compute]>],
+    zero: &[S::Compute],
+    half: &mut [S],
+    len: usize,
+    outs: Outs<'_, '_, S>,
+) -> Result<()>
+where
+    S: TileIo,
+    S::Compute: Compute,
+{
+    // Half types: a result is rounded to the storage type before an op
+    // reads it, as storing and loading it would; stores (`AddTo` included)
+    // see the unrounded result, as the single-op drivers' stores do.
+    let round = std::mem::size_of::<S>() < std::mem::size_of::<S::Compute>() && !half.is_empty();
+    let mut dirty = vec![false; if round { slots.len() } else { 0 }];
+    fn settle<S: TileIo>(
+        slots: &mut [Vec<S::Compute>],
+        dirty: &mut [bool],
+        half: &mut [S],
+        len: usize,
+        reads: &mut dyn Iterator<Item = usize>,
+    ) {
+        for s in reads {
+            if dirty.get(s).copied().unwrap_or(false) {
+                dirty[s] = false;
+                S::store(&mut half[..len], &slots[s][..len], false);
+                S::load(&half[..len], &mut slots[s][..len]);
+            }
+        }
+    }
+    let Outs { tiles, direct } = outs;
+    for instr in &prog.instrs {
+        match instr {
+            TileInstr::Forward {
+                fns,
+                env,
+                ins,
+                out: o,
+            } => {
+                settle::<S>(slots, &mut dirty, half, len, &mut ins.iter().copied());
+                let mut res = std::mem::take(&mut slots[*o]);
+                // On the stack: this runs once per op per tile.
+                let mut views: [&[S::Compute]; MAX_ARITY] = [&[]; MAX_ARITY];
+                for (v, &i) in views.iter_mut().zip(ins) {
+                    *v = match ext.get(i) {
+                        Some(Some(e)) => e,
+                        _ => &slots[i][..len],
+                    };
+                }
+                // A result only stored (`WriteTo`, same type) is computed
+                // straight into the output: no copy through the cache.
+                let dst = match direct.get(*o) {
+                    Some(Some(k)) if !tiles.is_empty() => S::as_compute_mut(&mut *tiles[*k]),
+                    _ => None,
+                };
+                let r = match dst {
+                    Some(d) => <S::Compute as Compute>::forward(fns)(env, &views[..ins.len()], d),
+                    None => <S::Compute as Compute>::forward(fns)(
+                        env,
+                        &views[..ins.len()],
+                        &mut res[..len],
+                    ),
+                };
+                slots[*o] = res;
+                r?;
+                if round {
+                    dirty[*o] = true;
+                }
+            }
+            TileInstr::Backward {
+                fns,
+                env,
+                dy,
+                y,
+                xs,
+                grads,
+            } => {
+                let f = <S::Compute as Compute>::backward(fns)
+                    .ok_or_else(|| bad("instrs", "a backward step of an op without gradient"))?;
+                settle::<S>(
+                    slots,
+                    &mut dirty,
+                    half,
+                    len,
+                    &mut std::iter::once(*dy)
+                        .chain(*y)
+                        .chain(xs.iter().flatten().copied()),
+                );
+                let mut res: [Vec<S::Compute>; MAX_ARITY] = Default::default();
+                for (r, &g) in res.iter_mut().zip(grads) {
+                    *r = std::mem::take(&mut slots[g]);
+                }
+                let r = {
+                    let view = |s: Option<usize>| match s {
+                        None => &zero[..len],
+                        Some(s) => match ext.get(s) {
+                            Some(Some(e)) => e,
+                            _ => &slots[s][..len],
+                        },
+                    };
+                    let mut xv: [&[S::Compute]; MAX_ARITY] = [&[]; MAX_ARITY];
+                    for (v, &x) in xv.iter_mut().zip(xs) {
+                        *v = view(x);
+                    }
+                    let mut gv: [&mut [S::Compute]; MAX_ARITY] = Default::default();
+                    for (v, g) in gv.iter_mut().zip(res.iter_mut()) {
+                        let n = len.min(g.len());
+                        *v = &mut g[..n];
+                    }
+                    f(
+                        env,
+                        view(Some(*dy)),
+                        view(*y),
+                        &xv[..xs.len()],
+                        &mut gv[..grads.len()],
+                    )
+                };
+                for (g, v) in grads.iter().zip(res) {
+                    slots[*g] = v;
+                }
+                r?;
+                if round {
+                    for &g in grads {
+                        dirty[g] = true;
+                    }
+                }
+            }
+            TileInstr::Store { slot, output, req } => {
+                if tiles.is_empty() || direct.get(*slot).is_some_and(Option::is_some) {
+                    continue;
+                }
+                let src = match ext.get(*slot) {
+                    Some(Some(e)) => e,
+                    _ => &slots[*slot][..len],
+                };
+                store(&mut *tiles[*output], src, *req);
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,622 @@
+//! Operator fusion: TVM's FuseOps grouping over the forward graph, and the
+//! rewrite of a plan's steps into fused tile programs.
+//!
+//! Grouping follows TVM. Each op node has a [`Pattern`]; an elementwise op
+//! without tile entry points counts as opaque. Over the post-dominator tree
+//! of the graph (outputs post-dominated by a virtual sink), in topological
+//! order, a node joins the group of its immediate post-dominator when every
+//! node on every path between them allows it:
+//! * an elementwise/broadcast group fuses into an elementwise/broadcast
+//!   node (including one already fused onto a `dot`) or into a reduction;
+//! * an out-elementwise-fusable group (`dot`) fuses into elementwise
+//!   consumers;
+//! * nodes in between must be elementwise/broadcast groups;
+//! * a group's pattern is the most complex of its members, so a group
+//!   holding `dot` or a reduction never fuses again: two complex ops never
+//!   merge.
+//!
+//! Fused edges also need one shape and dtype: a broadcast op's smaller
+//! operand is an external input of the group, gathered per tile. Injective
+//! ops have no tile kernels and stay alone.
+//!
+//! Execution runs the elementwise members of a group as one tile program;
+//! a group's complex op (`dot`, a reduction) runs unfused before (dot) or
+//! after (reduction) it, so its own input or output is still materialised.
+
+use std::collections::HashMap;
+
+use super::graph::Graph;
+use super::plan::{Loc, Plan, Step, ValueId};
+use crate::{DType, OpReqType, Pattern, Shape};
+
+/// A group of fused nodes, as [`super::Executor::fusion_groups`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FusionGroup {
+    /// The most complex member pattern.
+    pub pattern: Pattern,
+    /// The members in execution (topological) order: node name and pattern.
+    pub nodes: Vec<(String, Pattern)>,
+}
+
+/// The grouping of a graph's nodes.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Grouping {
+    /// Groups of two or more op nodes, members in topological order.
+    pub(crate) groups: Vec<Vec<usize>>,
+    /// Each node's pattern as fusion sees it (`None` for variables).
+    pub(crate) pattern: Vec<Option<Pattern>>,
+}
+
+impl Grouping {
+    pub(crate) fn describe(&self, g: &Graph) -> Vec<FusionGroup> {
+        self.groups
+            .iter()
+            .map(|m| FusionGroup {
+                pattern: m
+                    .iter()
+                    .filter_map(|&n| self.pattern[n])
+                    .max()
+                    .unwrap_or(Pattern::Opaque),
+                nodes: m
+                    .iter()
+                    .map(|&n| {
+                        (
+                            g.nodes[n].name.clone(),
+                            self.pattern[n].unwrap_or(Pattern::Opaque),
+                        )
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
+fn simple(p: Pattern) -> bool {
+    p <= Pattern::Broadcast
+}
+
+struct Dsu {
+    parent: Vec<usize>,
+    pattern: Vec<Pattern>,
+}
+
+impl Dsu {
+    fn find(&mut self, mut x: usize) -> usize {
+        while self.parent[x] != x {
+            self.parent[x] = self.parent[self.parent[x]];
+            x = self.parent[x];
+        }
+        x
+    }
+    fn union_into(&mut self, from: usize, to: usize) {
+        let (a, b) = (self.find(from), self.find(to));
+        if a != b {
+            self.parent[a] = b;
+            self.pattern[b] = self.pattern[b].max(self.pattern[a]);
+        }
+    }
+}
+
+/// Groups the op nodes of `g`. `tile[n]`: node `n` has tile entry points.
+pub(crate) fn group(g: &Graph, shapes: &[Shape], dtypes: &[DType], tile: &[bool]) -> Grouping {
+    let n_nodes = g.nodes.len();
+    let pattern: Vec<Option<Pattern>> = g
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(n, node)| {
+            node.op.map(|op| {
+                if simple(op.pattern) && !tile[n] {
+                    Pattern::Opaque
+                } else {
+                    op.pattern
+                }
+            })
+        })
+        .collect();
+    let consumers = g.consumers();
+    // Immediate post-dominators; `n_nodes` is the virtual sink.
+    let sink = n_nodes;
+    let mut ipdom = vec![sink; n_nodes + 1];
+    let mut depth = vec![0usize; n_nodes + 1];
+    for n in (0..n_nodes).rev() {
+        let d = if g.heads.contains(&n) || consumers[n].is_empty() {
+            sink
+        } else {
+            let mut d = consumers[n][0];
+            for &c in &consumers[n][1..] {
+                let mut c = c;
+                while d != c {
+                    if depth[d] < depth[c] {
+                        c = ipdom[c];
+                    } else {
+                        d = ipdom[d];
+                    }
+                }
+            }
+            d
+        };
+        ipdom[n] = d;
+        depth[n] = depth[d] + 1;
+    }
+    let mut dsu = Dsu {
+        parent: (0..n_nodes).collect(),
+        pattern: pattern
+            .iter()
+            .map(|p| p.unwrap_or(Pattern::Opaque))
+            .collect(),
+    };
+    for n in 0..n_nodes {
+        if pattern[n].is_none() {
+            continue;
+        }
+        let d = ipdom[n];
+        if d == sink {
+            continue;
+        }
+        let (gn, gd) = (dsu.find(n), dsu.find(d));
+        if gn == gd {
+            continue;
+        }
+        let (gp, dp) = (dsu.pattern[gn], dsu.pattern[gd]);
+        let pd = pattern[d].unwrap_or(Pattern::Opaque);
+        let same = |m: usize| shapes[m] == shapes[n] && dtypes[m] == dtypes[n];
+        let sink_ok = if gp == Pattern::OutElemwiseFusable {
+            simple(pd) && simple(dp) && same(d)
+        } else if simple(gp) {
+            (simple(pd) && (simple(dp) || dp == Pattern::OutElemwiseFusable) && same(d))
+                || (pd == Pattern::Reduction && dp == Pattern::Reduction)
+        } else {
+            false
+        };
+        if !sink_ok {
+            continue;
+        }
+        // Every node strictly between n and d must be a simple group.
+        let mut on_path = vec![n];
+        let mut seen = vec![false; n_nodes];
+        let mut stack = consumers[n].clone();
+        let mut ok = true;
+        while let Some(c) = stack.pop() {
+            if c == d || std::mem::replace(&mut seen[c], true) {
+                continue;
+            }
+            let gc = dsu.find(c);
+            if !(simple(dsu.pattern[gc]) && same(c)) {
+                ok = false;
+                break;
+            }
+            on_path.push(c);
+            stack.extend(&consumers[c]);
+        }
+        if ok {
+            for m in on_path {
+                dsu.union_into(m, d);
+            }
+        }
+    }
+    let mut by_root: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (n, p) in pattern.iter().enumerate() {
+        if p.is_some() {
+            let r = dsu.find(n);
+            by_root.entry(r).or_default().push(n);
+        }
+    }
+    let mut groups: Vec<Vec<usize>> = by_root
+        .into_values()
+        .filter(|m| m.len() > 1 && convex(g, m))
+        .collect();
+    groups.sort_by_key(|m| m[0]);
+    Grouping { groups, pattern }
+}
+
+/// No path leaves the group and comes back, so it can run as one step.
+fn convex(g: &Graph, members: &[usize]) -> bool {
+    let mut inside = vec![false; g.nodes.len()];
+    for &m in members {
+        inside[m] = true;
+    }
+    let mut tainted = vec![false; g.nodes.len()];
+    for (n, node) in g.nodes.iter().enumerate() {
+        if inside[n] {
+            if node.inputs.iter().any(|&i| !inside[i] && tainted[i]) {
+                return false;
+            }
+        } else {
+            tainted[n] = node.inputs.iter().any(|&i| inside[i] || tainted[i]);
+        }
+    }
+    true
+}
+
+/// One instruction of a fused step, over slots (see `kernel::fused`).
+#[derive(Clone, Debug)]
+pub(crate) enum Instr {
+    Forward {
+        node: usize,
+        ins: Vec<usize>,
+        out: usize,
+    },
+    Backward {
+        node: usize,
+        dy: usize,
+        y: Option<usize>,
+        xs: Vec<Option<usize>>,
+        grads: Vec<usize>,
+    },
+    Store {
+        slot: usize,
+        output: usize,
+        req: OpReqType,
+    },
+}
+
+/// A fused step: slots `0..inputs.len()` hold the inputs' tiles.
+#[derive(Clone, Debug)]
+pub(crate) struct Fused {
+    pub(crate) nodes: Vec<usize>,
+    pub(crate) inputs: Vec<ValueId>,
+    /// Distinct values written, the first one's shape is the iteration space.
+    pub(crate) outputs: Vec<(ValueId, bool)>,
+    pub(crate) slots: usize,
+    pub(crate) instrs: Vec<Instr>,
+}
+
+impl Fused {
+    pub(crate) fn reads(&self) -> Vec<ValueId> {
+        let mut r = self.inputs.clone();
+        r.extend(self.outputs.iter().filter(|(_, add)| *add).map(|(v, _)| *v));
+        r
+    }
+    pub(crate) fn writes(&self) -> Vec<ValueId> {
+        self.outputs.iter().map(|(v, _)| *v).collect()
+    }
+}
+
+/// Builds fused programs from a run of steps; values produced inside are
+/// read from slots, and kept out of memory when nothing else needs them.
+struct Builder<'a> {
+    plan: &'a Plan,
+    /// Reads and writes of each value over the whole plan.
+    reads: &'a [usize],
+    writes: &'a [usize],
+    f: Fused,
+    slot_of: HashMap<ValueId, usize>,
+    /// Reads of each value by the steps in this program.
+    local_reads: HashMap<ValueId, usize>,
+    produced: Vec<(ValueId, usize, OpReqType)>,
+}
+
+impl<'a> Builder<'a> {
+    fn new(plan: &'a Plan, reads: &'a [usize], writes: &'a [usize]) -> Self {
+        Builder {
+            plan,
+            reads,
+            writes,
+            f: Fused {
+                nodes: Vec::new(),
+                inputs: Vec::new(),
+                outputs: Vec::new(),
+                slots: 0,
+                instrs: Vec::new(),
+            },
+            slot_of: HashMap::new(),
+            local_reads: HashMap::new(),
+            produced: Vec::new(),
+        }
+    }
+    fn fresh(&mut self) -> usize {
+        self.f.slots += 1;
+        self.f.slots - 1
+    }
+    fn read(&mut self, v: ValueId) -> usize {
+        *self.local_reads.entry(v).or_default() += 1;
+        if let Some(&s) = self.slot_of.get(&v) {
+            return s;
+        }
+        self.f.inputs.push(v);
+        let s = self.fresh();
+        self.slot_of.insert(v, s);
+        s
+    }
+    fn write(&mut self, v: ValueId, req: OpReqType) -> usize {
+        let s = self.fresh();
+        self.produced.push((v, s, req));
+        if req == OpReqType::WriteTo && !self.slot_of.contains_key(&v) {
+            self.slot_of.insert(v, s);
+        }
+        s
+    }
+    /// Input slots must come first: renumber so inputs are `0..k`.
+    fn finish(mut self) -> (Fused, Vec<ValueId>) {
+        let mut internal = Vec::new();
+        let mut stores = Vec::new();
+        for &(v, s, req) in &self.produced {
+            let keep = self.plan.values[v].loc != Loc::Unplaced
+                || req != OpReqType::WriteTo
+                || self.writes[v] != 1
+                || self.local_reads.get(&v).copied().unwrap_or(0) != self.reads[v];
+            if keep {
+                let k = match self.f.outputs.iter().position(|(w, _)| *w == v) {
+                    Some(k) => {
+                        self.f.outputs[k].1 |= req == OpReqType::AddTo;
+                        k
+                    }
+                    None => {
+                        self.f.outputs.push((v, req == OpReqType::AddTo));
+                        self.f.outputs.len() - 1
+                    }
+                };
+                stores.push((s, k, req));
+            } else {
+                internal.push(v);
+            }
+        }
+        // Stores go right after the instruction producing their slot, so
+        // writes to one value keep their order.
+        let mut instrs = Vec::new();
+        for ins in std::mem::take(&mut self.f.instrs) {
+            let written: Vec<usize> = match &ins {
+                Instr::Forward { out, .. } => vec![*out],
+                Instr::Backward { grads, .. } => grads.clone(),
+                Instr::Store { .. } => Vec::new(),
+            };
+            instrs.push(ins);
+            for w in written {
+                for &(s, k, req) in stores.iter().filter(|(s, _, _)| *s == w) {
+                    instrs.push(Instr::Store {
+                        slot: s,
+                        output: k,
+                        req,
+                    });
+                }
+            }
+        }
+        // Renumber: inputs first in `inputs` order.
+        let n_in = self.f.inputs.len();
+        let mut map = vec![usize::MAX; self.f.slots];
+        for (i, v) in self.f.inputs.iter().enumerate() {
+            map[self.slot_of[v]] = i;
+        }
+        let mut next = n_in;
+        for m in map.iter_mut() {
+            if *m == usize::MAX {
+                *m = next;
+                next += 1;
+            }
+        }
+        for ins in &mut instrs {
+            match ins {
+                Instr::Forward { ins, out, .. } => {
+                    ins.iter_mut().for_each(|s| *s = map[*s]);
+                    *out = map[*out];
+                }
+                Instr::Backward {
+                    dy, y, xs, grads, ..
+                } => {
+                    *dy = map[*dy];
+                    if let Some(y) = y {
+                        *y = map[*y];
+                    }
+                    xs.iter_mut().flatten().for_each(|s| *s = map[*s]);
+                    grads.iter_mut().for_each(|s| *s = map[*s]);
+                }
+                Instr::Store { slot, .. } => *slot = map[*slot],
+            }
+        }
+        self.f.instrs = instrs;
+        (self.f, internal)
+    }
+}
+
+/// Per-value counts of reading and writing steps.
+fn counts(plan: &Plan) -> (Vec<usize>, Vec<usize>) {
+    let mut reads = vec![0; plan.values.len()];
+    let mut writes = vec![0; plan.values.len()];
+    for s in &plan.steps {
+        for v in s.reads() {
+            reads[v] += 1;
+        }
+        for v in s.writes() {
+            writes[v] += 1;
+        }
+    }
+    (reads, writes)
+}
+
+/// Whether node `n` can run its gradient on tiles: elementwise with tile
+/// gradients, every input of the output's shape and dtype.
+fn tile_backward(
+    g: &Graph,
+    n: usize,
+    grouping: &Grouping,
+    backward_tile: &[bool],
+    shapes: &[Shape],
+    dtypes: &[DType],
+) -> bool {
+    grouping.pattern[n].is_some_and(simple)
+        && backward_tile[n]
+        && g.nodes[n]
+            .inputs
+            .iter()
+            .all(|&i| shapes[i] == shapes[n] && dtypes[i] == dtypes[n])
+}
+
+/// Rewrites `plan.steps` (before allocation): each group's elementwise
+/// members become one fused step at the last member's position; runs of
+/// adjacent elementwise gradient steps whose intermediate gradient is read
+/// by the next alone become one fused step. Returns the values fused away.
+pub(crate) fn rewrite(
+    plan: &mut Plan,
+    g: &Graph,
+    grouping: &Grouping,
+    backward_tile: &[bool],
+    shapes: &[Shape],
+    dtypes: &[DType],
+) -> Vec<ValueId> {
+    let (reads, writes) = counts(plan);
+    let mut fused_away = Vec::new();
+    // Forward groups.
+    let consumers = g.consumers();
+    let mut group_at: HashMap<usize, Vec<usize>> = HashMap::new();
+    let mut member = vec![false; g.nodes.len()];
+    for m in &grouping.groups {
+        let simple_members: Vec<usize> = m
+            .iter()
+            .copied()
+            .filter(|&n| grouping.pattern[n].is_some_and(simple))
+            .collect();
+        let Some(&last) = simple_members.last() else {
+            continue;
+        };
+        // The step runs at the last member's place: every value read
+        // outside must be read after it (TVM's rules guarantee this).
+        let late_readers = simple_members.iter().all(|&n| {
+            consumers[n]
+                .iter()
+                .all(|&c| c > last || simple_members.contains(&c))
+        });
+        if simple_members.len() < 2 || !late_readers || !convex(g, &simple_members) {
+            continue;
+        }
+        for &n in &simple_members {
+            member[n] = true;
+        }
+        group_at.insert(last, simple_members);
+    }
+    let mut steps = Vec::with_capacity(plan.steps.len());
+    let old = std::mem::take(&mut plan.steps);
+    let mut backward_start = plan.backward_start;
+    for (s, step) in old.iter().enumerate() {
+        match step {
+            Step::Forward { node, .. } if member[*node] => {
+                if s < plan.backward_start {
+                    backward_start -= 1;
+                }
+                let Some(nodes) = group_at.get(node) else {
+                    continue;
+                };
+                let mut b = Builder::new(plan, &reads, &writes);
+                for &n in nodes {
+                    let Some(Step::Forward { inputs, out, .. }) = old
+                        .iter()
+                        .find(|st| matches!(st, Step::Forward { node, .. } if *node == n))
+                    else {
+                        continue;
+                    };
+                    let ins = inputs.iter().map(|&v| b.read(v)).collect();
+                    let o = b.write(*out, OpReqType::WriteTo);
+                    b.f.nodes.push(n);
+                    b.f.instrs.push(Instr::Forward {
+                        node: n,
+                        ins,
+                        out: o,
+                    });
+                }
+                let (f, internal) = b.finish();
+                fused_away.extend(internal);
+                steps.push(Step::Fused(f));
+                if s < plan.backward_start {
+                    backward_start += 1;
+                }
+            }
+            _ => steps.push(step.clone()),
+        }
+    }
+    plan.backward_start = backward_start;
+    // Backward chains.
+    let fusable = |st: &Step| match st {
+        Step::Backward { node, .. } => {
+            tile_backward(g, *node, grouping, backward_tile, shapes, dtypes)
+        }
+        _ => false,
+    };
+    let mut out = Vec::with_capacity(steps.len());
+    let mut s = 0;
+    while s < steps.len() {
+        if s < plan.backward_start || !fusable(&steps[s]) {
+            out.push(steps[s].clone());
+            s += 1;
+            continue;
+        }
+        // Extend while the next step's out_grad is a single-write WriteTo
+        // gradient of the chain, and it reads nothing else the chain wrote.
+        let mut end = s + 1;
+        let mut written: Vec<(ValueId, OpReqType)> = grads_of(&steps[s]);
+        while end < steps.len() && fusable(&steps[end]) {
+            let Step::Backward {
+                out_grad,
+                output,
+                inputs,
+                ..
+            } = &steps[end]
+            else {
+                break;
+            };
+            let link = written
+                .iter()
+                .any(|&(v, r)| v == *out_grad && r == OpReqType::WriteTo)
+                && writes[*out_grad] == 1
+                && plan.values[*out_grad].loc == Loc::Unplaced;
+            let others_clean = output
+                .iter()
+                .chain(inputs.iter().flatten())
+                .all(|v| !written.iter().any(|(w, _)| w == v));
+            if !(link && others_clean) {
+                break;
+            }
+            written.extend(grads_of(&steps[end]));
+            end += 1;
+        }
+        if end - s < 2 {
+            out.push(steps[s].clone());
+            s += 1;
+            continue;
+        }
+        let mut b = Builder::new(plan, &reads, &writes);
+        for st in &steps[s..end] {
+            let Step::Backward {
+                node,
+                out_grad,
+                output,
+                inputs,
+                grads,
+                ..
+            } = st
+            else {
+                continue;
+            };
+            let dy = b.read(*out_grad);
+            let y = output.map(|v| b.read(v));
+            let xs = inputs.iter().map(|x| x.map(|v| b.read(v))).collect();
+            let gs = grads
+                .iter()
+                .map(|gr| match gr {
+                    Some((v, r)) => b.write(*v, *r),
+                    None => b.fresh(),
+                })
+                .collect();
+            b.f.nodes.push(*node);
+            b.f.instrs.push(Instr::Backward {
+                node: *node,
+                dy,
+                y,
+                xs,
+                grads: gs,
+            });
+        }
+        let (f, internal) = b.finish();
+        fused_away.extend(internal);
+        out.push(Step::Fused(f));
+        s = end;
+    }
+    plan.steps = out;
+    fused_away
+}
+
+fn grads_of(st: &Step) -> Vec<(ValueId, OpReqType)> {
+    match st {
+        Step::Backward { grads, .. } => grads.iter().flatten().copied().collect(),
+        _ => Vec::new(),
+    }
+}

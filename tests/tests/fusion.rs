@@ -1,0 +1,302 @@
+//! Elementwise fusion: TVM's FuseOps grouping rules, seen through
+//! `Executor::fusion_groups`, and fused results against unfused ones.
+
+use std::collections::HashMap;
+
+use simpleop::symbol::{BindConfig, Executor, GradReq, Symbol};
+use simpleop::{Attrs, DType, NDArray, Pattern, Shape};
+
+fn op(name: &str, node: &str, inputs: &[&Symbol]) -> Symbol {
+    op_with(name, node, inputs, Attrs::new())
+}
+
+fn op_with(name: &str, node: &str, inputs: &[&Symbol], attrs: Attrs) -> Symbol {
+    Symbol::invoke_named(name, inputs, &attrs, Some(node)).unwrap()
+}
+
+/// Binds `sym` with random arguments of the given shapes (all asking for a
+/// gradient when `train`), fusion on or off.
+fn bind(
+    sym: &Symbol,
+    shapes: &[(&str, &[usize])],
+    dtype: DType,
+    fusion: bool,
+    train: bool,
+) -> Executor {
+    let mut args = HashMap::new();
+    let mut grads = HashMap::new();
+    let mut reqs = HashMap::new();
+    for (i, (name, dims)) in shapes.iter().enumerate() {
+        let shape = Shape::new(dims.to_vec());
+        let a = NDArray::random_uniform(shape.clone(), 0.1, 1.5, dtype, 7 + i as u64).unwrap();
+        args.insert(name.to_string(), a);
+        if train {
+            grads.insert(name.to_string(), NDArray::zeros(shape, dtype));
+            reqs.insert(name.to_string(), GradReq::Write);
+        }
+    }
+    let config = BindConfig {
+        fusion,
+        ..BindConfig::default()
+    };
+    sym.bind_with(args, grads, reqs, config).unwrap()
+}
+
+fn groups(exe: &Executor) -> Vec<(Pattern, Vec<String>)> {
+    exe.fusion_groups()
+        .iter()
+        .map(|g| (g.pattern, g.nodes.iter().map(|(n, _)| n.clone()).collect()))
+        .collect()
+}
+
+fn names(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn bits(a: &NDArray) -> Vec<u64> {
+    a.to_f64_vec().into_iter().map(f64::to_bits).collect()
+}
+
+/// Fused and unfused agree bit for bit, forward and backward.
+fn check_same(sym: &Symbol, shapes: &[(&str, &[usize])], dtype: DType) {
+    let train = dtype.is_float();
+    let mut on = bind(sym, shapes, dtype, true, train);
+    let mut off = bind(sym, shapes, dtype, false, train);
+    for exe in [&mut on, &mut off] {
+        exe.forward(train).unwrap();
+        if train {
+            exe.backward(&[]).unwrap();
+        }
+    }
+    for (a, b) in on.outputs().iter().zip(off.outputs()) {
+        assert_eq!(bits(a), bits(b));
+    }
+    for (name, _) in shapes {
+        assert_eq!(
+            on.grad(name).map(bits),
+            off.grad(name).map(bits),
+            "gradient of {name}"
+        );
+    }
+}
+
+#[test]
+fn a_chain_is_one_group_and_fusion_can_be_turned_off() {
+    simpleop_ops::link();
+    let x = Symbol::var("x");
+    let a = op("exp", "a", &[&x]);
+    let b = op("relu", "b", &[&a]);
+    let c = op("tanh", "c", &[&b]);
+    let shapes: &[(&str, &[usize])] = &[("x", &[4, 5])];
+    let exe = bind(&c, shapes, DType::F32, true, false);
+    assert_eq!(
+        groups(&exe),
+        [(Pattern::Elementwise, names(&["a", "b", "c"]))]
+    );
+    let s = exe.inference_memory_stats();
+    assert_eq!((s.fused_values, s.fused_bytes), (2, 2 * 20 * 4));
+    let dot = exe.to_dot();
+    assert!(dot.contains("subgraph cluster_0"), "{dot}");
+    assert!(dot.contains("fused, no buffer"), "{dot}");
+    let off = bind(&c, shapes, DType::F32, false, false);
+    assert!(off.fusion_groups().is_empty());
+    assert_eq!(off.inference_memory_stats().fused_values, 0);
+    assert!(!off.to_dot().contains("cluster"));
+    for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+        check_same(&c, shapes, dtype);
+    }
+}
+
+#[test]
+fn a_diamond_fuses_into_its_post_dominator() {
+    simpleop_ops::link();
+    let x = Symbol::var("x");
+    let a = op("exp", "a", &[&x]);
+    let b = op("relu", "b", &[&a]);
+    let c = op("sigmoid", "c", &[&a]);
+    let d = op("elemwise_add", "d", &[&b, &c]);
+    let shapes: &[(&str, &[usize])] = &[("x", &[3, 7])];
+    let exe = bind(&d, shapes, DType::F32, true, false);
+    assert_eq!(
+        groups(&exe),
+        [(Pattern::Elementwise, names(&["a", "b", "c", "d"]))]
+    );
+    assert_eq!(exe.inference_memory_stats().fused_values, 3);
+    check_same(&d, shapes, DType::F32);
+    check_same(&d, shapes, DType::BF16);
+}
+
+#[test]
+fn a_node_with_consumers_but_no_common_post_dominator_stays_apart() {
+    simpleop_ops::link();
+    let x = Symbol::var("x");
+    let a = op("exp", "a", &[&x]);
+    let b = op("relu", "b", &[&a]);
+    let c = op("tanh", "c", &[&a]);
+    let c2 = op("negative", "c2", &[&c]);
+    // Two outputs: `a` is post-dominated only by the graph's end.
+    let both = Symbol::group(&[b.clone(), c2.clone()]);
+    let shapes: &[(&str, &[usize])] = &[("x", &[10])];
+    let exe = bind(&both, shapes, DType::F32, true, false);
+    assert_eq!(groups(&exe), [(Pattern::Elementwise, names(&["c", "c2"]))]);
+    check_same(&both, shapes, DType::F32);
+    // An output is materialised and not fused into its consumers.
+    let heads = Symbol::group(&[a.clone(), b.clone()]);
+    let exe = bind(&heads, shapes, DType::F32, true, false);
+    assert!(groups(&exe).is_empty(), "{:?}", groups(&exe));
+}
+
+#[test]
+fn elementwise_ops_fuse_into_a_reduction_but_not_out_of_it() {
+    simpleop_ops::link();
+    let x = Symbol::var("x");
+    let y = Symbol::var("y");
+    let a = op("exp", "a", &[&x]);
+    let m = op("elemwise_mul", "m", &[&a, &y]);
+    let s = op_with("sum", "s", &[&m], Attrs::new().with("axis", 1));
+    let r = op("relu", "r", &[&s]);
+    let t = op("tanh", "t", &[&r]);
+    let shapes: &[(&str, &[usize])] = &[("x", &[4, 6]), ("y", &[4, 6])];
+    let exe = bind(&t, shapes, DType::F32, true, false);
+    assert_eq!(
+        groups(&exe),
+        [
+            (Pattern::Reduction, names(&["a", "m", "s"])),
+            (Pattern::Elementwise, names(&["r", "t"]))
+        ]
+    );
+    check_same(&t, shapes, DType::F32);
+    check_same(&t, shapes, DType::F64);
+}
+
+#[test]
+fn elementwise_consumers_fuse_onto_dot_and_two_complex_ops_never_merge() {
+    simpleop_ops::link();
+    let a = Symbol::var("a");
+    let b = Symbol::var("b");
+    let c = Symbol::var("c");
+    let pa = op("relu", "pa", &[&a]);
+    let d = op("dot", "d", &[&pa, &b]);
+    let e = op("elemwise_add", "e", &[&d, &c]);
+    let f = op("sigmoid", "f", &[&e]);
+    let s = op("sum", "s", &[&f]);
+    let shapes: &[(&str, &[usize])] = &[("a", &[3, 4]), ("b", &[4, 5]), ("c", &[3, 5])];
+    let exe = bind(&s, shapes, DType::F32, true, false);
+    // `pa` does not fuse into dot's input; dot's group does not fuse into
+    // the reduction.
+    assert_eq!(
+        groups(&exe),
+        [(Pattern::OutElemwiseFusable, names(&["d", "e", "f"]))]
+    );
+    check_same(&s, shapes, DType::F32);
+    // dot feeding dot through an elementwise op: the second dot is not a
+    // sink elementwise ops fuse into.
+    let d2 = op(
+        "dot",
+        "d2",
+        &[&op("tanh", "t", &[&d]), &op("transpose", "bt", &[&b])],
+    );
+    let shapes: &[(&str, &[usize])] = &[("a", &[3, 4]), ("b", &[4, 5])];
+    let exe = bind(&d2, shapes, DType::F32, true, false);
+    assert_eq!(
+        groups(&exe),
+        [(Pattern::OutElemwiseFusable, names(&["d", "t"]))]
+    );
+    check_same(&d2, shapes, DType::F64);
+}
+
+#[test]
+fn broadcast_operands_are_gathered_and_shape_changes_break_groups() {
+    simpleop_ops::link();
+    let x = Symbol::var("x");
+    let b = Symbol::var("b");
+    let eb = op("exp", "eb", &[&b]);
+    let s = op("broadcast_add", "s", &[&x, &eb]);
+    let r = op("relu", "r", &[&s]);
+    let t = op_with("_mul_scalar", "t", &[&r], Attrs::new().with("scalar", 0.5));
+    let shapes: &[(&str, &[usize])] = &[("x", &[5, 3]), ("b", &[1, 3])];
+    let exe = bind(&t, shapes, DType::F32, true, false);
+    assert_eq!(
+        groups(&exe),
+        [(Pattern::Broadcast, names(&["s", "r", "t"]))]
+    );
+    for dtype in [DType::F32, DType::F16] {
+        check_same(&t, shapes, dtype);
+    }
+}
+
+#[test]
+fn gradient_chains_fuse_and_match_unfused() {
+    simpleop_ops::link();
+    // The chain6 graph of the benchmark.
+    let x = Symbol::var("x");
+    let y = Symbol::var("y");
+    let scalar = |v: f64| Attrs::new().with("scalar", v);
+    let c = op_with("_mul_scalar", "c1", &[&x], scalar(0.5));
+    let c = op_with("_plus_scalar", "c2", &[&c], scalar(1.0));
+    let c = op("relu", "c3", &[&c]);
+    let c = op("tanh", "c4", &[&c]);
+    let c = op("elemwise_mul", "c5", &[&c, &y]);
+    let c = op("elemwise_add", "c6", &[&c, &x]);
+    let shapes: &[(&str, &[usize])] = &[("x", &[3000]), ("y", &[3000])];
+    let train = bind(&c, shapes, DType::F32, true, true);
+    let off = bind(&c, shapes, DType::F32, false, true);
+    assert_eq!(groups(&train).len(), 1);
+    // Training keeps what the gradients read, yet some gradients stay in
+    // cache.
+    let (s_on, s_off) = (train.memory_stats(), off.memory_stats());
+    assert!(s_on.fused_values > 0, "{s_on:?}");
+    assert!(
+        s_on.planned_bytes < s_off.planned_bytes,
+        "{s_on:?} vs {s_off:?}"
+    );
+    for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+        check_same(&c, shapes, dtype);
+    }
+    // Large enough to split over threads.
+    let big: &[(&str, &[usize])] = &[("x", &[300_000]), ("y", &[300_000])];
+    check_same(&c, big, DType::F32);
+    check_same(&c, big, DType::BF16);
+}
+
+#[test]
+fn the_benchmark_graphs_fuse_whole_and_compute_what_they_claim() {
+    simpleop_ops::link();
+    let x = NDArray::random_uniform([5000], -3.0, 3.0, DType::F32, 11).unwrap();
+    let y = NDArray::random_uniform([5000], -3.0, 3.0, DType::F32, 12).unwrap();
+    let bind_one = |s: &Symbol, args: Vec<(&str, &NDArray)>| {
+        let args = args
+            .into_iter()
+            .map(|(n, a)| (n.to_owned(), a.clone()))
+            .collect();
+        s.bind(args, HashMap::new(), HashMap::new()).unwrap()
+    };
+    let sl1 = simpleop::bench::smooth_l1_symbol().unwrap();
+    let mut exe = bind_one(&sl1, vec![("x", &x)]);
+    assert_eq!(exe.fusion_groups().len(), 1);
+    assert_eq!(exe.fusion_groups()[0].nodes.len(), 6);
+    exe.forward(false).unwrap();
+    let want = simpleop::eager::invoke("smooth_l1", &[&x], &Attrs::new().with("scalar", 1.0))
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    for (g, w) in exe.outputs()[0].to_vec::<f32>().unwrap().iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-6 * w.abs().max(1.0), "{g} vs {w}");
+    }
+    let chain = simpleop::bench::chain6_symbol().unwrap();
+    let mut exe = bind_one(&chain, vec![("x", &x), ("y", &y)]);
+    assert_eq!(exe.fusion_groups()[0].nodes.len(), 6);
+    assert_eq!(exe.inference_memory_stats().fused_values, 5);
+    exe.forward(false).unwrap();
+    let (xv, yv) = (x.to_vec::<f32>().unwrap(), y.to_vec::<f32>().unwrap());
+    for ((g, a), b) in exe.outputs()[0]
+        .to_vec::<f32>()
+        .unwrap()
+        .iter()
+        .zip(&xv)
+        .zip(&yv)
+    {
+        let w = (a * 0.5 + 1.0).max(0.0).tanh() * b + a;
+        assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "{g} vs {w}");
+    }
+}
