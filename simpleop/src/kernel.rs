@@ -47,10 +47,6 @@ pub const TILE: usize = 1024;
 /// the rayon pool costs a few microseconds, about what 2^17 cheap
 /// elements take on one core.
 pub const PARALLEL_WORK: usize = 1 << 17;
-/// Outputs at least this large are written with streaming stores: they
-/// cannot stay in cache anyway, and skipping the read of each line before
-/// it is overwritten saves a third of the memory traffic of a unary op.
-pub const STREAMING_BYTES: usize = 8 << 20;
 /// No thread gets less than this many elements.
 pub const MIN_CHUNK: usize = 4 * TILE;
 /// Work per element of drawing a random number.
@@ -529,9 +525,7 @@ pub fn map_forward<K: MapFn<N>, const N: usize>(
         for o in outputs.iter_mut() {
             dsts.push(DisjointMut::new(o.as_slice_mut::<S>()?));
         }
-        let streaming = n * c.dtype.size() >= STREAMING_BYTES
-            && matches!(reqs[0], OpReqType::WriteTo | OpReqType::WriteInplace);
-        let job = ForwardJob { streaming, kernel, srcs: &srcs, dsts: &dsts, reqs, states };
+        let job = ForwardJob { kernel, srcs: &srcs, dsts: &dsts, reqs, states };
         for_each_chunk(n, op.cost as usize, parallel, TILE, |range| job.run(range));
         Ok(())
     }, _ => unreachable!("checked float above"))
@@ -562,8 +556,6 @@ fn source_for<'a, S: Float>(
 }
 
 struct ForwardJob<'a, 'b, S: Float, K, const N: usize> {
-    /// Write the output with streaming stores (it is far larger than the caches).
-    streaming: bool,
     kernel: &'a K,
     srcs: &'a [Src<'b, S>; N],
     dsts: &'a [DisjointMut<'b, S>],
@@ -587,9 +579,6 @@ impl<S: TileIo, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {
                 let len = cap.min(range.end - start);
                 self.tile(start, len, &mut bufs, &mut res[..len]);
                 start += len;
-            }
-            if self.streaming {
-                simd::stream_fence();
             }
         })
     }

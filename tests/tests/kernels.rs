@@ -1,9 +1,10 @@
 //! The vectorised drivers: every instruction set gives the same bits as
 //! the scalar build, for f32, f64, f16 and bf16, branchy kernels included;
-//! outputs large enough for streaming stores honour every request type,
-//! in place included; and `Float`'s f32 vector math is what the ops use.
+//! outputs large enough to be split over threads honour every request
+//! type, in place included; and `Float`'s f32 vector math is what the ops
+//! use.
 
-use simpleop::kernel::STREAMING_BYTES;
+use simpleop::kernel::PARALLEL_WORK;
 use simpleop::kernel::simd::{self, Isa};
 use simpleop::{Attrs, DType, NDArray, OpReqType, eager};
 
@@ -51,10 +52,10 @@ fn every_isa_gives_the_scalar_bits() {
 }
 
 #[test]
-fn streamed_outputs_honour_every_request() {
+fn large_outputs_honour_every_request() {
     simpleop_ops::link();
-    // Just past the streaming threshold, and not a multiple of any vector.
-    let n = STREAMING_BYTES / 4 + 37;
+    // Split over threads, and not a multiple of any vector or tile.
+    let n = 16 * PARALLEL_WORK + 37;
     let x = NDArray::random_uniform([n], -3.0, 3.0, DType::F32, 5).unwrap();
     let xs = x.to_vec::<f32>().unwrap();
     let relu: Vec<f32> = xs.iter().map(|v| v.max(0.0)).collect();

@@ -331,22 +331,6 @@ pub trait TileIo: Float {
     fn load(src: &[Self], dst: &mut [Self::Compute]);
     /// Writes `src` into `dst`, or adds it when `add`.
     fn store(dst: &mut [Self], src: &[Self::Compute], add: bool);
-    /// Writes `src` into `dst` bypassing the caches where the CPU can
-    /// (for outputs far larger than the caches: it saves reading each
-    /// output line before overwriting it). Call [`stream_fence`] after the
-    /// last one.
-    fn store_streaming(dst: &mut [Self], src: &[Self::Compute]) {
-        Self::store(dst, src, false);
-    }
-}
-
-/// Orders earlier streaming stores before later ordinary ones.
-pub fn stream_fence() {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `sfence` is part of SSE, which x86-64 always has.
-    unsafe {
-        std::arch::x86_64::_mm_sfence()
-    }
 }
 
 macro_rules! native_tile_io {
@@ -371,19 +355,6 @@ macro_rules! native_tile_io {
                 } else {
                     dst.copy_from_slice(src);
                 }
-            }
-            #[inline]
-            fn store_streaming(dst: &mut [Self], src: &[Self]) {
-                let n = dst.len().min(src.len());
-                #[cfg(target_arch = "x86_64")]
-                let done = match active() {
-                    // SAFETY: `active` only returns instruction sets the CPU has.
-                    Isa::Avx512 | Isa::Avx2 => unsafe { x86::stream(&src[..n], &mut dst[..n]) },
-                    _ => 0,
-                };
-                #[cfg(not(target_arch = "x86_64"))]
-                let done = 0;
-                dst[done..n].copy_from_slice(&src[done..n]);
             }
         }
     )*};
@@ -516,32 +487,6 @@ mod x86 {
             }
         }
         n
-    }
-
-    /// Copies the longest 32-byte aligned prefix of whole vectors with
-    /// non-temporal stores; returns how many elements it wrote (0 when
-    /// `dst` is not 32-byte aligned).
-    #[target_feature(enable = "avx2")]
-    pub(super) fn stream<T: Copy>(src: &[T], dst: &mut [T]) -> usize {
-        let bytes = std::mem::size_of_val(src).min(std::mem::size_of_val(dst));
-        if !(dst.as_ptr() as usize).is_multiple_of(32)
-            || size_of::<T>() == 0
-            || !32usize.is_multiple_of(size_of::<T>())
-        {
-            return 0;
-        }
-        let whole = bytes / 32 * 32;
-        let (s, d) = (src.as_ptr().cast::<u8>(), dst.as_mut_ptr().cast::<u8>());
-        for off in (0..whole).step_by(32) {
-            // SAFETY: `off + 32 <= whole <= bytes` of both slices; `dst + off`
-            // is 32-byte aligned (checked above, `off` is a multiple of 32);
-            // the source load is unaligned.
-            unsafe {
-                let v = _mm256_loadu_si256(s.add(off).cast());
-                _mm256_stream_si256(d.add(off).cast(), v);
-            }
-        }
-        whole / size_of::<T>()
     }
 
     #[target_feature(enable = "avx2,f16c")]
