@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::cell::Cell;
 
 use proptest::prelude::*;
-use proptest::test_runner::{TestCaseError, TestRunner};
+use proptest::test_runner::{RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use simpleop::symbol::{BindConfig, Executor, GradReq, MemoryStats, Symbol};
 use simpleop::{Attrs, DType, NDArray, OpDef, OpForm, ParamKind, Pattern, Registry, Shape};
 
@@ -366,10 +366,7 @@ fn planned_and_unplanned_agree_bit_for_bit_on_1000_random_graphs() {
     simpleop_ops::link();
     let ops = graph_ops();
     assert!(ops.len() >= 40, "{} ops to draw from", ops.len());
-    let mut runner = TestRunner::new(ProptestConfig {
-        cases: 1000,
-        ..ProptestConfig::default()
-    });
+    let mut runner = fixed_runner();
     let (graphs, inplace, reused) = (Cell::new(0), Cell::new(0), Cell::new(0));
     runner
         .run(&recipe(), |r| {
@@ -389,6 +386,18 @@ fn planned_and_unplanned_agree_bit_for_bit_on_1000_random_graphs() {
         inplace.get()
     );
     assert!(reused.get() >= 300, "{} graphs with reuse", reused.get());
+}
+
+/// 1,000 cases from a fixed seed, so the counts asserted below (how many
+/// graphs exercised in-place writes, reuse, fusion) are reproducible.
+fn fixed_runner() -> TestRunner {
+    TestRunner::new_with_rng(
+        ProptestConfig {
+            cases: 1000,
+            ..ProptestConfig::default()
+        },
+        TestRng::deterministic_rng(RngAlgorithm::ChaCha),
+    )
 }
 
 /// Runs one recipe with fusion on and off; returns the fused stats.
@@ -422,10 +431,7 @@ fn fused_matches_unfused(r: &Recipe, ops: &[&'static OpDef]) -> Result<MemorySta
 fn fused_and_unfused_agree_bit_for_bit_on_1000_random_graphs() {
     simpleop_ops::link();
     let ops = graph_ops();
-    let mut runner = TestRunner::new(ProptestConfig {
-        cases: 1000,
-        ..ProptestConfig::default()
-    });
+    let mut runner = fixed_runner();
     let (fused, values) = (Cell::new(0), Cell::new(0));
     runner
         .run(&recipe(), |r| {
