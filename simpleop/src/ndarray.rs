@@ -17,19 +17,11 @@ pub(crate) struct Buffer {
 }
 
 impl Buffer {
-    /// A buffer of zeros.
-    pub(crate) fn zeroed(bytes: usize) -> Self {
+    /// A buffer of zeros, or, unless `zeroed`, of unspecified contents (old
+    /// bytes from the pool) for outputs that are about to be overwritten.
+    pub(crate) fn new(bytes: usize, zeroed: bool) -> Self {
         Buffer {
-            lines: pool::take(bytes.div_ceil(64), true),
-            bytes,
-        }
-    }
-
-    /// A buffer whose contents are unspecified (old bytes from the pool):
-    /// for outputs that are about to be overwritten.
-    pub(crate) fn for_overwrite(bytes: usize) -> Self {
-        Buffer {
-            lines: pool::take(bytes.div_ceil(64), false),
+            lines: pool::take(bytes.div_ceil(64), zeroed),
             bytes,
         }
     }
@@ -43,7 +35,7 @@ impl Buffer {
 
 impl Clone for Buffer {
     fn clone(&self) -> Self {
-        let mut b = Self::for_overwrite(self.bytes);
+        let mut b = Self::new(self.bytes, false);
         b.bytes_mut().copy_from_slice(self.bytes());
         b
     }
@@ -66,24 +58,21 @@ pub struct NDArray {
 impl NDArray {
     /// An array of zeros.
     pub fn zeros(shape: impl Into<Shape>, dtype: DType) -> Self {
-        let shape = shape.into();
-        let bytes = shape.size() * dtype.size();
-        NDArray {
-            shape,
-            dtype,
-            storage: Arc::new(Buffer::zeroed(bytes)),
-        }
+        Self::allocate(shape.into(), dtype, true)
     }
 
     /// An array whose contents are unspecified (left over from pooled
     /// storage), for outputs that a kernel is about to overwrite.
     pub(crate) fn for_overwrite(shape: impl Into<Shape>, dtype: DType) -> Self {
-        let shape = shape.into();
+        Self::allocate(shape.into(), dtype, false)
+    }
+
+    fn allocate(shape: Shape, dtype: DType, zeroed: bool) -> Self {
         let bytes = shape.size() * dtype.size();
         NDArray {
             shape,
             dtype,
-            storage: Arc::new(Buffer::for_overwrite(bytes)),
+            storage: Arc::new(Buffer::new(bytes, zeroed)),
         }
     }
 
