@@ -9,6 +9,10 @@ use std::ops::{Add, AddAssign, Div, Mul, MulAssign, Neg, Rem, Sub, SubAssign};
 
 pub use half::{bf16, f16};
 
+mod fma;
+#[doc(hidden)]
+pub use fma::F32Fma;
+
 /// The element type of an array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
@@ -145,6 +149,11 @@ pub trait Float:
 {
     /// The type the framework computes in: `f32` for f32/f16/bf16, `f64` for f64.
     type Compute: Float<Compute = Self::Compute>;
+    /// What the AVX2 and AVX-512 tile loops run kernels in: for `f32`, an
+    /// `f32` whose vector math uses fused multiply-adds ([`F32Fma`]); `Self`
+    /// otherwise. Not part of the kernel author's API.
+    #[doc(hidden)]
+    type Fma: Float;
     /// Converts to the compute type.
     fn to_compute(self) -> Self::Compute;
     /// Converts from the compute type (round to nearest even).
@@ -275,7 +284,7 @@ macro_rules! vector_math {
 }
 
 macro_rules! impl_native_float {
-    ($t:ident, $d:ident, $vm:path, $gamma:path) => {
+    ($t:ident, $d:ident, $vm:path, $gamma:path, $fma:ty) => {
         impl Element for $t {
             const DTYPE: DType = DType::$d;
             #[inline(always)]
@@ -289,6 +298,7 @@ macro_rules! impl_native_float {
         }
         impl Float for $t {
             type Compute = $t;
+            type Fma = $fma;
             #[inline(always)]
             fn to_compute(self) -> $t {
                 self
@@ -348,8 +358,8 @@ macro_rules! impl_native_float {
         }
     };
 }
-impl_native_float!(f32, F32, crate::vmath, libm::tgammaf);
-impl_native_float!(f64, F64, vm64, libm::tgamma);
+impl_native_float!(f32, F32, crate::vmath, libm::tgammaf, F32Fma);
+impl_native_float!(f64, F64, vm64, libm::tgamma, f64);
 
 macro_rules! half_unary {
     ($($m:ident),*) => {$(
@@ -373,6 +383,7 @@ macro_rules! impl_half_float {
         }
         impl Float for $t {
             type Compute = f32;
+            type Fma = $t;
             #[inline(always)]
             fn to_compute(self) -> f32 {
                 self.to_f32()

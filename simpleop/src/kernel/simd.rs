@@ -9,6 +9,13 @@
 //! ([`crate::vmath`]) that vectorise with it. The best set the CPU has is
 //! chosen at run time, once.
 //!
+//! Where the set has fused multiply-add (AVX2, AVX-512, NEON), kernels run
+//! with `T = F32Fma` for f32 ([`TileJob::run_fma`]): the same `f32`
+//! arithmetic, but the vector math's polynomials use FMA, which makes
+//! `exp`, `tanh`, `sigmoid` and `log` 1.2–1.45× faster. Results then may
+//! differ from the scalar build's in the last bit, within the documented
+//! bounds; every SIMD set gives the same bits as every other.
+//!
 //! `SIMPLEOP_ISA=scalar|avx2|avx512` (read at the first dispatch) or
 //! [`set_active`] pick a lower set, which is how the benchmark shows what
 //! vectorisation buys.
@@ -135,9 +142,16 @@ pub fn set_active(isa: Isa) -> Result<()> {
 /// A loop body compiled once per instruction set. Implementations mark
 /// `run` `#[inline(always)]` so that it is compiled inside the
 /// `#[target_feature]` function that calls it.
-pub trait TileJob {
+pub trait TileJob: Sized {
     /// Runs the loop.
     fn run(self);
+    /// Runs the loop where the CPU has fused multiply-add: kernels run in
+    /// [`Float::Fma`], so an f32 kernel's vector math uses
+    /// [`crate::vmath::fma`]. Jobs without kernels run as [`TileJob::run`].
+    #[inline(always)]
+    fn run_fma(self) {
+        self.run()
+    }
 }
 
 /// Runs `job` compiled for the active instruction set.
@@ -150,6 +164,8 @@ pub fn run<J: TileJob>(job: J) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
         Isa::Avx2 => unsafe { run_avx2(job) },
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => job.run_fma(),
         _ => job.run(),
     }
 }
@@ -159,13 +175,13 @@ pub fn run<J: TileJob>(job: J) {
     enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,bmi1,bmi2,lzcnt,popcnt"
 )]
 fn run_avx512<J: TileJob>(job: J) {
-    job.run()
+    job.run_fma()
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c,bmi1,bmi2,lzcnt,popcnt")]
 fn run_avx2<J: TileJob>(job: J) {
-    job.run()
+    job.run_fma()
 }
 
 /// `out[j] = kernel(ins[0][j], .., ins[N-1][j])` over compute-type slices of
@@ -188,6 +204,16 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for MapTile<'_, K, C, N> {
             let mut x: [C; N] = std::array::from_fn(|i| ins[i][j]);
             *o = self.kernel.apply(&mut x);
         }
+    }
+
+    #[inline(always)]
+    fn run_fma(self) {
+        MapTile {
+            kernel: self.kernel,
+            ins: self.ins.map(bytemuck::cast_slice::<C, C::Fma>),
+            out: bytemuck::cast_slice_mut::<C, C::Fma>(self.out),
+        }
+        .run()
     }
 }
 
@@ -213,6 +239,16 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for MapTileMut<'_, K, C, N> 
                 ins[i][j] = x[i];
             }
         }
+    }
+
+    #[inline(always)]
+    fn run_fma(self) {
+        MapTileMut {
+            kernel: self.kernel,
+            ins: self.ins.map(bytemuck::cast_slice_mut::<C, C::Fma>),
+            out: bytemuck::cast_slice_mut::<C, C::Fma>(self.out),
+        }
+        .run()
     }
 }
 
@@ -245,6 +281,18 @@ impl<K: MapGrad<N>, C: Float, const N: usize> TileJob for GradTile<'_, K, C, N> 
                 out[i][j] = g[i];
             }
         }
+    }
+
+    #[inline(always)]
+    fn run_fma(self) {
+        GradTile {
+            kernel: self.kernel,
+            dy: bytemuck::cast_slice::<C, C::Fma>(self.dy),
+            y: bytemuck::cast_slice::<C, C::Fma>(self.y),
+            xs: self.xs.map(bytemuck::cast_slice::<C, C::Fma>),
+            out: self.out.map(bytemuck::cast_slice_mut::<C, C::Fma>),
+        }
+        .run()
     }
 }
 
