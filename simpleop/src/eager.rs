@@ -5,6 +5,7 @@
 //! [`invoke_into`] or [`invoke_inplace`].
 
 use std::borrow::Cow;
+use std::cell::Cell;
 
 use smallvec::SmallVec;
 
@@ -19,6 +20,17 @@ pub fn lookup(name: &str) -> Result<&'static RegisteredOp> {
 }
 
 fn registered(op: &'static OpDef) -> Result<&'static RegisteredOp> {
+    thread_local! {
+        // The last op looked up: the global registry never changes once
+        // built, so a typed call in a loop skips the name's hash lookup.
+        static LAST: Cell<Option<(&'static OpDef, &'static RegisteredOp)>> =
+            const { Cell::new(None) };
+    }
+    if let Some((def, entry)) = LAST.get()
+        && std::ptr::eq(def, op)
+    {
+        return Ok(entry);
+    }
     let entry = lookup(op.name)?;
     if !std::ptr::eq(entry.def, op) {
         return Err(Error::DuplicateOp {
@@ -27,6 +39,7 @@ fn registered(op: &'static OpDef) -> Result<&'static RegisteredOp> {
             second: op.location.into(),
         });
     }
+    LAST.set(Some((op, entry)));
     Ok(entry)
 }
 

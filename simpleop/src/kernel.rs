@@ -471,6 +471,11 @@ pub fn map_forward<K: MapFn<N>, const N: usize>(
     outputs: &mut [TBlobMut<'_>],
     reqs: &[OpReqType],
 ) -> Result<()> {
+    if let [out] = outputs
+        && small_direct::<K, N>(call, kernel, inputs, out, reqs)
+    {
+        return Ok(());
+    }
     let op = call.op;
     op.check_arity(inputs.len())?;
     let states = op.mutate_inputs;
@@ -529,6 +534,66 @@ pub fn map_forward<K: MapFn<N>, const N: usize>(
         for_each_chunk(n, op.cost as usize, parallel, TILE, |range| job.run(range));
         Ok(())
     }, _ => unreachable!("checked float above"))
+}
+
+/// Outputs up to this many elements may take [`small_direct`].
+const SMALL_DIRECT: usize = 1024;
+
+/// The eager fast path for small calls: when the output is f32 or f64, at
+/// most [`SMALL_DIRECT`] elements, written (not accumulated), and every
+/// input has its shape and dtype without sharing its bytes, the kernel runs
+/// straight over the slices in one SIMD loop — no tiles, scratch or thread
+/// decision. Returns false, having done nothing, in every other case, which
+/// the general path then handles (and reports errors for).
+fn small_direct<K: MapFn<N>, const N: usize>(
+    call: &OpCall<'_>,
+    kernel: &K,
+    inputs: &[TBlob<'_>],
+    out: &mut TBlobMut<'_>,
+    reqs: &[OpReqType],
+) -> bool {
+    let op = call.op;
+    let dtype = out.dtype();
+    let fits = inputs.len() == N
+        && op.mutate_inputs.is_empty()
+        && matches!(reqs, [OpReqType::WriteTo | OpReqType::WriteInplace])
+        && matches!(dtype, DType::F32 | DType::F64)
+        && out.shape().size() <= SMALL_DIRECT;
+    if !fits {
+        return false;
+    }
+    let dst = out.byte_range();
+    let separate = |x: &TBlob<'_>| {
+        let r = x.byte_range();
+        x.dtype() == dtype && x.shape() == out.shape() && (r.end <= dst.start || dst.end <= r.start)
+    };
+    if !inputs.iter().all(separate) {
+        return false;
+    }
+    fn run<S: Float, K: MapFn<N>, const N: usize>(
+        kernel: &K,
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+    ) -> bool {
+        let mut ins = [&[][..]; N];
+        for (slot, x) in ins.iter_mut().zip(inputs) {
+            match x.as_slice::<S>() {
+                Ok(s) => *slot = s,
+                Err(_) => return false,
+            }
+        }
+        match out.as_slice_mut::<S>() {
+            Ok(out) => {
+                simd::run(MapTile { kernel, ins, out });
+                true
+            }
+            Err(_) => false,
+        }
+    }
+    match dtype {
+        DType::F32 => run::<f32, K, N>(kernel, inputs, out),
+        _ => run::<f64, K, N>(kernel, inputs, out),
+    }
 }
 
 fn build_srcs<'a, S: Float, const N: usize>(

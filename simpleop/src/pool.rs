@@ -5,8 +5,11 @@
 //! to the kernel on free and maps new zero pages on the next allocation.
 //! The pool keeps released buffers of at least [`MIN_POOLED_BYTES`] and
 //! hands them out again, by size class, so a steady eager loop touches
-//! memory that is already mapped. Smaller buffers go straight to the
-//! allocator, which already recycles them cheaply.
+//! memory that is already mapped. Mid-sized buffers go straight to the
+//! allocator, which already recycles them cheaply. The smallest (up to
+//! [`SMALL_CACHED_LINES`] lines) are kept per thread, up to
+//! [`SMALL_CACHED_PER_SIZE`] of each size, because an aligned allocation
+//! costs more than a one-element op.
 //!
 //! **Bound and trim policy.** The pool holds at most [`limit`] bytes
 //! (default [`DEFAULT_LIMIT`], or `SIMPLEOP_POOL_BYTES` read at first
@@ -16,6 +19,7 @@
 //! everything held. Size classes are spaced 1/8 of a power of two apart,
 //! so a buffer is at most 12.5 % larger than asked.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 
@@ -30,6 +34,39 @@ pub const MIN_POOLED_BYTES: usize = 64 * 1024;
 pub const DEFAULT_LIMIT: usize = 1 << 30;
 
 const LINE: usize = 64;
+
+/// Buffers of at most this many 64-byte lines are recycled per thread.
+pub const SMALL_CACHED_LINES: usize = 8;
+/// How many small buffers of each size a thread keeps.
+pub const SMALL_CACHED_PER_SIZE: usize = 32;
+
+thread_local! {
+    /// Free small buffers; entry `i` holds buffers of `i + 1` lines.
+    static SMALL: RefCell<[Vec<Vec<Line>>; SMALL_CACHED_LINES]> =
+        const { RefCell::new([const { Vec::new() }; SMALL_CACHED_LINES]) };
+}
+
+fn take_small(lines: usize) -> Option<Vec<Line>> {
+    SMALL
+        .try_with(|s| s.borrow_mut()[lines - 1].pop())
+        .ok()
+        .flatten()
+}
+
+/// Keeps `buf` for reuse on this thread; false when it is not wanted.
+fn give_small(buf: &mut Vec<Line>) -> bool {
+    SMALL
+        .try_with(|s| {
+            let list = &mut s.borrow_mut()[buf.len() - 1];
+            if list.len() < SMALL_CACHED_PER_SIZE {
+                list.push(std::mem::take(buf));
+                true
+            } else {
+                false
+            }
+        })
+        .unwrap_or(false)
+}
 
 /// What the pool holds and how it has been used.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -115,6 +152,14 @@ impl Pool {
 /// A buffer of at least `lines` lines: zeros when `zeroed`, otherwise
 /// unspecified (but initialised: old data or zeros).
 pub(crate) fn take(lines: usize, zeroed: bool) -> Vec<Line> {
+    if (1..=SMALL_CACHED_LINES).contains(&lines)
+        && let Some(mut buf) = take_small(lines)
+    {
+        if zeroed {
+            buf.fill(Line([0; LINE]));
+        }
+        return buf;
+    }
     if lines * LINE < MIN_POOLED_BYTES {
         return vec![Line([0; LINE]); lines];
     }
@@ -149,7 +194,13 @@ pub(crate) fn take(lines: usize, zeroed: bool) -> Vec<Line> {
 }
 
 /// Gives a buffer back for reuse (or frees it, per the trim policy).
-pub(crate) fn give(buf: Vec<Line>) {
+pub(crate) fn give(mut buf: Vec<Line>) {
+    if (1..=SMALL_CACHED_LINES).contains(&buf.len())
+        && buf.capacity() == buf.len()
+        && give_small(&mut buf)
+    {
+        return;
+    }
     let bytes = buf.len() * LINE;
     if bytes < MIN_POOLED_BYTES || class_of(buf.len()) != buf.len() {
         return;
@@ -186,14 +237,35 @@ pub fn set_limit(bytes: usize) {
     });
 }
 
-/// Frees every buffer the pool holds.
+/// Frees every buffer the pool holds, and the calling thread's small ones.
 pub fn trim() {
     with_pool(|p| p.trim_to(0));
+    let _ = SMALL.try_with(|s| s.borrow_mut().iter_mut().for_each(Vec::clear));
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_buffers_are_reused_per_thread_and_zeroed_on_request() {
+        let mut a = take(3, false);
+        a[0].0[5] = 7;
+        let ptr = a.as_ptr();
+        give(a);
+        let b = take(3, true);
+        assert_eq!(b.as_ptr(), ptr, "the same buffer comes back");
+        assert!(b.iter().all(|l| l.0 == [0; LINE]));
+        give(b);
+        // bounded: past the per-size limit, buffers go back to the allocator
+        let many: Vec<_> = (0..SMALL_CACHED_PER_SIZE + 5)
+            .map(|_| take(1, false))
+            .collect();
+        many.into_iter().for_each(give);
+        assert_eq!(SMALL.with(|s| s.borrow()[0].len()), SMALL_CACHED_PER_SIZE);
+        trim();
+        assert_eq!(SMALL.with(|s| s.borrow()[0].len()), 0);
+    }
 
     #[test]
     fn classes_cover_requests_with_bounded_waste() {

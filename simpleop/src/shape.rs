@@ -8,8 +8,24 @@ use smallvec::SmallVec;
 ///
 /// Up to four dimensions are stored inline, so shapes are copied without
 /// allocating on every eager call.
-#[derive(Clone, PartialEq, Eq, Hash, Default)]
+#[derive(PartialEq, Eq, Hash, Default)]
 pub struct Shape(SmallVec<[usize; 4]>);
+
+impl Clone for Shape {
+    #[inline]
+    fn clone(&self) -> Self {
+        // SmallVec's `clone` extends one element at a time; an inline shape
+        // is one array copy (this is on every eager call's path).
+        let len = self.0.len();
+        if len <= 4 {
+            let mut buf = [0usize; 4];
+            buf[..len].copy_from_slice(&self.0);
+            Shape(SmallVec::from_buf_and_len(buf, len))
+        } else {
+            Shape(self.0.clone())
+        }
+    }
+}
 
 impl Shape {
     /// A shape from its dimensions.

@@ -142,3 +142,66 @@ fn f32_ops_use_the_accurate_vector_math() {
         }
     }
 }
+
+#[test]
+fn small_direct_calls_match_the_tiled_path() {
+    simpleop_ops::link();
+    // 1,000 elements take the small direct path, 5,000 the tiled one; the
+    // first 1,000 of the long input are the short input.
+    for dtype in [DType::F32, DType::F64] {
+        let long = NDArray::random_uniform([5000], -4.0, 4.0, dtype, 3).unwrap();
+        let short_vals = long.to_f64_vec()[..1000].to_vec();
+        let short = NDArray::from_f64(&short_vals, [1000], dtype).unwrap();
+        let other = NDArray::random_uniform([1000], -1.0, 1.0, dtype, 4).unwrap();
+        for (op, a) in [
+            ("exp", Attrs::new()),
+            ("tanh", Attrs::new()),
+            ("smooth_l1", Attrs::from([("scalar", "2.0")])),
+        ] {
+            let want = run(op, &long, &a).to_f64_vec()[..1000].to_vec();
+            let got = run(op, &short, &a).to_f64_vec();
+            assert_eq!(
+                got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "{op} {dtype}"
+            );
+            // the requests the direct path leaves to the general one
+            let mut acc = other.deep_copy();
+            eager::invoke_into_by_name(op, &[&short], &a, &mut acc, OpReqType::AddTo).unwrap();
+            for ((g, w), o) in acc.to_f64_vec().iter().zip(&want).zip(other.to_f64_vec()) {
+                let sum = if dtype == DType::F32 {
+                    f64::from((*w as f32) + (o as f32))
+                } else {
+                    w + o
+                };
+                assert_eq!(*g, sum, "{op} {dtype} AddTo");
+            }
+            let mut inplace = short.deep_copy();
+            eager::invoke_inplace_by_name(op, &mut inplace, &[], &a).unwrap();
+            assert_eq!(inplace.to_f64_vec(), want, "{op} {dtype} in place");
+        }
+        // a binary op whose second input is the output's own buffer
+        let mut out = other.deep_copy();
+        let alias = out.clone();
+        eager::invoke_into_by_name(
+            "elemwise_add",
+            &[&short, &alias],
+            &Attrs::new(),
+            &mut out,
+            OpReqType::WriteTo,
+        )
+        .unwrap();
+        let want: Vec<f64> = short_vals
+            .iter()
+            .zip(other.to_f64_vec())
+            .map(|(a, b)| {
+                if dtype == DType::F32 {
+                    f64::from(*a as f32 + b as f32)
+                } else {
+                    a + b
+                }
+            })
+            .collect();
+        assert_eq!(out.to_f64_vec(), want, "elemwise_add {dtype} aliased");
+    }
+}
