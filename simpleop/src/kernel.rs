@@ -38,7 +38,7 @@ use crate::{
     DType, Element, Error, Float, GradArgs, OpCall, OpReqType, Result, Rng, Shape, TBlob, TBlobMut,
     dispatch_float,
 };
-use simd::{GradTile, MapTile, MapTileMut, TileIo};
+use simd::{ConvertMap, GradTile, MapTile, MapTileMut, TileIo};
 
 /// Elements per tile: small enough that a few tiles stay in L1.
 pub const TILE: usize = 1024;
@@ -648,38 +648,56 @@ impl<S: TileIo, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {
         })
     }
 
-    /// Runs the whole range as one SIMD loop when nothing needs a tile
-    /// buffer: f32/f64, inputs of the output's shape in their own memory, an
-    /// overwriting request and no updated inputs. Entering the loop once
-    /// per thread instead of once per tile is worth ~10 % on a
-    /// memory-bound two-input op. False (nothing done) otherwise.
+    /// Runs the whole range in one SIMD dispatch when the inputs are of the
+    /// output's shape in their own memory, the request overwrites and no
+    /// input is updated: f32/f64 straight over the slices, f16/bf16 through
+    /// L1 tile buffers converted inside the same loop. Entering the
+    /// instruction-set dispatch once per thread instead of several times
+    /// per tile matters on memory-bound ops. False (nothing done) otherwise.
     fn run_direct(&self, range: &Range<usize>) -> bool {
         let direct = self.states.is_empty()
             && matches!(self.reqs[0], OpReqType::WriteTo | OpReqType::WriteInplace);
-        let mut ins: [&[S::Compute]; N] = [&[]; N];
+        if !direct {
+            return false;
+        }
+        let mut ins: [&[S]; N] = [&[]; N];
         for (slot, src) in ins.iter_mut().zip(self.srcs) {
             match src {
-                Src::Contig(data) if direct => match S::as_compute(&data[range.clone()]) {
-                    Some(c) => *slot = c,
-                    None => return false,
-                },
+                Src::Contig(data) => *slot = &data[range.clone()],
                 _ => return false,
             }
         }
         // SAFETY: each worker gets a disjoint range of the output, and the
         // inputs are other memory (`Src::Contig`, not `Src::Dst`).
         let out = unsafe { self.dsts[0].range(range.clone()) };
-        match S::as_compute_mut(out) {
-            Some(out) => {
-                simd::run(MapTile {
-                    kernel: self.kernel,
-                    ins,
-                    out,
-                });
-                true
-            }
-            None => false,
+        // f32/f64: the storage is the compute type (all or none of the
+        // slices convert, as they share a type)
+        if S::as_compute(&[]).is_some() {
+            let native: [&[S::Compute]; N] =
+                std::array::from_fn(|i| S::as_compute(ins[i]).expect("storage is compute"));
+            let out = S::as_compute_mut(out).expect("storage is compute");
+            simd::run(MapTile {
+                kernel: self.kernel,
+                ins: native,
+                out,
+            });
+            return true;
         }
+        let cap = TILE.min(range.len());
+        with_scratch::<S::Compute, _>((N + 1) * cap, |scratch| {
+            let (flat, res) = scratch.split_at_mut(N * cap);
+            let mut chunks = flat.chunks_mut(cap);
+            let bufs: [&mut [S::Compute]; N] =
+                std::array::from_fn(|_| chunks.next().expect("one buffer per input"));
+            simd::run(ConvertMap {
+                kernel: self.kernel,
+                ins,
+                out,
+                bufs,
+                res,
+            });
+        });
+        true
     }
 
     fn tile(

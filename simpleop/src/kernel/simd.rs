@@ -252,6 +252,64 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for MapTileMut<'_, K, C, N> 
     }
 }
 
+/// `out[j] = kernel(ins[0][j], ..)` over storage slices whose type is not
+/// its compute type (f16, bf16): a tile at a time, each input converted
+/// into its L1 buffer, the kernel run into `res`, and the result converted
+/// back, all inside one dispatch.
+pub struct ConvertMap<'a, K, S: TileIo, const N: usize> {
+    /// The op's forward kernel.
+    pub kernel: &'a K,
+    /// The inputs, each `out.len()` long.
+    pub ins: [&'a [S]; N],
+    /// The result.
+    pub out: &'a mut [S],
+    /// One tile buffer per input, each at least `res.len()` long.
+    pub bufs: [&'a mut [S::Compute]; N],
+    /// The tile's result; its length is the tile size.
+    pub res: &'a mut [S::Compute],
+}
+
+impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
+    #[inline(always)]
+    fn go(self, fma: bool) {
+        let cap = self.res.len().max(1);
+        let n = self.out.len();
+        let mut bufs = self.bufs;
+        let mut start = 0;
+        while start < n {
+            let len = cap.min(n - start);
+            for (buf, x) in bufs.iter_mut().zip(&self.ins) {
+                S::load(&x[start..start + len], &mut buf[..len]);
+            }
+            let ins: [&[S::Compute]; N] = std::array::from_fn(|i| &bufs[i][..len]);
+            let tile = MapTile {
+                kernel: self.kernel,
+                ins,
+                out: &mut self.res[..len],
+            };
+            if fma {
+                tile.run_fma()
+            } else {
+                tile.run()
+            }
+            S::store(&mut self.out[start..start + len], &self.res[..len], false);
+            start += len;
+        }
+    }
+}
+
+impl<K: MapFn<N>, S: TileIo, const N: usize> TileJob for ConvertMap<'_, K, S, N> {
+    #[inline(always)]
+    fn run(self) {
+        self.go(false)
+    }
+
+    #[inline(always)]
+    fn run_fma(self) {
+        self.go(true)
+    }
+}
+
 /// `out[i][j] = d input_i` at element `j`: a gradient kernel over tiles.
 pub struct GradTile<'a, K, C, const N: usize> {
     /// The op's backward kernel.
