@@ -11,7 +11,7 @@ mod trainer;
 
 use std::path::Path;
 
-use trainer::{Augment, Config, Dataset, Optimizer, Trainer, load_digits};
+use trainer::{Affine, Augment, Config, Dataset, Optimizer, TTA_VIEWS, Trainer, load_digits};
 
 fn data() -> (Dataset, Dataset) {
     let all = load_digits(&Path::new(env!("CARGO_MANIFEST_DIR")).join("data/digits.csv")).unwrap();
@@ -149,4 +149,54 @@ fn bad_data_and_configs_are_errors() {
         tiny.epoch(&train, || ()).is_err(),
         "600 rows < one batch of 1000"
     );
+}
+
+#[test]
+fn shifts_move_whole_pixels() {
+    let img: Vec<f32> = (0..64).map(|v| v as f32).collect();
+    let mut out = vec![0.0f32; 64];
+    Affine::shift(1.0, 0.0).apply(&img, &mut out);
+    assert_eq!(&out[..8], &[0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    Affine::shift(0.0, -1.0).apply(&img, &mut out);
+    assert_eq!(&out[..8], &img[8..16]);
+    assert_eq!(&out[56..], &[0.0; 8]);
+    Affine::IDENTITY.apply(&img, &mut out);
+    assert_eq!(out, img);
+}
+
+#[test]
+fn test_time_augmentation_and_weight_averaging() {
+    let config = Config {
+        hidden: 32,
+        batch: 25,
+        seed: 7,
+        epochs: 2,
+        average_last: 0.0,
+        ..Config::default()
+    };
+    let (train, test) = data();
+    let train_and_score = |config: Config| {
+        let mut model = Trainer::new(config).unwrap();
+        for _ in 0..2 {
+            model.epoch(&train, || ()).unwrap();
+        }
+        let plain = model.accuracy(&test).unwrap();
+        let one_view = model.accuracy_tta(&test, &[Affine::IDENTITY]).unwrap();
+        let probs = model.probabilities_tta(&test, &TTA_VIEWS).unwrap();
+        (plain, one_view, probs)
+    };
+    let (plain, one_view, probs) = train_and_score(config.clone());
+    assert_eq!(plain, one_view);
+    assert!(plain > 0.6, "test accuracy {plain}");
+    for row in probs.chunks_exact(10) {
+        assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-4);
+    }
+    let (_, _, again) = train_and_score(config.clone());
+    assert_eq!(probs, again);
+    // Averaging both epochs' weights changes the evaluated model.
+    let (_, _, averaged) = train_and_score(Config {
+        average_last: 1.0,
+        ..config
+    });
+    assert_ne!(probs, averaged);
 }

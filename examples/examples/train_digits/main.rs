@@ -27,7 +27,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use trainer::{Augment, Config, Optimizer, Trainer, load_digits};
+use trainer::{Augment, Config, Optimizer, TTA_VIEWS, Trainer, load_digits};
 
 /// Rows used for training; the rest test.
 const TRAIN_ROWS: usize = 1500;
@@ -82,6 +82,14 @@ struct Args {
     /// Train on the images as they are (no random warps).
     #[arg(long)]
     no_augment: bool,
+    /// Evaluate with the mean of the weights over this fraction of the
+    /// last epochs (0: the final weights).
+    #[arg(long, default_value_t = 0.2)]
+    average_last: f64,
+    /// Score the test rows as they are, without test-time augmentation
+    /// (averaging the predictions over shifted and rotated copies).
+    #[arg(long)]
+    no_tta: bool,
     /// Feed pixels scaled to [0, 1] without standardising them.
     #[arg(long)]
     no_standardize: bool,
@@ -145,6 +153,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             translate: args.translate,
         }),
         standardize: !args.no_standardize,
+        average_last: args.average_last,
     };
     let mut model = Trainer::new(config.clone())?;
 
@@ -214,7 +223,12 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     bar.finish_and_clear();
-    let test_accuracy = model.accuracy(&test)?;
+    let plain_accuracy = model.accuracy(&test)?;
+    let test_accuracy = if args.no_tta {
+        plain_accuracy
+    } else {
+        model.accuracy_tta(&test, &TTA_VIEWS)?
+    };
     let ms_per_step = 1e3 * median(&mut step_seconds);
     let peak_bytes = model.peak_bytes();
     if args.json {
@@ -225,13 +239,22 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             "steps": step_seconds.len(),
             "final_loss": losses.last(),
             "test_accuracy": test_accuracy,
+            "test_accuracy_no_tta": plain_accuracy,
+            "tta_views": if args.no_tta { 1 } else { TTA_VIEWS.len() },
             "ms_per_step": ms_per_step,
             "peak_bytes": peak_bytes,
             "graph": dot_path.display().to_string(),
         });
         println!("{out}");
     } else {
-        println!("test accuracy  {test_accuracy:.4}");
+        if args.no_tta {
+            println!("test accuracy  {test_accuracy:.4}");
+        } else {
+            println!(
+                "test accuracy  {test_accuracy:.4} (mean of {} views; {plain_accuracy:.4} without)",
+                TTA_VIEWS.len()
+            );
+        }
         println!(
             "time per step  {ms_per_step:.4} ms (median of {} steps: forward, backward, updates)",
             step_seconds.len()

@@ -154,10 +154,54 @@ impl Augment {
             out.copy_from_slice(img);
             return;
         }
-        let theta = rng.symmetric(self.rotate_deg).to_radians();
-        let s = 1.0 + rng.symmetric(self.scale);
-        let sh = rng.symmetric(self.shear);
-        let (tx, ty) = (rng.symmetric(self.translate), rng.symmetric(self.translate));
+        Affine {
+            rotate_deg: rng.symmetric(self.rotate_deg),
+            scale: 1.0 + rng.symmetric(self.scale),
+            shear: rng.symmetric(self.shear),
+            shift: (rng.symmetric(self.translate), rng.symmetric(self.translate)),
+        }
+        .apply(img, out);
+    }
+}
+
+/// One affine transform of an 8×8 image about its centre: the forward map
+/// is `scale · R(rotate_deg) · [[1, shear], [0, 1]]`, then a shift of
+/// `(x, y)` pixels.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Affine {
+    /// Rotation, degrees.
+    pub rotate_deg: f64,
+    /// Scale factor (1: none).
+    pub scale: f64,
+    /// Shear factor (0: none).
+    pub shear: f64,
+    /// Shift in pixels, `(x, y)`.
+    pub shift: (f64, f64),
+}
+
+impl Affine {
+    /// The identity.
+    pub const IDENTITY: Affine = Affine {
+        rotate_deg: 0.0,
+        scale: 1.0,
+        shear: 0.0,
+        shift: (0.0, 0.0),
+    };
+
+    /// A pure shift.
+    pub const fn shift(x: f64, y: f64) -> Affine {
+        Affine {
+            shift: (x, y),
+            ..Affine::IDENTITY
+        }
+    }
+
+    /// Writes `img` (8×8, row-major) transformed into `out`, resampled
+    /// bilinearly; outside the image reads as 0, the background.
+    pub fn apply(&self, img: &[f32], out: &mut [f32]) {
+        let theta = self.rotate_deg.to_radians();
+        let (s, sh) = (self.scale, self.shear);
+        let (tx, ty) = self.shift;
         // Forward map A = s · R(θ) · [[1, sh], [0, 1]]; each output pixel
         // reads the source at A⁻¹ (p − c − t) + c.
         let (c, si) = (theta.cos(), theta.sin());
@@ -188,6 +232,16 @@ impl Augment {
         }
     }
 }
+
+/// The views test-time augmentation averages by default: the image as it
+/// is and shifted by one pixel left, right, up and down.
+pub const TTA_VIEWS: [Affine; 5] = [
+    Affine::IDENTITY,
+    Affine::shift(1.0, 0.0),
+    Affine::shift(-1.0, 0.0),
+    Affine::shift(0.0, 1.0),
+    Affine::shift(0.0, -1.0),
+];
 
 /// Hyper-parameters. [`Config::default`] is the recipe the example runs.
 #[derive(Clone, Debug)]
@@ -220,6 +274,9 @@ pub struct Config {
     /// deviation (plus 0.1, so that near-constant border pixels are not
     /// blown up).
     pub standardize: bool,
+    /// Evaluate with the mean of the weights at the end of each of the
+    /// last `average_last · epochs` epochs (0: the final weights).
+    pub average_last: f64,
 }
 
 impl Default for Config {
@@ -238,6 +295,7 @@ impl Default for Config {
             label_smoothing: 0.1,
             augment: Some(Augment::default()),
             standardize: true,
+            average_last: 0.2,
         }
     }
 }
@@ -366,6 +424,11 @@ pub struct Trainer {
     state2: Vec<NDArray>,
     rng: SplitMix,
     steps: u64,
+    /// Epochs run so far.
+    epochs_done: usize,
+    /// Sum of the weights at the end of the averaged epochs, and how many.
+    weight_sum: Vec<Vec<f64>>,
+    averaged: usize,
     /// Set by the first call to [`Trainer::epoch`].
     standardizer: Option<Standardizer>,
     /// This epoch's (warped, standardised) training images.
@@ -462,6 +525,9 @@ impl Trainer {
             state2,
             rng,
             steps: 0,
+            epochs_done: 0,
+            weight_sum: Vec::new(),
+            averaged: 0,
             standardizer: None,
             epoch_x: Vec::new(),
         })
@@ -543,6 +609,19 @@ impl Trainer {
                 format!("{} rows is fewer than one batch of {b}", data.len()),
             ));
         }
+        let first_averaged = self.config.epochs as f64 * (1.0 - self.config.average_last);
+        if self.config.average_last > 0.0 && self.epochs_done as f64 >= first_averaged {
+            if self.weight_sum.is_empty() {
+                self.weight_sum = self.params.iter().map(|p| vec![0.0; p.size()]).collect();
+            }
+            for (sum, p) in self.weight_sum.iter_mut().zip(&self.params) {
+                for (s, &v) in sum.iter_mut().zip(p.as_slice::<f32>()?) {
+                    *s += f64::from(v);
+                }
+            }
+            self.averaged += 1;
+        }
+        self.epochs_done += 1;
         Ok(EpochReport {
             loss: loss_sum / rows as f64,
             step_seconds,
@@ -639,16 +718,26 @@ impl Trainer {
     /// row-major), standardised like the training rows (not warped, no
     /// dropout).
     pub fn probabilities(&mut self, data: &Dataset) -> Result<Vec<f32>> {
+        self.probabilities_tta(data, &[Affine::IDENTITY])
+    }
+
+    /// Test-time augmentation: the mean of the softmax probabilities over
+    /// `views` of every row of `data` (each view is the image transformed
+    /// by one fixed [`Affine`], then standardised), one forward-only pass
+    /// of the evaluation executor per view.
+    pub fn probabilities_tta(&mut self, data: &Dataset, views: &[Affine]) -> Result<Vec<f32>> {
         let n = data.len();
-        if n == 0 {
-            return Err(Error::invalid("Trainer::probabilities", "data", "no rows"));
+        if n == 0 || views.is_empty() {
+            return Err(Error::invalid(
+                "Trainer::probabilities",
+                "data",
+                "no rows or no views",
+            ));
         }
         let standardizer = self
             .standardizer
-            .as_ref()
+            .clone()
             .ok_or_else(|| Error::invalid("Trainer::probabilities", "model", "not trained"))?;
-        let mut x = data.x.clone();
-        standardizer.apply(&mut x);
         let (_, exe) = match self.eval_exe.take() {
             Some(bound) if bound.0 == n => self.eval_exe.insert(bound),
             _ => {
@@ -661,27 +750,59 @@ impl Trainer {
                 self.eval_exe.insert((n, exe))
             }
         };
-        exe.set_arg("x", &NDArray::from_vec(x, [n, FEATURES])?)?;
-        for (name, p) in PARAMS.iter().zip(&self.params) {
-            exe.set_arg(name, p)?;
-        }
-        exe.forward(false)?;
-        let mut probs = exe.outputs()[0].as_slice::<f32>()?.to_vec();
-        for row in probs.chunks_exact_mut(CLASSES) {
-            let top = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut total = 0.0;
-            for v in row.iter_mut() {
-                *v = (*v - top).exp();
-                total += *v;
+        if self.averaged > 0 {
+            let k = self.averaged as f64;
+            for ((name, sum), p) in PARAMS.iter().zip(&self.weight_sum).zip(&self.params) {
+                let mean: Vec<f32> = sum.iter().map(|s| (s / k) as f32).collect();
+                exe.set_arg(name, &NDArray::from_vec(mean, p.shape().clone())?)?;
             }
-            row.iter_mut().for_each(|v| *v /= total);
+        } else {
+            for (name, p) in PARAMS.iter().zip(&self.params) {
+                exe.set_arg(name, p)?;
+            }
         }
-        Ok(probs)
+        let mut mean = vec![0.0f32; n * CLASSES];
+        let mut x = vec![0.0f32; data.x.len()];
+        for view in views {
+            if *view == Affine::IDENTITY {
+                x.copy_from_slice(&data.x);
+            } else {
+                for (img, out) in data
+                    .x
+                    .chunks_exact(FEATURES)
+                    .zip(x.chunks_exact_mut(FEATURES))
+                {
+                    view.apply(img, out);
+                }
+            }
+            standardizer.apply(&mut x);
+            exe.set_arg("x", &NDArray::from_vec(x.clone(), [n, FEATURES])?)?;
+            exe.forward(false)?;
+            let logits = exe.outputs()[0].as_slice::<f32>()?;
+            for (row, acc) in logits
+                .chunks_exact(CLASSES)
+                .zip(mean.chunks_exact_mut(CLASSES))
+            {
+                let top = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let e: Vec<f32> = row.iter().map(|v| (v - top).exp()).collect();
+                let total: f32 = e.iter().sum();
+                for (a, v) in acc.iter_mut().zip(e) {
+                    *a += v / total / views.len() as f32;
+                }
+            }
+        }
+        Ok(mean)
     }
 
     /// Fraction of `data`'s rows whose most probable class is the label.
     pub fn accuracy(&mut self, data: &Dataset) -> Result<f64> {
         let probs = self.probabilities(data)?;
+        Ok(accuracy(&probs, &data.y))
+    }
+
+    /// [`Trainer::accuracy`] with test-time augmentation over `views`.
+    pub fn accuracy_tta(&mut self, data: &Dataset, views: &[Affine]) -> Result<f64> {
+        let probs = self.probabilities_tta(data, views)?;
         Ok(accuracy(&probs, &data.y))
     }
 }
