@@ -11,7 +11,11 @@ same formula as the Rust example, drawn from numpy's generator instead of
 splitmix64), the per-pixel standardisation ((x - mean) / (sd + 0.1) over the
 training rows), label smoothing, the optimizer (SGD with momentum 0.9,
 MXNet's and PyTorch's forms being equal at a given learning rate; or Adam)
-with the cosine learning-rate decay over the epochs, 2 threads.
+with the cosine learning-rate decay over the epochs, 2 threads, and the
+evaluation (the mean of the weights at the end of each of the last
+--average-last of the epochs; test-time augmentation: softmax probabilities
+averaged over the test image and its one-pixel shifts left, right, up and
+down, unless --no-tta). The evaluation is not timed.
 Time per step is the median wall time of one step: gather the batch, set
 the learning rate, forward (with dropout), backward, update; as in the Rust
 example, each epoch's warping is done before its steps and not timed. The
@@ -86,6 +90,22 @@ def warp_epoch(x, rng, args):
     return out
 
 
+def shift_images(x, dx, dy):
+    """Rows of x (n x 64) shifted by whole pixels, zero filled: the Rust
+    example's Affine::shift(dx, dy) (bilinear at integer offsets)."""
+    import numpy as np
+
+    img = x.reshape(-1, 8, 8)
+    out = np.zeros_like(img)
+    ys, yd = (slice(0, 8 - dy), slice(dy, 8)) if dy >= 0 else (slice(-dy, 8), slice(0, 8 + dy))
+    xs, xd = (slice(0, 8 - dx), slice(dx, 8)) if dx >= 0 else (slice(-dx, 8), slice(0, 8 + dx))
+    out[:, yd, xd] = img[:, ys, xs]
+    return out.reshape(-1, 64)
+
+
+TTA_SHIFTS = [(0, 0), (1, 0), (-1, 0), (0, 1), (0, -1)]
+
+
 def train_torch(args):
     import torch
 
@@ -101,7 +121,11 @@ def train_torch(args):
     if args.no_standardize:
         mean, sd = 0.0, 1.0
     ytr = torch.from_numpy(ytr)
-    xte, yte = torch.from_numpy((xte - mean) / sd), torch.from_numpy(yte)
+    shifts = TTA_SHIFTS[:1] if args.no_tta else TTA_SHIFTS
+    views = [torch.from_numpy(((shift_images(xte, dx, dy) - mean) / sd).astype(np.float32))
+             for dx, dy in shifts]
+    plain_view = views[0]
+    yte = torch.from_numpy(yte)
 
     model = torch.nn.Sequential(
         torch.nn.Linear(64, args.hidden),
@@ -125,7 +149,8 @@ def train_torch(args):
     times, losses = [], []
     t = 0
     model.train()
-    for _ in range(args.epochs):
+    weight_sum, averaged = None, 0
+    for epoch in range(args.epochs):
         order = torch.randperm(TRAIN_ROWS, generator=gen)
         xep = xtr_raw if args.no_augment else warp_epoch(xtr_raw, rng, args)
         xtr = torch.from_numpy(((xep - mean) / sd).astype(np.float32))
@@ -147,11 +172,22 @@ def train_torch(args):
             times.append(time.perf_counter() - t0)
             total += loss.item()
         losses.append(total / steps)
+        if args.average_last > 0 and epoch >= args.epochs * (1.0 - args.average_last):
+            with torch.no_grad():
+                params = [p.detach().double() for p in model.parameters()]
+                weight_sum = params if weight_sum is None else [a + p for a, p in zip(weight_sum, params)]
+            averaged += 1
     model.eval()
     with torch.no_grad():
-        acc = (model(xte).argmax(1) == yte).float().mean().item()
+        if averaged:
+            for p, a in zip(model.parameters(), weight_sum):
+                p.copy_((a / averaged).float())
+        probs = sum(torch.softmax(model(v), 1) for v in views) / len(views)
+        acc = (probs.argmax(1) == yte).float().mean().item()
+        plain = (model(plain_view).argmax(1) == yte).float().mean().item()
     return {
         "test_accuracy": acc,
+        "test_accuracy_no_tta": plain,
         "ms_per_step": 1e3 * statistics.median(times),
         "final_loss": losses[-1],
         "steps": len(times),
@@ -171,7 +207,8 @@ def run_simpleop(args):
         "--translate", str(args.translate),
     ] + (["--no-augment"] if args.no_augment else []) \
       + (["--no-standardize"] if args.no_standardize else []) \
-      + (["--constant-lr"] if args.constant_lr else [])
+      + (["--constant-lr"] if args.constant_lr else []) \
+      + (["--no-tta"] if args.no_tta else []) + ["--average-last", str(args.average_last)]
     out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -192,6 +229,8 @@ def main():
     p.add_argument("--translate", type=float, default=1.0)
     p.add_argument("--no-augment", action="store_true")
     p.add_argument("--no-standardize", action="store_true")
+    p.add_argument("--average-last", type=float, default=0.2)
+    p.add_argument("--no-tta", action="store_true")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd")
     p.add_argument("--rounds", type=int, default=3)
@@ -214,7 +253,9 @@ def main():
     print(f"config: epochs {args.epochs}, batch {args.batch}, hidden {args.hidden}, "
           f"{args.optimizer} lr {args.lr}{'' if args.constant_lr else ' cosine'}, "
           f"dropout {args.dropout}, label smoothing {args.label_smoothing}, "
-          f"augment {'off' if args.no_augment else args.augment_prob}, seed {args.seed}, 2 threads")
+          f"augment {'off' if args.no_augment else args.augment_prob}, "
+          f"weights averaged over the last {args.average_last:.0%} of epochs, "
+          f"TTA {'off' if args.no_tta else f'{len(TTA_SHIFTS)} views'}, seed {args.seed}, 2 threads")
     print(f"pytorch {theirs['torch']}: {theirs['ms_per_step']:.4f} ms/step, "
           f"test accuracy {theirs['test_accuracy']:.4f}, final loss {theirs['final_loss']:.4f}")
     if ours is not None:
