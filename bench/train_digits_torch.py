@@ -2,13 +2,25 @@
 """The train_digits model in PyTorch, timed against simpleop in one run.
 
 Same data split (first 1,500 rows train, last 297 test, pixels / 16), same
-model (64 -> hidden -> softplus -> 10, cross-entropy), same initialisation
-scheme (N(0, 1/fan_in) weights, zero biases), same batch (last partial batch
-dropped), same optimizer (SGD with momentum 0.9, MXNet's and PyTorch's forms
-being equal at a constant learning rate; or Adam), same epochs, 2 threads.
-Time per step is the median wall time of one step: gather the batch,
-forward, backward, update. The two sides alternate for --rounds rounds in
-one run (the machine is shared) and each side's best round is compared.
+recipe: the model (64 -> hidden -> softplus -> dropout -> 10), the
+initialisation scheme (N(0, 1/fan_in) weights, zero biases), the batch (last
+partial batch dropped), the augmentation (each epoch, each training image is
+warped with probability --augment-prob by a random affine transform:
+rotation, scale, shear, shift about the centre, bilinear, zero outside; the
+same formula as the Rust example, drawn from numpy's generator instead of
+splitmix64), the per-pixel standardisation ((x - mean) / (sd + 0.1) over the
+training rows), label smoothing, the optimizer (SGD with momentum 0.9,
+MXNet's and PyTorch's forms being equal at a given learning rate; or Adam)
+with the cosine learning-rate decay over the epochs, 2 threads, and the
+evaluation (the mean of the weights at the end of each of the last
+--average-last of the epochs; test-time augmentation: softmax probabilities
+averaged over the test image and its one-pixel shifts left, right, up and
+down, unless --no-tta). The evaluation is not timed.
+Time per step is the median wall time of one step: gather the batch, set
+the learning rate, forward (with dropout), backward, update; as in the Rust
+example, each epoch's warping is done before its steps and not timed. The
+two sides alternate for --rounds rounds in one run (the machine is shared)
+and each side's best round is compared.
 
     python3 bench/train_digits_torch.py            # both, then the ratio
     python3 bench/train_digits_torch.py --torch-only
@@ -39,38 +51,118 @@ def load():
     return x[:TRAIN_ROWS], y[:TRAIN_ROWS], x[TRAIN_ROWS:], y[TRAIN_ROWS:]
 
 
+def warp_epoch(x, rng, args):
+    """Each row of x (n x 64, 8x8 images) warped with probability
+    args.augment_prob: x' = A^-1 (p - c - t) + c sampled bilinearly, with
+    A = s R(theta) [[1, sh], [0, 1]], as in the Rust example."""
+    import numpy as np
+
+    n = x.shape[0]
+    img = x.reshape(n, 8, 8)
+    theta = np.deg2rad(rng.uniform(-args.rotate, args.rotate, n))
+    s = 1.0 + rng.uniform(-args.scale, args.scale, n)
+    sh = rng.uniform(-args.shear, args.shear, n)
+    tx = rng.uniform(-args.translate, args.translate, n)
+    ty = rng.uniform(-args.translate, args.translate, n)
+    c, si = np.cos(theta), np.sin(theta)
+    a00, a01, a10, a11 = c * s, (c * sh - si) * s, si * s, (si * sh + c) * s
+    det = a00 * a11 - a01 * a10
+    i00, i01, i10, i11 = (v[:, None, None] for v in (a11 / det, -a01 / det, -a10 / det, a00 / det))
+    yy, xx = np.mgrid[0:8, 0:8].astype(np.float64)
+    u = xx[None] - 3.5 - tx[:, None, None]
+    v = yy[None] - 3.5 - ty[:, None, None]
+    sx = i00 * u + i01 * v + 3.5
+    sy = i10 * u + i11 * v + 3.5
+    x0, y0 = np.floor(sx).astype(int), np.floor(sy).astype(int)
+    fx, fy = sx - x0, sy - y0
+    pad = np.zeros((n, 10, 10), np.float64)
+    pad[:, 1:9, 1:9] = img
+    rows = np.arange(n)[:, None, None]
+
+    def at(yi, xi):
+        return pad[rows, np.clip(yi + 1, 0, 9), np.clip(xi + 1, 0, 9)]
+
+    out = (at(y0, x0) * (1 - fx) * (1 - fy) + at(y0, x0 + 1) * fx * (1 - fy)
+           + at(y0 + 1, x0) * (1 - fx) * fy + at(y0 + 1, x0 + 1) * fx * fy)
+    out = out.reshape(n, 64).astype(np.float32)
+    keep = rng.uniform(size=n) >= args.augment_prob
+    out[keep] = x[keep]
+    return out
+
+
+def shift_images(x, dx, dy):
+    """Rows of x (n x 64) shifted by whole pixels, zero filled: the Rust
+    example's Affine::shift(dx, dy) (bilinear at integer offsets)."""
+    import numpy as np
+
+    img = x.reshape(-1, 8, 8)
+    out = np.zeros_like(img)
+    ys, yd = (slice(0, 8 - dy), slice(dy, 8)) if dy >= 0 else (slice(-dy, 8), slice(0, 8 + dy))
+    xs, xd = (slice(0, 8 - dx), slice(dx, 8)) if dx >= 0 else (slice(-dx, 8), slice(0, 8 + dx))
+    out[:, yd, xd] = img[:, ys, xs]
+    return out.reshape(-1, 64)
+
+
+TTA_SHIFTS = [(0, 0), (1, 0), (-1, 0), (0, 1), (0, -1)]
+
+
 def train_torch(args):
     import torch
 
+    import math
+
+    import numpy as np
+
     torch.set_num_threads(2)
     torch.manual_seed(args.seed)
-    xtr, ytr, xte, yte = load()
-    xtr, ytr = torch.from_numpy(xtr), torch.from_numpy(ytr)
-    xte, yte = torch.from_numpy(xte), torch.from_numpy(yte)
+    rng = np.random.default_rng(args.seed)
+    xtr_raw, ytr, xte, yte = load()
+    mean, sd = xtr_raw.mean(0), xtr_raw.std(0) + 0.1
+    if args.no_standardize:
+        mean, sd = 0.0, 1.0
+    ytr = torch.from_numpy(ytr)
+    shifts = TTA_SHIFTS[:1] if args.no_tta else TTA_SHIFTS
+    views = [torch.from_numpy(((shift_images(xte, dx, dy) - mean) / sd).astype(np.float32))
+             for dx, dy in shifts]
+    plain_view = views[0]
+    yte = torch.from_numpy(yte)
 
     model = torch.nn.Sequential(
         torch.nn.Linear(64, args.hidden),
         torch.nn.Softplus(),
+        torch.nn.Dropout(args.dropout),
         torch.nn.Linear(args.hidden, 10),
     )
     with torch.no_grad():
-        for layer in (model[0], model[2]):
+        for layer in (model[0], model[3]):
             layer.weight.normal_(0.0, (1.0 / layer.in_features) ** 0.5)
             layer.bias.zero_()
     if args.optimizer == "sgd":
         opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     else:
         opt = torch.optim.Adam(model.parameters(), lr=args.lr)
-    loss_fn = torch.nn.CrossEntropyLoss()
+    loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
 
     gen = torch.Generator().manual_seed(args.seed)
     steps = TRAIN_ROWS // args.batch
+    total_steps = steps * args.epochs
     times, losses = [], []
-    for _ in range(args.epochs):
+    t = 0
+    model.train()
+    weight_sum, averaged = None, 0
+    for epoch in range(args.epochs):
         order = torch.randperm(TRAIN_ROWS, generator=gen)
+        xep = xtr_raw if args.no_augment else warp_epoch(xtr_raw, rng, args)
+        xtr = torch.from_numpy(((xep - mean) / sd).astype(np.float32))
         total = 0.0
         for s in range(steps):
             t0 = time.perf_counter()
+            lr = args.lr
+            if not args.constant_lr:
+                lr = args.lr * 0.5 * (1.0 + math.cos(math.pi * t / total_steps))
+            for group in opt.param_groups:
+                group["lr"] = lr
+            t += 1
             idx = order[s * args.batch:(s + 1) * args.batch]
             xb, yb = xtr[idx], ytr[idx]
             opt.zero_grad(set_to_none=True)
@@ -80,10 +172,22 @@ def train_torch(args):
             times.append(time.perf_counter() - t0)
             total += loss.item()
         losses.append(total / steps)
+        if args.average_last > 0 and epoch >= args.epochs * (1.0 - args.average_last):
+            with torch.no_grad():
+                params = [p.detach().double() for p in model.parameters()]
+                weight_sum = params if weight_sum is None else [a + p for a, p in zip(weight_sum, params)]
+            averaged += 1
+    model.eval()
     with torch.no_grad():
-        acc = (model(xte).argmax(1) == yte).float().mean().item()
+        if averaged:
+            for p, a in zip(model.parameters(), weight_sum):
+                p.copy_((a / averaged).float())
+        probs = sum(torch.softmax(model(v), 1) for v in views) / len(views)
+        acc = (probs.argmax(1) == yte).float().mean().item()
+        plain = (model(plain_view).argmax(1) == yte).float().mean().item()
     return {
         "test_accuracy": acc,
+        "test_accuracy_no_tta": plain,
         "ms_per_step": 1e3 * statistics.median(times),
         "final_loss": losses[-1],
         "steps": len(times),
@@ -96,18 +200,37 @@ def run_simpleop(args):
         "cargo", "run", "--quiet", "--release", "--example", "train_digits", "--",
         "--json", "--epochs", str(args.epochs), "--batch", str(args.batch),
         "--hidden", str(args.hidden), "--lr", str(args.lr), "--seed", str(args.seed),
-        "--optimizer", args.optimizer,
-    ]
+        "--optimizer", args.optimizer, "--dropout", str(args.dropout),
+        "--label-smoothing", str(args.label_smoothing),
+        "--augment-prob", str(args.augment_prob), "--rotate", str(args.rotate),
+        "--scale", str(args.scale), "--shear", str(args.shear),
+        "--translate", str(args.translate),
+    ] + (["--no-augment"] if args.no_augment else []) \
+      + (["--no-standardize"] if args.no_standardize else []) \
+      + (["--constant-lr"] if args.constant_lr else []) \
+      + (["--no-tta"] if args.no_tta else []) + ["--average-last", str(args.average_last)]
     out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--epochs", type=int, default=30)
+    p.add_argument("--epochs", type=int, default=300)
     p.add_argument("--batch", type=int, default=50)
-    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--constant-lr", action="store_true")
+    p.add_argument("--dropout", type=float, default=0.2)
+    p.add_argument("--label-smoothing", type=float, default=0.1)
+    p.add_argument("--augment-prob", type=float, default=0.5)
+    p.add_argument("--rotate", type=float, default=15.0)
+    p.add_argument("--scale", type=float, default=0.15)
+    p.add_argument("--shear", type=float, default=0.25)
+    p.add_argument("--translate", type=float, default=1.0)
+    p.add_argument("--no-augment", action="store_true")
+    p.add_argument("--no-standardize", action="store_true")
+    p.add_argument("--average-last", type=float, default=0.2)
+    p.add_argument("--no-tta", action="store_true")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd")
     p.add_argument("--rounds", type=int, default=3)
@@ -128,7 +251,11 @@ def main():
           + ("; simpleop " + ", ".join(f"{r['ms_per_step']:.4f}" for r in ours_rounds) if ours_rounds else ""))
 
     print(f"config: epochs {args.epochs}, batch {args.batch}, hidden {args.hidden}, "
-          f"{args.optimizer} lr {args.lr}, seed {args.seed}, 2 threads")
+          f"{args.optimizer} lr {args.lr}{'' if args.constant_lr else ' cosine'}, "
+          f"dropout {args.dropout}, label smoothing {args.label_smoothing}, "
+          f"augment {'off' if args.no_augment else args.augment_prob}, "
+          f"weights averaged over the last {args.average_last:.0%} of epochs, "
+          f"TTA {'off' if args.no_tta else f'{len(TTA_SHIFTS)} views'}, seed {args.seed}, 2 threads")
     print(f"pytorch {theirs['torch']}: {theirs['ms_per_step']:.4f} ms/step, "
           f"test accuracy {theirs['test_accuracy']:.4f}, final loss {theirs['final_loss']:.4f}")
     if ours is not None:

@@ -3,6 +3,18 @@
 //! `softplus` op, its gradient comes from autodiff, and the weights are
 //! updated by the registered `sgd_mom_update` (or `adam_update`) op.
 //!
+//! The default recipe: 256 hidden units, half the training images warped
+//! by a fresh random affine transform each epoch (rotation ±15°, scale
+//! ±15 %, shear ±0.25, shift ±1 pixel, bilinear), pixels standardised by
+//! the training rows' statistics, dropout 0.2 on the hidden layer (a mask
+//! input), label smoothing 0.1, SGD with momentum 0.9 at a cosine-decayed
+//! learning rate from 0.1, 300 epochs of batches of 50; evaluated with the
+//! mean of the weights over the last 20 % of epochs and test-time
+//! augmentation (softmax averaged over the test image and its one-pixel
+//! shifts, forward-only passes; `--no-tta` turns it off). It was chosen by
+//! 5-fold cross-validation over contiguous blocks of the training rows,
+//! not on the test rows.
+//!
 //! ```text
 //! cargo run --release --example train_digits [-- --epochs 30 --json]
 //! ```
@@ -18,7 +30,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use trainer::{Config, Optimizer, Trainer, load_digits};
+use trainer::{Augment, Config, Optimizer, TTA_VIEWS, Trainer, load_digits};
 
 /// Rows used for training; the rest test.
 const TRAIN_ROWS: usize = 1500;
@@ -35,18 +47,56 @@ enum Opt {
 #[derive(Debug, Parser)]
 struct Args {
     /// Passes over the training rows.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = 300)]
     epochs: usize,
     /// Rows per step.
     #[arg(long, default_value_t = 50)]
     batch: usize,
     /// Hidden units.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 256)]
     hidden: usize,
-    /// Learning rate.
+    /// Peak learning rate (cosine-decayed to 0 unless --constant-lr).
     #[arg(long, default_value_t = 0.1)]
     lr: f64,
-    /// Seeds the weights and the shuffles.
+    /// Keep the learning rate constant instead of the cosine decay.
+    #[arg(long)]
+    constant_lr: bool,
+    /// Fraction of hidden units dropped per training row (0: off).
+    #[arg(long, default_value_t = 0.2)]
+    dropout: f64,
+    /// Label smoothing ε (0: plain cross-entropy).
+    #[arg(long, default_value_t = 0.1)]
+    label_smoothing: f64,
+    /// Chance that a training image is warped in an epoch.
+    #[arg(long, default_value_t = 0.5)]
+    augment_prob: f64,
+    /// Largest rotation of the random affine warps, degrees.
+    #[arg(long, default_value_t = 15.0)]
+    rotate: f64,
+    /// Largest relative scale change of the warps.
+    #[arg(long, default_value_t = 0.15)]
+    scale: f64,
+    /// Largest shear factor of the warps.
+    #[arg(long, default_value_t = 0.25)]
+    shear: f64,
+    /// Largest shift of the warps, pixels.
+    #[arg(long, default_value_t = 1.0)]
+    translate: f64,
+    /// Train on the images as they are (no random warps).
+    #[arg(long)]
+    no_augment: bool,
+    /// Evaluate with the mean of the weights over this fraction of the
+    /// last epochs (0: the final weights).
+    #[arg(long, default_value_t = 0.2)]
+    average_last: f64,
+    /// Score the test rows as they are, without test-time augmentation
+    /// (averaging the predictions over shifted and rotated copies).
+    #[arg(long)]
+    no_tta: bool,
+    /// Feed pixels scaled to [0, 1] without standardising them.
+    #[arg(long)]
+    no_standardize: bool,
+    /// Seeds the weights, the shuffles, the warps and the dropout masks.
     #[arg(long, default_value_t = 42)]
     seed: u64,
     /// The update op.
@@ -89,11 +139,24 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         hidden: args.hidden,
         batch: args.batch,
         lr: args.lr,
+        epochs: args.epochs,
+        cosine: !args.constant_lr,
         seed: args.seed,
         optimizer: match args.optimizer {
             Opt::Sgd => Optimizer::SgdMomentum,
             Opt::Adam => Optimizer::Adam,
         },
+        dropout: args.dropout,
+        label_smoothing: args.label_smoothing,
+        augment: (!args.no_augment).then_some(Augment {
+            probability: args.augment_prob,
+            rotate_deg: args.rotate,
+            scale: args.scale,
+            shear: args.shear,
+            translate: args.translate,
+        }),
+        standardize: !args.no_standardize,
+        average_last: args.average_last,
     };
     let mut model = Trainer::new(config.clone())?;
 
@@ -122,15 +185,30 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     )?);
     if !args.json {
         println!(
-            "train_digits: {} train / {} test rows, 64 → {} (softplus) → 10, batch {}, {:?}, lr {}, seed {}",
+            "train_digits: {} train / {} test rows, 64 → {} (softplus, dropout {}) → 10, batch {}, {:?}, lr {}{}, label smoothing {}, seed {}",
             train.len(),
             test.len(),
             args.hidden,
+            args.dropout,
             args.batch,
             config.optimizer,
             args.lr,
+            if config.cosine { " (cosine)" } else { "" },
+            args.label_smoothing,
             args.seed
         );
+        match &config.augment {
+            Some(a) => println!(
+                "augmentation: random affine on {:.0} % of images per epoch, rotation ±{}°, scale ±{}, shear ±{}, shift ±{} px; standardised: {}",
+                100.0 * a.probability,
+                a.rotate_deg,
+                a.scale,
+                a.shear,
+                a.translate,
+                config.standardize
+            ),
+            None => println!("augmentation: none; standardised: {}", config.standardize),
+        }
         println!("graph: {}", dot_path.display());
     }
     let mut step_seconds = Vec::new();
@@ -148,7 +226,12 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     bar.finish_and_clear();
-    let test_accuracy = model.accuracy(&test)?;
+    let plain_accuracy = model.accuracy(&test)?;
+    let test_accuracy = if args.no_tta {
+        plain_accuracy
+    } else {
+        model.accuracy_tta(&test, &TTA_VIEWS)?
+    };
     let ms_per_step = 1e3 * median(&mut step_seconds);
     let peak_bytes = model.peak_bytes();
     if args.json {
@@ -159,13 +242,22 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             "steps": step_seconds.len(),
             "final_loss": losses.last(),
             "test_accuracy": test_accuracy,
+            "test_accuracy_no_tta": plain_accuracy,
+            "tta_views": if args.no_tta { 1 } else { TTA_VIEWS.len() },
             "ms_per_step": ms_per_step,
             "peak_bytes": peak_bytes,
             "graph": dot_path.display().to_string(),
         });
         println!("{out}");
     } else {
-        println!("test accuracy  {test_accuracy:.4}");
+        if args.no_tta {
+            println!("test accuracy  {test_accuracy:.4}");
+        } else {
+            println!(
+                "test accuracy  {test_accuracy:.4} (mean of {} views; {plain_accuracy:.4} without)",
+                TTA_VIEWS.len()
+            );
+        }
         println!(
             "time per step  {ms_per_step:.4} ms (median of {} steps: forward, backward, updates)",
             step_seconds.len()

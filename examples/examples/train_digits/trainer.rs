@@ -1,8 +1,10 @@
-//! The digits MLP: data loading, the model as a `Symbol`, and a training
-//! loop on the executor with the registered optimizer ops. Shared by the
+//! The digits MLP: data loading, augmentation (random affine warps of the
+//! 8×8 images), the model as a `Symbol`, and a training loop on the
+//! executor with the registered optimizer ops. Shared by the
 //! `train_digits` example and `tests/train_digits.rs`.
 
 use std::collections::HashMap;
+use std::f64::consts::PI;
 use std::path::Path;
 use std::time::Instant;
 
@@ -10,8 +12,8 @@ use simpleop::symbol::{Executor, GradReq, Symbol};
 use simpleop::{DType, Error, NDArray, Result, Shape};
 use simpleop_examples::softplus;
 use simpleop_ops::{
-    AdamParams, DotParams, SgdMomParams, adam_update_inplace, broadcast_add, dot,
-    sgd_mom_update_inplace, softmax_cross_entropy,
+    AdamParams, DotParams, ReduceAxesParams, SgdMomParams, SoftmaxParams, adam_update_inplace,
+    broadcast_add, dot, elemwise_mul, log_softmax, negative, sgd_mom_update_inplace, sum,
 };
 
 /// Pixels per image (8×8) and classes.
@@ -111,7 +113,137 @@ pub enum Optimizer {
     Adam,
 }
 
-/// Hyper-parameters.
+/// Random affine warps of the 8×8 training images, drawn afresh for every
+/// image in every epoch: with probability `probability` an image is
+/// rotated, scaled, sheared and shifted about its centre and resampled
+/// bilinearly (outside the image reads as 0, the background); otherwise it
+/// is used as it is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Augment {
+    /// Chance that an image is warped in a given epoch.
+    pub probability: f64,
+    /// Rotation drawn from `±rotate_deg` degrees.
+    pub rotate_deg: f64,
+    /// Scale drawn from `1 ± scale`.
+    pub scale: f64,
+    /// Shear factor drawn from `±shear`.
+    pub shear: f64,
+    /// Shift in pixels drawn from `±translate`, per axis.
+    pub translate: f64,
+}
+
+impl Default for Augment {
+    /// Half the images, ±15°, ±15 % scale, ±0.25 shear, ±1 pixel.
+    fn default() -> Self {
+        Augment {
+            probability: 0.5,
+            rotate_deg: 15.0,
+            scale: 0.15,
+            shear: 0.25,
+            translate: 1.0,
+        }
+    }
+}
+
+impl Augment {
+    /// Writes one warped copy of `img` (8×8, row-major) into `out`, with
+    /// the transform's parameters drawn from `rng`, or `img` itself with
+    /// chance `1 − probability`.
+    fn warp(&self, img: &[f32], out: &mut [f32], rng: &mut SplitMix) {
+        if rng.uniform() >= self.probability {
+            out.copy_from_slice(img);
+            return;
+        }
+        Affine {
+            rotate_deg: rng.symmetric(self.rotate_deg),
+            scale: 1.0 + rng.symmetric(self.scale),
+            shear: rng.symmetric(self.shear),
+            shift: (rng.symmetric(self.translate), rng.symmetric(self.translate)),
+        }
+        .apply(img, out);
+    }
+}
+
+/// One affine transform of an 8×8 image about its centre: the forward map
+/// is `scale · R(rotate_deg) · [[1, shear], [0, 1]]`, then a shift of
+/// `(x, y)` pixels.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Affine {
+    /// Rotation, degrees.
+    pub rotate_deg: f64,
+    /// Scale factor (1: none).
+    pub scale: f64,
+    /// Shear factor (0: none).
+    pub shear: f64,
+    /// Shift in pixels, `(x, y)`.
+    pub shift: (f64, f64),
+}
+
+impl Affine {
+    /// The identity.
+    pub const IDENTITY: Affine = Affine {
+        rotate_deg: 0.0,
+        scale: 1.0,
+        shear: 0.0,
+        shift: (0.0, 0.0),
+    };
+
+    /// A pure shift.
+    pub const fn shift(x: f64, y: f64) -> Affine {
+        Affine {
+            shift: (x, y),
+            ..Affine::IDENTITY
+        }
+    }
+
+    /// Writes `img` (8×8, row-major) transformed into `out`, resampled
+    /// bilinearly; outside the image reads as 0, the background.
+    pub fn apply(&self, img: &[f32], out: &mut [f32]) {
+        let theta = self.rotate_deg.to_radians();
+        let (s, sh) = (self.scale, self.shear);
+        let (tx, ty) = self.shift;
+        // Forward map A = s · R(θ) · [[1, sh], [0, 1]]; each output pixel
+        // reads the source at A⁻¹ (p − c − t) + c.
+        let (c, si) = (theta.cos(), theta.sin());
+        let a = [c * s, (c * sh - si) * s, si * s, (si * sh + c) * s];
+        let det = a[0] * a[3] - a[1] * a[2];
+        let inv = [a[3] / det, -a[1] / det, -a[2] / det, a[0] / det];
+        let centre = (SIDE as f64 - 1.0) / 2.0;
+        let pixel = |r: isize, col: isize| -> f64 {
+            if (0..SIDE as isize).contains(&r) && (0..SIDE as isize).contains(&col) {
+                f64::from(img[r as usize * SIDE + col as usize])
+            } else {
+                0.0
+            }
+        };
+        for (k, o) in out.iter_mut().enumerate().take(FEATURES) {
+            let u = (k % SIDE) as f64 - centre - tx;
+            let v = (k / SIDE) as f64 - centre - ty;
+            let sx = inv[0] * u + inv[1] * v + centre;
+            let sy = inv[2] * u + inv[3] * v + centre;
+            let (x0, y0) = (sx.floor(), sy.floor());
+            let (fx, fy) = (sx - x0, sy - y0);
+            let (x0, y0) = (x0 as isize, y0 as isize);
+            let value = pixel(y0, x0) * (1.0 - fx) * (1.0 - fy)
+                + pixel(y0, x0 + 1) * fx * (1.0 - fy)
+                + pixel(y0 + 1, x0) * (1.0 - fx) * fy
+                + pixel(y0 + 1, x0 + 1) * fx * fy;
+            *o = value as f32;
+        }
+    }
+}
+
+/// The views test-time augmentation averages by default: the image as it
+/// is and shifted by one pixel left, right, up and down.
+pub const TTA_VIEWS: [Affine; 5] = [
+    Affine::IDENTITY,
+    Affine::shift(1.0, 0.0),
+    Affine::shift(-1.0, 0.0),
+    Affine::shift(0.0, 1.0),
+    Affine::shift(0.0, -1.0),
+];
+
+/// Hyper-parameters. [`Config::default`] is the recipe the example runs.
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Hidden units.
@@ -119,32 +251,90 @@ pub struct Config {
     /// Rows per step; the last partial batch of an epoch is dropped (the
     /// shuffle changes which rows that is).
     pub batch: usize,
-    /// Learning rate.
+    /// Peak learning rate.
     pub lr: f64,
-    /// Seeds the initial weights and the shuffles.
+    /// Passes over the data; with `cosine` the learning rate decays to 0
+    /// over this many epochs.
+    pub epochs: usize,
+    /// Cosine learning-rate decay from `lr` to 0 over `epochs`, else
+    /// constant.
+    pub cosine: bool,
+    /// Seeds the initial weights, the shuffles, the warps and the dropout
+    /// masks.
     pub seed: u64,
     /// The update op.
     pub optimizer: Optimizer,
+    /// Fraction of hidden units zeroed per training row (0 disables).
+    pub dropout: f64,
+    /// Label smoothing ε: the target is `(1 − ε)·onehot + ε/10`.
+    pub label_smoothing: f64,
+    /// Random affine warps of the training images, if any.
+    pub augment: Option<Augment>,
+    /// Standardise each pixel by the training rows' mean and standard
+    /// deviation (plus 0.1, so that near-constant border pixels are not
+    /// blown up).
+    pub standardize: bool,
+    /// Evaluate with the mean of the weights at the end of each of the
+    /// last `average_last · epochs` epochs (0: the final weights).
+    pub average_last: f64,
 }
 
-/// `64 → hidden → 10`: `softmax_cross_entropy(fc2(softplus(fc1(x))), label)`,
-/// where softplus is this crate's own op. Returns `(loss, logits)`.
-pub fn build_model() -> Result<(Symbol, Symbol)> {
+impl Default for Config {
+    /// The example's recipe, chosen by cross-validation on the training
+    /// rows (see the README).
+    fn default() -> Self {
+        Config {
+            hidden: 256,
+            batch: 50,
+            lr: 0.1,
+            epochs: 300,
+            cosine: true,
+            seed: 42,
+            optimizer: Optimizer::SgdMomentum,
+            dropout: 0.2,
+            label_smoothing: 0.1,
+            augment: Some(Augment::default()),
+            standardize: true,
+            average_last: 0.2,
+        }
+    }
+}
+
+/// Image side: 8×8 pixels.
+const SIDE: usize = 8;
+
+/// `64 → hidden → 10`: `fc2(dropout(softplus(fc1(x))))`, where softplus is
+/// this crate's own op and dropout multiplies by the `mask` input (0 or
+/// `1/(1 − p)` per unit, drawn by the trainer). The loss is the
+/// cross-entropy against the (smoothed) target distribution `target`,
+/// `−Σ target ⊙ log_softmax(logits)`, summed over the batch. Returns
+/// `(loss, logits)`, where `logits` has no mask (for evaluation).
+pub fn build_model(dropout: bool) -> Result<(Symbol, Symbol)> {
     let x = Symbol::var("x");
-    let label = Symbol::var("label");
+    let target = Symbol::var("target");
     let (w1, b1) = (Symbol::var("w1"), Symbol::var("b1"));
     let (w2, b2) = (Symbol::var("w2"), Symbol::var("b2"));
     let h = softplus(&broadcast_add(&dot(&x, &w1, DotParams::default())?, &b1)?)?;
-    let logits = broadcast_add(&dot(&h, &w2, DotParams::default())?, &b2)?;
-    let loss = softmax_cross_entropy(&logits, &label)?;
+    let fc2 = |h: &Symbol| broadcast_add(&dot(h, &w2, DotParams::default())?, &b2);
+    let logits = fc2(&h)?;
+    let train_logits = if dropout {
+        fc2(&elemwise_mul(&h, &Symbol::var("mask"))?)?
+    } else {
+        logits.clone()
+    };
+    let log_p = log_softmax(&train_logits, SoftmaxParams::default())?;
+    let loss = negative(&sum(
+        &elemwise_mul(&target, &log_p)?,
+        ReduceAxesParams::default(),
+    )?)?;
     Ok((loss, logits))
 }
 
 /// The parameters, in update order.
 pub const PARAMS: [&str; 4] = ["w1", "b1", "w2", "b2"];
 
-/// splitmix64: a tiny seeded generator for the shuffles, so runs are
-/// reproducible without another dependency.
+/// splitmix64: a tiny seeded generator for the shuffles, warps and masks,
+/// so runs are reproducible without another dependency.
 struct SplitMix(u64);
 
 impl SplitMix {
@@ -156,11 +346,67 @@ impl SplitMix {
         z ^ (z >> 31)
     }
 
+    /// Uniform in `[0, 1)`.
+    fn uniform(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform in `[−r, r)`.
+    fn symmetric(&mut self, r: f64) -> f64 {
+        r * (2.0 * self.uniform() - 1.0)
+    }
+
     /// Fisher–Yates.
     fn shuffle<T>(&mut self, v: &mut [T]) {
         for i in (1..v.len()).rev() {
             let j = (self.next() % (i as u64 + 1)) as usize;
             v.swap(i, j);
+        }
+    }
+}
+
+/// Per-pixel `(x − mean) / (sd + 0.1)`, fitted on the training rows.
+#[derive(Clone, Debug)]
+struct Standardizer {
+    mean: Vec<f32>,
+    inv_sd: Vec<f32>,
+}
+
+impl Standardizer {
+    /// Fitted on `data`; the identity when `enabled` is false.
+    fn fit(data: &Dataset, enabled: bool) -> Standardizer {
+        let n = data.len().max(1) as f64;
+        let mut mean = vec![0.0f64; FEATURES];
+        let mut sq = vec![0.0f64; FEATURES];
+        for row in data.x.chunks_exact(FEATURES) {
+            for (k, &v) in row.iter().enumerate() {
+                mean[k] += f64::from(v);
+                sq[k] += f64::from(v) * f64::from(v);
+            }
+        }
+        if !enabled {
+            return Standardizer {
+                mean: vec![0.0; FEATURES],
+                inv_sd: vec![1.0; FEATURES],
+            };
+        }
+        let mut inv_sd = vec![0.0f32; FEATURES];
+        for k in 0..FEATURES {
+            mean[k] /= n;
+            let var = (sq[k] / n - mean[k] * mean[k]).max(0.0);
+            inv_sd[k] = (1.0 / (var.sqrt() + 0.1)) as f32;
+        }
+        Standardizer {
+            mean: mean.into_iter().map(|m| m as f32).collect(),
+            inv_sd,
+        }
+    }
+
+    fn apply(&self, x: &mut [f32]) {
+        for row in x.chunks_exact_mut(FEATURES) {
+            for ((v, m), s) in row.iter_mut().zip(&self.mean).zip(&self.inv_sd) {
+                *v = (*v - m) * s;
+            }
         }
     }
 }
@@ -178,21 +424,33 @@ pub struct Trainer {
     state2: Vec<NDArray>,
     rng: SplitMix,
     steps: u64,
+    /// Epochs run so far.
+    epochs_done: usize,
+    /// Sum of the weights at the end of the averaged epochs, and how many.
+    weight_sum: Vec<Vec<f64>>,
+    averaged: usize,
+    /// Set by the first call to [`Trainer::epoch`].
+    standardizer: Option<Standardizer>,
+    /// This epoch's (warped, standardised) training images.
+    epoch_x: Vec<f32>,
 }
 
 /// What one epoch did.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EpochReport {
-    /// Mean cross-entropy per row over the epoch's steps.
+    /// Mean cross-entropy per row over the epoch's steps (against the
+    /// smoothed targets, on the warped images, with dropout).
     pub loss: f64,
-    /// Wall time of each step (forward, backward, updates), in seconds.
+    /// Wall time of each step (batch, mask and targets, forward, backward,
+    /// updates), in seconds; the epoch's warping happens before them.
     pub step_seconds: Vec<f64>,
 }
 
 fn shapes(batch: usize, hidden: usize) -> HashMap<String, Shape> {
     [
         ("x", vec![batch, FEATURES]),
-        ("label", vec![batch]),
+        ("target", vec![batch, CLASSES]),
+        ("mask", vec![batch, hidden]),
         ("w1", vec![FEATURES, hidden]),
         ("b1", vec![hidden]),
         ("w2", vec![hidden, CLASSES]),
@@ -206,20 +464,30 @@ fn shapes(batch: usize, hidden: usize) -> HashMap<String, Shape> {
 impl Trainer {
     /// Binds the model and draws the initial weights from `config.seed`.
     pub fn new(config: Config) -> Result<Trainer> {
-        if config.batch == 0 || config.hidden == 0 {
+        if config.batch == 0 || config.hidden == 0 || config.epochs == 0 {
             return Err(Error::invalid(
                 "Trainer::new",
                 "config",
-                "batch and hidden must be positive",
+                "batch, hidden and epochs must be positive",
             ));
         }
-        let (loss, logits) = build_model()?;
+        if !(0.0..1.0).contains(&config.dropout) || !(0.0..1.0).contains(&config.label_smoothing) {
+            return Err(Error::invalid(
+                "Trainer::new",
+                "config",
+                "dropout and label_smoothing must be in [0, 1)",
+            ));
+        }
+        let (loss, logits) = build_model(config.dropout > 0.0)?;
         let reqs = PARAMS
             .iter()
             .map(|p| (p.to_string(), GradReq::Write))
             .collect();
-        let train_exe =
-            loss.simple_bind(&shapes(config.batch, config.hidden), &HashMap::new(), reqs)?;
+        let mut s = shapes(config.batch, config.hidden);
+        if config.dropout == 0.0 {
+            s.remove("mask");
+        }
+        let train_exe = loss.simple_bind(&s, &HashMap::new(), reqs)?;
         let h = config.hidden;
         // N(0, 1/fan_in) weights, zero biases; one seed per tensor.
         let params = vec![
@@ -257,6 +525,11 @@ impl Trainer {
             state2,
             rng,
             steps: 0,
+            epochs_done: 0,
+            weight_sum: Vec::new(),
+            averaged: 0,
+            standardizer: None,
+            epoch_x: Vec::new(),
         })
     }
 
@@ -293,17 +566,37 @@ impl Trainer {
             + state
     }
 
-    /// One epoch over `data` in a seeded random order.
+    /// One epoch over `data` in a seeded random order, each image warped
+    /// afresh if augmentation is on. The first call fits the pixel
+    /// standardisation on `data`.
     pub fn epoch(&mut self, data: &Dataset, mut on_step: impl FnMut()) -> Result<EpochReport> {
         let b = self.config.batch;
+        let standardizer = self
+            .standardizer
+            .get_or_insert_with(|| Standardizer::fit(data, self.config.standardize));
         let mut order: Vec<usize> = (0..data.len()).collect();
         self.rng.shuffle(&mut order);
+        self.epoch_x.clear();
+        match self.config.augment {
+            Some(aug) => {
+                self.epoch_x.resize(data.x.len(), 0.0);
+                for (img, out) in data
+                    .x
+                    .chunks_exact(FEATURES)
+                    .zip(self.epoch_x.chunks_exact_mut(FEATURES))
+                {
+                    aug.warp(img, out, &mut self.rng);
+                }
+            }
+            None => self.epoch_x.extend_from_slice(&data.x),
+        }
+        standardizer.apply(&mut self.epoch_x);
         let mut loss_sum = 0.0;
         let mut rows = 0usize;
         let mut step_seconds = Vec::with_capacity(data.len() / b);
         for chunk in order.chunks_exact(b) {
             let start = Instant::now();
-            let loss = self.step(data, chunk)?;
+            let loss = self.step(&data.y, chunk)?;
             step_seconds.push(start.elapsed().as_secs_f64());
             loss_sum += loss;
             rows += b;
@@ -316,25 +609,59 @@ impl Trainer {
                 format!("{} rows is fewer than one batch of {b}", data.len()),
             ));
         }
+        let first_averaged = self.config.epochs as f64 * (1.0 - self.config.average_last);
+        if self.config.average_last > 0.0 && self.epochs_done as f64 >= first_averaged {
+            if self.weight_sum.is_empty() {
+                self.weight_sum = self.params.iter().map(|p| vec![0.0; p.size()]).collect();
+            }
+            for (sum, p) in self.weight_sum.iter_mut().zip(&self.params) {
+                for (s, &v) in sum.iter_mut().zip(p.as_slice::<f32>()?) {
+                    *s += f64::from(v);
+                }
+            }
+            self.averaged += 1;
+        }
+        self.epochs_done += 1;
         Ok(EpochReport {
             loss: loss_sum / rows as f64,
             step_seconds,
         })
     }
 
-    /// Forward, backward and one update of every parameter on `rows`;
-    /// returns the batch's summed loss.
-    fn step(&mut self, data: &Dataset, rows: &[usize]) -> Result<f64> {
-        let b = rows.len();
-        let mut x = Vec::with_capacity(b * FEATURES);
-        let mut y = Vec::with_capacity(b);
-        for &r in rows {
-            x.extend_from_slice(&data.x[r * FEATURES..(r + 1) * FEATURES]);
-            y.push(data.y[r]);
+    /// The learning rate of the next step: cosine from `lr` down to 0 over
+    /// the configured epochs, measured in steps of `steps_per_epoch`.
+    fn learning_rate(&self, steps_per_epoch: usize) -> f64 {
+        if !self.config.cosine {
+            return self.config.lr;
         }
+        let total = (self.config.epochs * steps_per_epoch).max(1) as f64;
+        let t = (self.steps as f64).min(total);
+        self.config.lr * 0.5 * (1.0 + (PI * t / total).cos())
+    }
+
+    /// Forward, backward and one update of every parameter on `rows` of
+    /// this epoch's images; returns the batch's summed loss.
+    fn step(&mut self, labels: &[f32], rows: &[usize]) -> Result<f64> {
+        let b = rows.len();
+        let (h, eps) = (self.config.hidden, self.config.label_smoothing);
+        let mut x = Vec::with_capacity(b * FEATURES);
+        let mut target = vec![(eps / CLASSES as f64) as f32; b * CLASSES];
+        for (i, &r) in rows.iter().enumerate() {
+            x.extend_from_slice(&self.epoch_x[r * FEATURES..(r + 1) * FEATURES]);
+            target[i * CLASSES + labels[r] as usize] += (1.0 - eps) as f32;
+        }
+        let lr = self.learning_rate(labels.len() / b);
         let exe = &mut self.train_exe;
         exe.set_arg("x", &NDArray::from_vec(x, [b, FEATURES])?)?;
-        exe.set_arg("label", &NDArray::from_vec(y, [b])?)?;
+        exe.set_arg("target", &NDArray::from_vec(target, [b, CLASSES])?)?;
+        if self.config.dropout > 0.0 {
+            let p = self.config.dropout;
+            let keep = (1.0 / (1.0 - p)) as f32;
+            let mask = (0..b * h)
+                .map(|_| if self.rng.uniform() < p { 0.0 } else { keep })
+                .collect();
+            exe.set_arg("mask", &NDArray::from_vec::<f32>(mask, [b, h])?)?;
+        }
         for (name, p) in PARAMS.iter().zip(&self.params) {
             exe.set_arg(name, p)?;
         }
@@ -351,7 +678,7 @@ impl Trainer {
             match self.config.optimizer {
                 Optimizer::SgdMomentum => {
                     let p = SgdMomParams {
-                        lr: self.config.lr,
+                        lr,
                         momentum: 0.9,
                         wd: 0.0,
                         rescale_grad,
@@ -363,7 +690,7 @@ impl Trainer {
                 Optimizer::Adam => {
                     let t = self.steps as i32;
                     let (b1, b2) = (0.9f64, 0.999f64);
-                    let lr = self.config.lr * (1.0 - b2.powi(t)).sqrt() / (1.0 - b1.powi(t));
+                    let lr = lr * (1.0 - b2.powi(t)).sqrt() / (1.0 - b1.powi(t));
                     let p = AdamParams {
                         lr,
                         beta1: b1,
@@ -387,44 +714,116 @@ impl Trainer {
         Ok(loss)
     }
 
-    /// Fraction of `data`'s rows whose largest logit is the label.
-    pub fn accuracy(&mut self, data: &Dataset) -> Result<f64> {
+    /// Softmax class probabilities for every row of `data` (`len × 10`,
+    /// row-major), standardised like the training rows (not warped, no
+    /// dropout).
+    pub fn probabilities(&mut self, data: &Dataset) -> Result<Vec<f32>> {
+        self.probabilities_tta(data, &[Affine::IDENTITY])
+    }
+
+    /// Test-time augmentation: the mean of the softmax probabilities over
+    /// `views` of every row of `data` (each view is the image transformed
+    /// by one fixed [`Affine`], then standardised), one forward-only pass
+    /// of the evaluation executor per view.
+    pub fn probabilities_tta(&mut self, data: &Dataset, views: &[Affine]) -> Result<Vec<f32>> {
         let n = data.len();
-        if n == 0 {
-            return Err(Error::invalid("Trainer::accuracy", "data", "no rows"));
+        if n == 0 || views.is_empty() {
+            return Err(Error::invalid(
+                "Trainer::probabilities",
+                "data",
+                "no rows or no views",
+            ));
         }
+        let standardizer = self
+            .standardizer
+            .clone()
+            .ok_or_else(|| Error::invalid("Trainer::probabilities", "model", "not trained"))?;
         let (_, exe) = match self.eval_exe.take() {
             Some(bound) if bound.0 == n => self.eval_exe.insert(bound),
             _ => {
                 let mut s = shapes(n, self.config.hidden);
-                s.remove("label");
+                s.remove("target");
+                s.remove("mask");
                 let exe = self
                     .logits
                     .simple_bind(&s, &HashMap::new(), HashMap::new())?;
                 self.eval_exe.insert((n, exe))
             }
         };
-        exe.set_arg("x", &NDArray::from_vec(data.x.clone(), [n, FEATURES])?)?;
-        for (name, p) in PARAMS.iter().zip(&self.params) {
-            exe.set_arg(name, p)?;
+        if self.averaged > 0 {
+            let k = self.averaged as f64;
+            for ((name, sum), p) in PARAMS.iter().zip(&self.weight_sum).zip(&self.params) {
+                let mean: Vec<f32> = sum.iter().map(|s| (s / k) as f32).collect();
+                exe.set_arg(name, &NDArray::from_vec(mean, p.shape().clone())?)?;
+            }
+        } else {
+            for (name, p) in PARAMS.iter().zip(&self.params) {
+                exe.set_arg(name, p)?;
+            }
         }
-        exe.forward(false)?;
-        let logits = exe.outputs()[0].as_slice::<f32>()?;
-        let correct = logits
-            .chunks_exact(CLASSES)
-            .zip(&data.y)
-            .filter(|&(row, &label)| {
-                let best = row
-                    .iter()
-                    .enumerate()
-                    .fold(
-                        (0, f32::NEG_INFINITY),
-                        |acc, (i, &v)| if v > acc.1 { (i, v) } else { acc },
-                    )
-                    .0;
-                best as f32 == label
-            })
-            .count();
-        Ok(correct as f64 / n as f64)
+        let mut mean = vec![0.0f32; n * CLASSES];
+        let mut x = vec![0.0f32; data.x.len()];
+        for view in views {
+            if *view == Affine::IDENTITY {
+                x.copy_from_slice(&data.x);
+            } else {
+                for (img, out) in data
+                    .x
+                    .chunks_exact(FEATURES)
+                    .zip(x.chunks_exact_mut(FEATURES))
+                {
+                    view.apply(img, out);
+                }
+            }
+            standardizer.apply(&mut x);
+            exe.set_arg("x", &NDArray::from_vec(x.clone(), [n, FEATURES])?)?;
+            exe.forward(false)?;
+            let logits = exe.outputs()[0].as_slice::<f32>()?;
+            for (row, acc) in logits
+                .chunks_exact(CLASSES)
+                .zip(mean.chunks_exact_mut(CLASSES))
+            {
+                let top = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let e: Vec<f32> = row.iter().map(|v| (v - top).exp()).collect();
+                let total: f32 = e.iter().sum();
+                for (a, v) in acc.iter_mut().zip(e) {
+                    *a += v / total / views.len() as f32;
+                }
+            }
+        }
+        Ok(mean)
     }
+
+    /// Fraction of `data`'s rows whose most probable class is the label.
+    pub fn accuracy(&mut self, data: &Dataset) -> Result<f64> {
+        let probs = self.probabilities(data)?;
+        Ok(accuracy(&probs, &data.y))
+    }
+
+    /// [`Trainer::accuracy`] with test-time augmentation over `views`.
+    pub fn accuracy_tta(&mut self, data: &Dataset, views: &[Affine]) -> Result<f64> {
+        let probs = self.probabilities_tta(data, views)?;
+        Ok(accuracy(&probs, &data.y))
+    }
+}
+
+/// Fraction of rows of `probs` (`len × 10`) whose largest entry is the
+/// matching label (the first such entry on ties).
+pub fn accuracy(probs: &[f32], labels: &[f32]) -> f64 {
+    let correct = probs
+        .chunks_exact(CLASSES)
+        .zip(labels)
+        .filter(|&(row, &label)| {
+            let best = row
+                .iter()
+                .enumerate()
+                .fold(
+                    (0, f32::NEG_INFINITY),
+                    |acc, (i, &v)| if v > acc.1 { (i, v) } else { acc },
+                )
+                .0;
+            best as f32 == label
+        })
+        .count();
+    correct as f64 / labels.len().max(1) as f64
 }
