@@ -37,7 +37,8 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
         .attrs
         .iter()
         .filter(|a| matches!(a.style, syn::AttrStyle::Inner(_)));
-    let items = &module.content.as_ref().expect("checked in model").1;
+    let items =
+        elementwise_kernels_inlined(&module.content.as_ref().expect("checked in model").1, m);
     let name = &m.name;
     let aliases = &m.aliases;
     let states: Vec<usize> = m
@@ -413,6 +414,26 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
         }
         #typed
     }
+}
+
+/// The module's items, with `#[inline(always)]` added to an elementwise
+/// op's `forward` and `backward` unless they carry an `inline` attribute:
+/// the kernel must be inlined into the SIMD tile loops, which are compiled
+/// per instruction set, or it runs as a scalar call per element.
+fn elementwise_kernels_inlined(items: &[syn::Item], m: &OpModel) -> Vec<syn::Item> {
+    let mut items = items.to_vec();
+    if m.form != Form::Elementwise {
+        return items;
+    }
+    for item in &mut items {
+        if let syn::Item::Fn(f) = item
+            && (f.sig.ident == "forward" || f.sig.ident == "backward")
+            && !f.attrs.iter().any(|a| a.path().is_ident("inline"))
+        {
+            f.attrs.push(syn::parse_quote!(#[inline(always)]));
+        }
+    }
+    items
 }
 
 fn typed_functions(m: &OpModel) -> TokenStream {
