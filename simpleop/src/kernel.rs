@@ -178,6 +178,21 @@ fn with_scratch<C: Float, R>(elems: usize, f: impl FnOnce(&mut [C]) -> R) -> R {
     })
 }
 
+/// Runs `f` with `N` input buffers and one result buffer of `cap`
+/// elements each, carved from the thread's scratch.
+fn with_tile_buffers<C: Float, const N: usize, R>(
+    cap: usize,
+    f: impl FnOnce([&mut [C]; N], &mut [C]) -> R,
+) -> R {
+    with_scratch::<C, _>((N + 1) * cap, |scratch| {
+        let (flat, res) = scratch.split_at_mut(N * cap);
+        let mut chunks = flat.chunks_mut(cap);
+        let bufs: [&mut [C]; N] =
+            std::array::from_fn(|_| chunks.next().expect("one buffer per input"));
+        f(bufs, res)
+    })
+}
+
 /// A mutable slice that parallel workers carve into disjoint ranges.
 struct DisjointMut<'a, T> {
     ptr: *mut T,
@@ -634,11 +649,7 @@ impl<S: TileIo, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {
         if cap == 0 || self.run_direct(&range) {
             return;
         }
-        with_scratch::<S::Compute, _>((N + 1) * cap, |scratch| {
-            let (flat, res) = scratch.split_at_mut(N * cap);
-            let mut chunks = flat.chunks_mut(cap);
-            let mut bufs: [&mut [S::Compute]; N] =
-                std::array::from_fn(|_| chunks.next().expect("one buffer per input"));
+        with_tile_buffers::<S::Compute, N, _>(cap, |mut bufs, res| {
             let mut start = range.start;
             while start < range.end {
                 let len = cap.min(range.end - start);
@@ -683,12 +694,7 @@ impl<S: TileIo, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {
             });
             return true;
         }
-        let cap = TILE.min(range.len());
-        with_scratch::<S::Compute, _>((N + 1) * cap, |scratch| {
-            let (flat, res) = scratch.split_at_mut(N * cap);
-            let mut chunks = flat.chunks_mut(cap);
-            let bufs: [&mut [S::Compute]; N] =
-                std::array::from_fn(|_| chunks.next().expect("one buffer per input"));
+        with_tile_buffers::<S::Compute, N, _>(TILE.min(range.len()), |bufs, res| {
             simd::run(ConvertMap {
                 kernel: self.kernel,
                 ins,
