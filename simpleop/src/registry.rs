@@ -160,12 +160,16 @@ impl Registry {
 
     /// Adds kernels for a registered op on one device.
     pub fn register_kernel(&mut self, k: KernelRegistration) -> Result<()> {
-        let suggestions = self.suggest(k.op);
         let name = self.aliases.get(k.op).copied().unwrap_or(k.op);
-        let entry = self.ops.get_mut(name).ok_or(Error::UnknownOp {
-            name: k.op.into(),
-            suggestions,
-        })?;
+        // Suggestions only on the error path: scoring every name per
+        // registered kernel made building the registry cost ~15M
+        // instructions.
+        let Some(entry) = self.ops.get_mut(name) else {
+            return Err(Error::UnknownOp {
+                name: k.op.into(),
+                suggestions: self.suggest(k.op),
+            });
+        };
         if let Some(prev) = entry.kernels.get(&k.device) {
             return Err(Error::DuplicateOp {
                 op: format!("{} ({} kernels)", k.op, k.device.name()),
