@@ -65,26 +65,32 @@ impl OpReqType {
 macro_rules! blob_metadata {
     () => {
         /// The element type.
+        #[inline]
         pub fn dtype(&self) -> DType {
             self.dtype
         }
         /// The shape.
+        #[inline]
         pub fn shape(&self) -> &Shape {
             &self.shape
         }
         /// Number of elements.
+        #[inline]
         pub fn len(&self) -> usize {
-            self.shape.size()
+            self.len
         }
         /// True when there are no elements.
+        #[inline]
         pub fn is_empty(&self) -> bool {
             self.len() == 0
         }
         /// The start address, for aliasing checks.
+        #[inline]
         pub fn as_ptr(&self) -> *const u8 {
             self.ptr
         }
         /// The byte range covered, for aliasing checks.
+        #[inline]
         pub fn byte_range(&self) -> Range<usize> {
             let start = self.ptr as usize;
             start..start + self.len() * self.dtype.size()
@@ -105,6 +111,8 @@ pub struct TBlob<'a> {
     ptr: *const u8,
     dtype: DType,
     shape: Shape,
+    /// `shape.size()`, computed once: kernels ask for it many times per call.
+    len: usize,
     _borrow: PhantomData<&'a [u8]>,
 }
 
@@ -122,6 +130,7 @@ impl<'a> TBlob<'a> {
         Ok(TBlob {
             ptr: data.as_ptr().cast(),
             dtype: T::DTYPE,
+            len: shape.size(),
             shape,
             _borrow: PhantomData,
         })
@@ -137,6 +146,7 @@ impl<'a> TBlob<'a> {
         TBlob {
             ptr,
             dtype,
+            len: shape.size(),
             shape,
             _borrow: PhantomData,
         }
@@ -175,6 +185,8 @@ pub struct TBlobMut<'a> {
     ptr: *mut u8,
     dtype: DType,
     shape: Shape,
+    /// `shape.size()`, computed once.
+    len: usize,
     _borrow: PhantomData<&'a mut [u8]>,
 }
 
@@ -191,6 +203,7 @@ impl<'a> TBlobMut<'a> {
         Ok(TBlobMut {
             ptr: data.as_mut_ptr().cast(),
             dtype: T::DTYPE,
+            len: shape.size(),
             shape,
             _borrow: PhantomData,
         })
@@ -206,6 +219,7 @@ impl<'a> TBlobMut<'a> {
         TBlobMut {
             ptr,
             dtype,
+            len: shape.size(),
             shape,
             _borrow: PhantomData,
         }
@@ -231,6 +245,7 @@ impl<'a> TBlobMut<'a> {
             ptr: self.ptr,
             dtype: self.dtype,
             shape: self.shape.clone(),
+            len: self.len,
             _borrow: PhantomData,
         }
     }
@@ -248,6 +263,7 @@ impl<'a> TBlobMut<'a> {
             ptr: self.ptr,
             dtype: self.dtype,
             shape: self.shape.clone(),
+            len: self.len,
             _borrow: PhantomData,
         }
     }
@@ -264,6 +280,7 @@ fn check_len(len: usize, shape: &Shape) -> Result<()> {
     Ok(())
 }
 
+#[inline]
 fn check_dtype<T: Element>(dtype: DType) -> Result<()> {
     if T::DTYPE != dtype {
         return Err(Error::DTypeMismatch {

@@ -573,7 +573,7 @@ fn small_direct<K: MapFn<N>, const N: usize>(
         && op.mutate_inputs.is_empty()
         && matches!(reqs, [OpReqType::WriteTo | OpReqType::WriteInplace])
         && matches!(dtype, DType::F32 | DType::F64)
-        && out.shape().size() <= SMALL_DIRECT;
+        && out.len() <= SMALL_DIRECT;
     if !fits {
         return false;
     }

@@ -5,54 +5,26 @@
 //! this handle is its sole owner, and otherwise replaces the handle.
 
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
-use crate::pool::{self, Line};
+use crate::pool::{self, Buffer};
 use crate::{DType, Element, Error, Result, Shape, TBlob, TBlobMut, dispatch_any};
-
-/// A 64-byte aligned byte buffer from the [`pool`], returned to it on drop.
-pub(crate) struct Buffer {
-    lines: Vec<Line>,
-    bytes: usize,
-}
-
-impl Buffer {
-    /// A buffer of zeros, or, unless `zeroed`, of unspecified contents (old
-    /// bytes from the pool) for outputs that are about to be overwritten.
-    pub(crate) fn new(bytes: usize, zeroed: bool) -> Self {
-        Buffer {
-            lines: pool::take(bytes.div_ceil(64), zeroed),
-            bytes,
-        }
-    }
-    pub(crate) fn bytes(&self) -> &[u8] {
-        &bytemuck::cast_slice(&self.lines)[..self.bytes]
-    }
-    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut bytemuck::cast_slice_mut(&mut self.lines)[..self.bytes]
-    }
-}
-
-impl Clone for Buffer {
-    fn clone(&self) -> Self {
-        let mut b = Self::new(self.bytes, false);
-        b.bytes_mut().copy_from_slice(self.bytes());
-        b
-    }
-}
-
-impl Drop for Buffer {
-    fn drop(&mut self) {
-        pool::give(std::mem::take(&mut self.lines));
-    }
-}
 
 /// An n-dimensional array on the CPU.
 #[derive(Clone)]
 pub struct NDArray {
     shape: Shape,
     dtype: DType,
-    storage: Arc<Buffer>,
+    /// Taken out only in `drop`, which hands it back to the pool.
+    storage: ManuallyDrop<Arc<Buffer>>,
+}
+
+impl Drop for NDArray {
+    fn drop(&mut self) {
+        // SAFETY: `drop` runs once and `self.storage` is not touched again.
+        pool::release(unsafe { ManuallyDrop::take(&mut self.storage) });
+    }
 }
 
 impl NDArray {
@@ -72,7 +44,7 @@ impl NDArray {
         NDArray {
             shape,
             dtype,
-            storage: Arc::new(Buffer::new(bytes, zeroed)),
+            storage: ManuallyDrop::new(pool::shared(bytes, zeroed)),
         }
     }
 
@@ -238,7 +210,8 @@ impl NDArray {
         }
         Ok(NDArray {
             shape,
-            ..self.clone()
+            dtype: self.dtype,
+            storage: self.storage.clone(),
         })
     }
 
@@ -260,8 +233,9 @@ impl NDArray {
     /// A copy with storage of its own.
     pub fn deep_copy(&self) -> NDArray {
         NDArray {
-            storage: Arc::new((*self.storage).clone()),
-            ..self.clone()
+            shape: self.shape.clone(),
+            dtype: self.dtype,
+            storage: ManuallyDrop::new(Arc::new((**self.storage).clone())),
         }
     }
 

@@ -6,10 +6,10 @@
 //! The pool keeps released buffers of at least [`MIN_POOLED_BYTES`] and
 //! hands them out again, by size class, so a steady eager loop touches
 //! memory that is already mapped. Mid-sized buffers go straight to the
-//! allocator, which already recycles them cheaply. The smallest (up to
-//! [`SMALL_CACHED_LINES`] lines) are kept per thread, up to
-//! [`SMALL_CACHED_PER_SIZE`] of each size, because an aligned allocation
-//! costs more than a one-element op.
+//! allocator, which already recycles them cheaply. The smallest arrays'
+//! storage (up to [`SMALL_CACHED_LINES`] lines) is kept whole per thread,
+//! reference-counted box included, up to [`SMALL_CACHED_PER_SIZE`] of each
+//! size, because two allocations cost more than a one-element op.
 //!
 //! **Bound and trim policy.** The pool holds at most [`limit`] bytes
 //! (default [`DEFAULT_LIMIT`], or `SIMPLEOP_POOL_BYTES` read at first
@@ -21,7 +21,7 @@
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// One cache line; storage is a vector of these so it is 64-byte aligned.
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -41,31 +41,81 @@ pub const SMALL_CACHED_LINES: usize = 8;
 pub const SMALL_CACHED_PER_SIZE: usize = 32;
 
 thread_local! {
-    /// Free small buffers; entry `i` holds buffers of `i + 1` lines.
-    static SMALL: RefCell<[Vec<Vec<Line>>; SMALL_CACHED_LINES]> =
+    /// Spare small array storage, whole (the `Arc` box included, so a
+    /// one-element op allocates nothing); entry `i` holds `i + 1` lines.
+    static SMALL: RefCell<[Vec<Arc<Buffer>>; SMALL_CACHED_LINES]> =
         const { RefCell::new([const { Vec::new() }; SMALL_CACHED_LINES]) };
 }
 
-fn take_small(lines: usize) -> Option<Vec<Line>> {
-    SMALL
-        .try_with(|s| s.borrow_mut()[lines - 1].pop())
-        .ok()
-        .flatten()
+/// A 64-byte aligned byte buffer from the pool, returned to it on drop.
+pub(crate) struct Buffer {
+    lines: Vec<Line>,
+    bytes: usize,
 }
 
-/// Keeps `buf` for reuse on this thread; false when it is not wanted.
-fn give_small(buf: &mut Vec<Line>) -> bool {
-    SMALL
-        .try_with(|s| {
-            let list = &mut s.borrow_mut()[buf.len() - 1];
+impl Buffer {
+    /// A buffer of zeros, or, unless `zeroed`, of unspecified contents (old
+    /// bytes from the pool) for outputs that are about to be overwritten.
+    pub(crate) fn new(bytes: usize, zeroed: bool) -> Self {
+        Buffer {
+            lines: take(bytes.div_ceil(LINE), zeroed),
+            bytes,
+        }
+    }
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice(&self.lines)[..self.bytes]
+    }
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut bytemuck::cast_slice_mut(&mut self.lines)[..self.bytes]
+    }
+}
+
+impl Clone for Buffer {
+    fn clone(&self) -> Self {
+        let mut b = Self::new(self.bytes, false);
+        b.bytes_mut().copy_from_slice(self.bytes());
+        b
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        give(std::mem::take(&mut self.lines));
+    }
+}
+
+/// Storage for `bytes` bytes, zeroed or (unless `zeroed`) with old
+/// contents: a spare of this thread's when one of the size is kept.
+pub(crate) fn shared(bytes: usize, zeroed: bool) -> Arc<Buffer> {
+    let lines = bytes.div_ceil(LINE);
+    if (1..=SMALL_CACHED_LINES).contains(&lines)
+        && let Some(mut spare) = SMALL
+            .try_with(|s| s.borrow_mut()[lines - 1].pop())
+            .ok()
+            .flatten()
+        && let Some(buf) = Arc::get_mut(&mut spare)
+    {
+        buf.bytes = bytes;
+        if zeroed {
+            buf.lines.fill(Line([0; LINE]));
+        }
+        return spare;
+    }
+    Arc::new(Buffer::new(bytes, zeroed))
+}
+
+/// Lets go of an array's storage: unshared small storage is kept as a
+/// spare of this thread's, up to [`SMALL_CACHED_PER_SIZE`] per size.
+pub(crate) fn release(mut storage: Arc<Buffer>) {
+    let lines = storage.lines.len();
+    if (1..=SMALL_CACHED_LINES).contains(&lines) && Arc::get_mut(&mut storage).is_some() {
+        let _ = SMALL.try_with(move |s| {
+            let list = &mut s.borrow_mut()[lines - 1];
             if list.len() < SMALL_CACHED_PER_SIZE {
-                list.push(std::mem::take(buf));
-                true
-            } else {
-                false
+                list.push(storage);
             }
-        })
-        .unwrap_or(false)
+        });
+    }
 }
 
 /// What the pool holds and how it has been used.
@@ -152,14 +202,6 @@ impl Pool {
 /// A buffer of at least `lines` lines: zeros when `zeroed`, otherwise
 /// unspecified (but initialised: old data or zeros).
 pub(crate) fn take(lines: usize, zeroed: bool) -> Vec<Line> {
-    if (1..=SMALL_CACHED_LINES).contains(&lines)
-        && let Some(mut buf) = take_small(lines)
-    {
-        if zeroed {
-            buf.fill(Line([0; LINE]));
-        }
-        return buf;
-    }
     if lines * LINE < MIN_POOLED_BYTES {
         return vec![Line([0; LINE]); lines];
     }
@@ -194,13 +236,7 @@ pub(crate) fn take(lines: usize, zeroed: bool) -> Vec<Line> {
 }
 
 /// Gives a buffer back for reuse (or frees it, per the trim policy).
-pub(crate) fn give(mut buf: Vec<Line>) {
-    if (1..=SMALL_CACHED_LINES).contains(&buf.len())
-        && buf.capacity() == buf.len()
-        && give_small(&mut buf)
-    {
-        return;
-    }
+pub(crate) fn give(buf: Vec<Line>) {
     let bytes = buf.len() * LINE;
     if bytes < MIN_POOLED_BYTES || class_of(buf.len()) != buf.len() {
         return;
@@ -248,20 +284,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn small_buffers_are_reused_per_thread_and_zeroed_on_request() {
-        let mut a = take(3, false);
-        a[0].0[5] = 7;
-        let ptr = a.as_ptr();
-        give(a);
-        let b = take(3, true);
-        assert_eq!(b.as_ptr(), ptr, "the same buffer comes back");
-        assert!(b.iter().all(|l| l.0 == [0; LINE]));
-        give(b);
-        // bounded: past the per-size limit, buffers go back to the allocator
+    fn small_storage_is_reused_per_thread_and_zeroed_on_request() {
+        let mut a = shared(3 * LINE - 5, false);
+        Arc::get_mut(&mut a).unwrap().bytes_mut()[5] = 7;
+        let ptr = a.bytes().as_ptr();
+        release(a);
+        let b = shared(3 * LINE, true);
+        assert_eq!(b.bytes().as_ptr(), ptr, "the same buffer comes back");
+        assert_eq!(b.bytes().len(), 3 * LINE, "with the new length");
+        assert!(b.bytes().iter().all(|&x| x == 0));
+        // shared storage is not kept: another handle still reads it
+        let other = Arc::clone(&b);
+        release(b);
+        assert_eq!(SMALL.with(|s| s.borrow()[2].len()), 0);
+        release(other);
+        assert_eq!(SMALL.with(|s| s.borrow()[2].len()), 1);
+        // bounded: past the per-size limit, storage goes back to the allocator
         let many: Vec<_> = (0..SMALL_CACHED_PER_SIZE + 5)
-            .map(|_| take(1, false))
+            .map(|_| shared(1, false))
             .collect();
-        many.into_iter().for_each(give);
+        many.into_iter().for_each(release);
         assert_eq!(SMALL.with(|s| s.borrow()[0].len()), SMALL_CACHED_PER_SIZE);
         trim();
         assert_eq!(SMALL.with(|s| s.borrow()[0].len()), 0);

@@ -8,18 +8,36 @@ use smallvec::SmallVec;
 ///
 /// Up to four dimensions are stored inline, so shapes are copied without
 /// allocating on every eager call.
-#[derive(PartialEq, Eq, Hash, Default)]
+#[derive(Default)]
 pub struct Shape(SmallVec<[usize; 4]>);
+
+impl PartialEq for Shape {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        // An element loop, not the slice comparison's `memcmp` call: shapes
+        // are compared on every eager call.
+        self.0.len() == other.0.len() && self.0.iter().zip(&other.0).all(|(a, b)| a == b)
+    }
+}
+
+impl Eq for Shape {}
+
+impl std::hash::Hash for Shape {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.dims().hash(state);
+    }
+}
 
 impl Clone for Shape {
     #[inline]
     fn clone(&self) -> Self {
         // SmallVec's `clone` extends one element at a time; an inline shape
         // is one array copy (this is on every eager call's path).
+        // A variable-length `copy_from_slice` is a `memcpy` call; four
+        // fixed loads are not.
         let len = self.0.len();
         if len <= 4 {
-            let mut buf = [0usize; 4];
-            buf[..len].copy_from_slice(&self.0);
+            let buf: [usize; 4] = std::array::from_fn(|i| self.0.get(i).copied().unwrap_or(0));
             Shape(SmallVec::from_buf_and_len(buf, len))
         } else {
             Shape(self.0.clone())
@@ -39,16 +57,19 @@ impl Shape {
     }
 
     /// The dimensions.
+    #[inline]
     pub fn dims(&self) -> &[usize] {
         &self.0
     }
 
     /// Number of dimensions.
+    #[inline]
     pub fn ndim(&self) -> usize {
         self.0.len()
     }
 
     /// Number of elements (1 for a scalar).
+    #[inline]
     pub fn size(&self) -> usize {
         self.0.iter().product()
     }

@@ -7,7 +7,7 @@ use super::graph::Graph;
 use super::infer;
 use super::plan::{self, Loc, Plan, PlanInput, Step, ValueId};
 use crate::kernel::fused::{TileInstr, TileProgram, run_program};
-use crate::ndarray::Buffer;
+use crate::pool::Buffer;
 use crate::{
     DType, Device, EnvArguments, Error, GradArgs, KernelRegistration, NDArray, OpCall, OpReqType,
     Registry, Result, RunContext, Shape, TBlob, TBlobMut, dispatch_float,
