@@ -90,7 +90,7 @@ struct Args {
     #[arg(long, default_value_t = 0.2)]
     average_last: f64,
     /// Score the test rows as they are, without test-time augmentation
-    /// (averaging the predictions over shifted and rotated copies).
+    /// (averaging the predictions over shifted and deskewed copies).
     #[arg(long)]
     no_tta: bool,
     /// Feed pixels scaled to [0, 1] without standardising them.
