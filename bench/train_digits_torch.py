@@ -251,7 +251,7 @@ def run_simpleop(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--epochs", type=int, default=300)
+    p.add_argument("--epochs", type=int, default=600)
     p.add_argument("--batch", type=int, default=50)
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--lr", type=float, default=0.1)

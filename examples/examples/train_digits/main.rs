@@ -47,7 +47,7 @@ enum Opt {
 #[derive(Debug, Parser)]
 struct Args {
     /// Passes over the training rows.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 600)]
     epochs: usize,
     /// Rows per step.
     #[arg(long, default_value_t = 50)]

@@ -370,7 +370,7 @@ impl Default for Config {
             hidden: 256,
             batch: 50,
             lr: 0.1,
-            epochs: 300,
+            epochs: 600,
             cosine: true,
             seed: 42,
             optimizer: Optimizer::SgdMomentum,
