@@ -11,7 +11,9 @@ mod trainer;
 
 use std::path::Path;
 
-use trainer::{Affine, Augment, Config, Dataset, Optimizer, TTA_VIEWS, Trainer, load_digits};
+use trainer::{
+    Affine, Augment, Config, Dataset, Optimizer, TTA_VIEWS, Trainer, View, deskew, load_digits,
+};
 
 fn data() -> (Dataset, Dataset) {
     let all = load_digits(&Path::new(env!("CARGO_MANIFEST_DIR")).join("data/digits.csv")).unwrap();
@@ -164,6 +166,57 @@ fn shifts_move_whole_pixels() {
     assert_eq!(out, img);
 }
 
+/// The ink-weighted covariance of x and y over an 8×8 image.
+fn slant(img: &[f32]) -> f64 {
+    let m: f64 = img.iter().map(|&v| f64::from(v)).sum();
+    let at = |k: usize| ((k % 8) as f64, (k / 8) as f64);
+    let (cx, cy) = img.iter().enumerate().fold((0.0, 0.0), |(x, y), (k, &v)| {
+        (
+            x + f64::from(v) * at(k).0 / m,
+            y + f64::from(v) * at(k).1 / m,
+        )
+    });
+    img.iter()
+        .enumerate()
+        .map(|(k, &v)| f64::from(v) * (at(k).0 - cx) * (at(k).1 - cy) / m)
+        .sum()
+}
+
+#[test]
+fn deskew_straightens_a_slanted_stroke() {
+    // An upright bar has no slant and is copied as it is.
+    let mut bar = vec![0.0f32; 64];
+    for y in 1..7 {
+        bar[y * 8 + 3] = 1.0;
+    }
+    let mut out = vec![0.0f32; 64];
+    deskew(&bar, &mut out);
+    assert_eq!(out, bar);
+    // A stroke leaning right (x grows as y falls) loses most of its slant.
+    let mut leaning = vec![0.0f32; 64];
+    for y in 0..8 {
+        leaning[y * 8 + (7 - y) / 2 + 2] = 1.0;
+    }
+    deskew(&leaning, &mut out);
+    assert!(slant(&leaning) < -0.5, "{}", slant(&leaning));
+    assert!(
+        slant(&out).abs() < 0.1 * slant(&leaning).abs(),
+        "{}",
+        slant(&out)
+    );
+    // A blank image stays blank; a deskewed view then shifted is the
+    // deskewed image shifted.
+    let blank = vec![0.0f32; 64];
+    deskew(&blank, &mut out);
+    assert_eq!(out, blank);
+    let mut straight = vec![0.0f32; 64];
+    deskew(&leaning, &mut straight);
+    let mut shifted = vec![0.0f32; 64];
+    Affine::shift(1.0, 0.0).apply(&straight, &mut shifted);
+    View::deskewed(Affine::shift(1.0, 0.0)).apply(&leaning, &mut out);
+    assert_eq!(out, shifted);
+}
+
 #[test]
 fn test_time_augmentation_and_weight_averaging() {
     let config = Config {
@@ -181,7 +234,7 @@ fn test_time_augmentation_and_weight_averaging() {
             model.epoch(&train, || ()).unwrap();
         }
         let plain = model.accuracy(&test).unwrap();
-        let one_view = model.accuracy_tta(&test, &[Affine::IDENTITY]).unwrap();
+        let one_view = model.accuracy_tta(&test, &[View::IDENTITY]).unwrap();
         let probs = model.probabilities_tta(&test, &TTA_VIEWS).unwrap();
         (plain, one_view, probs)
     };

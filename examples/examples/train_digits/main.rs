@@ -8,12 +8,15 @@
 //! ±15 %, shear ±0.25, shift ±1 pixel, bilinear), pixels standardised by
 //! the training rows' statistics, dropout 0.2 on the hidden layer (a mask
 //! input), label smoothing 0.1, SGD with momentum 0.9 at a cosine-decayed
-//! learning rate from 0.1, 300 epochs of batches of 50; evaluated with the
+//! learning rate from 0.1, 600 epochs of batches of 50; evaluated with the
 //! mean of the weights over the last 20 % of epochs and test-time
-//! augmentation (softmax averaged over the test image and its one-pixel
-//! shifts, forward-only passes; `--no-tta` turns it off). It was chosen by
-//! 5-fold cross-validation over contiguous blocks of the training rows,
-//! not on the test rows.
+//! augmentation (softmax averaged over six views of each test image: as it
+//! is, its four one-pixel shifts, and deskewed; forward-only passes;
+//! `--no-tta` turns it off). It was chosen by 5-fold cross-validation over
+//! contiguous 300-row blocks of the training rows (0.981), not on the test
+//! rows. Test accuracy: 0.963 at the default seed 42, 0.957 on average
+//! over seeds 42 and 1–11 (0.949–0.963), so the 0.96 target is not met
+//! reliably; see the README.
 //!
 //! ```text
 //! cargo run --release --example train_digits [-- --epochs 30 --json]
@@ -47,7 +50,7 @@ enum Opt {
 #[derive(Debug, Parser)]
 struct Args {
     /// Passes over the training rows.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 600)]
     epochs: usize,
     /// Rows per step.
     #[arg(long, default_value_t = 50)]
@@ -90,7 +93,7 @@ struct Args {
     #[arg(long, default_value_t = 0.2)]
     average_last: f64,
     /// Score the test rows as they are, without test-time augmentation
-    /// (averaging the predictions over shifted and rotated copies).
+    /// (averaging the predictions over shifted and deskewed copies).
     #[arg(long)]
     no_tta: bool,
     /// Feed pixels scaled to [0, 1] without standardising them.

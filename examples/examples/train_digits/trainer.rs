@@ -209,38 +209,121 @@ impl Affine {
         let det = a[0] * a[3] - a[1] * a[2];
         let inv = [a[3] / det, -a[1] / det, -a[2] / det, a[0] / det];
         let centre = (SIDE as f64 - 1.0) / 2.0;
-        let pixel = |r: isize, col: isize| -> f64 {
-            if (0..SIDE as isize).contains(&r) && (0..SIDE as isize).contains(&col) {
-                f64::from(img[r as usize * SIDE + col as usize])
-            } else {
-                0.0
-            }
-        };
         for (k, o) in out.iter_mut().enumerate().take(FEATURES) {
             let u = (k % SIDE) as f64 - centre - tx;
             let v = (k / SIDE) as f64 - centre - ty;
             let sx = inv[0] * u + inv[1] * v + centre;
             let sy = inv[2] * u + inv[3] * v + centre;
-            let (x0, y0) = (sx.floor(), sy.floor());
-            let (fx, fy) = (sx - x0, sy - y0);
-            let (x0, y0) = (x0 as isize, y0 as isize);
-            let value = pixel(y0, x0) * (1.0 - fx) * (1.0 - fy)
-                + pixel(y0, x0 + 1) * fx * (1.0 - fy)
-                + pixel(y0 + 1, x0) * (1.0 - fx) * fy
-                + pixel(y0 + 1, x0 + 1) * fx * fy;
-            *o = value as f32;
+            *o = bilinear(img, sx, sy) as f32;
+        }
+    }
+}
+
+/// `img` (8×8, row-major) read at `(x, y)`, bilinearly between the four
+/// nearest pixels; outside the image reads as 0, the background.
+fn bilinear(img: &[f32], x: f64, y: f64) -> f64 {
+    let pixel = |r: isize, col: isize| -> f64 {
+        if (0..SIDE as isize).contains(&r) && (0..SIDE as isize).contains(&col) {
+            f64::from(img[r as usize * SIDE + col as usize])
+        } else {
+            0.0
+        }
+    };
+    let (x0, y0) = (x.floor(), y.floor());
+    let (fx, fy) = (x - x0, y - y0);
+    let (x0, y0) = (x0 as isize, y0 as isize);
+    pixel(y0, x0) * (1.0 - fx) * (1.0 - fy)
+        + pixel(y0, x0 + 1) * fx * (1.0 - fy)
+        + pixel(y0 + 1, x0) * (1.0 - fx) * fy
+        + pixel(y0 + 1, x0 + 1) * fx * fy
+}
+
+/// Moment-based deskewing: writes `img` (8×8, row-major) into `out` with
+/// its slant removed. With the ink's centroid `(cx, cy)`, vertical
+/// variance `var_y` and covariance `cov_xy` (pixel values as weights), the
+/// image is sheared horizontally about the centroid's row so that the
+/// covariance becomes 0: output pixel `(x, y)` reads the source at
+/// `(x + α (y − cy), y)`, `α = cov_xy / var_y`, bilinearly (outside reads
+/// as 0). A blank image, or one with no vertical extent, is copied.
+pub fn deskew(img: &[f32], out: &mut [f32]) {
+    let (mut m, mut sx, mut sy) = (0.0f64, 0.0f64, 0.0f64);
+    for (k, &v) in img.iter().enumerate().take(FEATURES) {
+        let v = f64::from(v);
+        m += v;
+        sx += v * (k % SIDE) as f64;
+        sy += v * (k / SIDE) as f64;
+    }
+    let m = m + 1e-9;
+    let (cx, cy) = (sx / m, sy / m);
+    let (mut var_y, mut cov) = (0.0f64, 0.0f64);
+    for (k, &v) in img.iter().enumerate().take(FEATURES) {
+        let (dx, dy) = ((k % SIDE) as f64 - cx, (k / SIDE) as f64 - cy);
+        var_y += f64::from(v) * dy * dy;
+        cov += f64::from(v) * dx * dy;
+    }
+    let (var_y, cov) = (var_y / m, cov / m);
+    let alpha = if var_y > 1e-6 { cov / var_y } else { 0.0 };
+    for (k, o) in out.iter_mut().enumerate().take(FEATURES) {
+        let (x, y) = ((k % SIDE) as f64, (k / SIDE) as f64);
+        *o = bilinear(img, x + alpha * (y - cy), y) as f32;
+    }
+}
+
+/// One view of a test image for test-time augmentation: the image,
+/// deskewed first if `deskew` (see [`deskew`]), then transformed by
+/// `affine`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct View {
+    /// Deskew before the transform.
+    pub deskew: bool,
+    /// The transform.
+    pub affine: Affine,
+}
+
+impl View {
+    /// The image as it is.
+    pub const IDENTITY: View = View::of(Affine::IDENTITY);
+
+    /// `affine` of the image as it is.
+    pub const fn of(affine: Affine) -> View {
+        View {
+            deskew: false,
+            affine,
+        }
+    }
+
+    /// `affine` of the deskewed image.
+    pub const fn deskewed(affine: Affine) -> View {
+        View {
+            deskew: true,
+            affine,
+        }
+    }
+
+    /// Writes this view of `img` into `out`.
+    pub fn apply(&self, img: &[f32], out: &mut [f32]) {
+        match (self.deskew, self.affine == Affine::IDENTITY) {
+            (false, true) => out.copy_from_slice(img),
+            (false, false) => self.affine.apply(img, out),
+            (true, true) => deskew(img, out),
+            (true, false) => {
+                let mut straight = [0.0f32; FEATURES];
+                deskew(img, &mut straight);
+                self.affine.apply(&straight, out);
+            }
         }
     }
 }
 
 /// The views test-time augmentation averages by default: the image as it
-/// is and shifted by one pixel left, right, up and down.
-pub const TTA_VIEWS: [Affine; 5] = [
-    Affine::IDENTITY,
-    Affine::shift(1.0, 0.0),
-    Affine::shift(-1.0, 0.0),
-    Affine::shift(0.0, 1.0),
-    Affine::shift(0.0, -1.0),
+/// is, shifted by one pixel left, right, up and down, and deskewed.
+pub const TTA_VIEWS: [View; 6] = [
+    View::of(Affine::IDENTITY),
+    View::of(Affine::shift(1.0, 0.0)),
+    View::of(Affine::shift(-1.0, 0.0)),
+    View::of(Affine::shift(0.0, 1.0)),
+    View::of(Affine::shift(0.0, -1.0)),
+    View::deskewed(Affine::IDENTITY),
 ];
 
 /// Hyper-parameters. [`Config::default`] is the recipe the example runs.
@@ -287,7 +370,7 @@ impl Default for Config {
             hidden: 256,
             batch: 50,
             lr: 0.1,
-            epochs: 300,
+            epochs: 600,
             cosine: true,
             seed: 42,
             optimizer: Optimizer::SgdMomentum,
@@ -718,14 +801,14 @@ impl Trainer {
     /// row-major), standardised like the training rows (not warped, no
     /// dropout).
     pub fn probabilities(&mut self, data: &Dataset) -> Result<Vec<f32>> {
-        self.probabilities_tta(data, &[Affine::IDENTITY])
+        self.probabilities_tta(data, &[View::IDENTITY])
     }
 
     /// Test-time augmentation: the mean of the softmax probabilities over
-    /// `views` of every row of `data` (each view is the image transformed
-    /// by one fixed [`Affine`], then standardised), one forward-only pass
-    /// of the evaluation executor per view.
-    pub fn probabilities_tta(&mut self, data: &Dataset, views: &[Affine]) -> Result<Vec<f32>> {
+    /// `views` of every row of `data` (each view is the image, perhaps
+    /// deskewed, transformed by one fixed [`Affine`], then standardised),
+    /// one forward-only pass of the evaluation executor per view.
+    pub fn probabilities_tta(&mut self, data: &Dataset, views: &[View]) -> Result<Vec<f32>> {
         let n = data.len();
         if n == 0 || views.is_empty() {
             return Err(Error::invalid(
@@ -764,16 +847,12 @@ impl Trainer {
         let mut mean = vec![0.0f32; n * CLASSES];
         let mut x = vec![0.0f32; data.x.len()];
         for view in views {
-            if *view == Affine::IDENTITY {
-                x.copy_from_slice(&data.x);
-            } else {
-                for (img, out) in data
-                    .x
-                    .chunks_exact(FEATURES)
-                    .zip(x.chunks_exact_mut(FEATURES))
-                {
-                    view.apply(img, out);
-                }
+            for (img, out) in data
+                .x
+                .chunks_exact(FEATURES)
+                .zip(x.chunks_exact_mut(FEATURES))
+            {
+                view.apply(img, out);
             }
             standardizer.apply(&mut x);
             exe.set_arg("x", &NDArray::from_vec(x.clone(), [n, FEATURES])?)?;
@@ -801,7 +880,7 @@ impl Trainer {
     }
 
     /// [`Trainer::accuracy`] with test-time augmentation over `views`.
-    pub fn accuracy_tta(&mut self, data: &Dataset, views: &[Affine]) -> Result<f64> {
+    pub fn accuracy_tta(&mut self, data: &Dataset, views: &[View]) -> Result<f64> {
         let probs = self.probabilities_tta(data, views)?;
         Ok(accuracy(&probs, &data.y))
     }
