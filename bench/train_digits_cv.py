@@ -22,7 +22,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_digits_torch import TTA_SHIFTS, deskew, load, shift_images, warp_epoch  # noqa: E402
+from train_digits_torch import (  # noqa: E402
+    TTA_SHIFTS, add_recipe_args, deskew, load, make_model, shift_images, warp_epoch)
 
 # Evaluation: which views' softmax probabilities are averaged.
 EVALS = {
@@ -40,13 +41,7 @@ def train(args, xtr, ytr, xev, seed):
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     mean, sd = xtr.mean(0), xtr.std(0) + 0.1
-    model = torch.nn.Sequential(
-        torch.nn.Linear(64, args.hidden), torch.nn.Softplus(),
-        torch.nn.Dropout(args.dropout), torch.nn.Linear(args.hidden, 10))
-    with torch.no_grad():
-        for layer in (model[0], model[3]):
-            layer.weight.normal_(0.0, (1.0 / layer.in_features) ** 0.5)
-            layer.bias.zero_()
+    model = make_model(args)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
     n = len(ytr)
@@ -94,18 +89,7 @@ def main():
     import torch
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--epochs", type=int, default=600)
-    p.add_argument("--batch", type=int, default=50)
-    p.add_argument("--hidden", type=int, default=256)
-    p.add_argument("--lr", type=float, default=0.1)
-    p.add_argument("--dropout", type=float, default=0.2)
-    p.add_argument("--label-smoothing", type=float, default=0.1)
-    p.add_argument("--augment-prob", type=float, default=0.5)
-    p.add_argument("--rotate", type=float, default=15.0)
-    p.add_argument("--scale", type=float, default=0.15)
-    p.add_argument("--shear", type=float, default=0.25)
-    p.add_argument("--translate", type=float, default=1.0)
-    p.add_argument("--average-last", type=float, default=0.2)
+    add_recipe_args(p)
     p.add_argument("--seeds", default="1,2")
     args = p.parse_args()
     torch.set_num_threads(1)

@@ -51,6 +51,27 @@ def load():
     return x[:TRAIN_ROWS], y[:TRAIN_ROWS], x[TRAIN_ROWS:], y[TRAIN_ROWS:]
 
 
+def bilinear(img, sx, sy):
+    """Images img (n x 8 x 8) read bilinearly at source coordinates (sx, sy)
+    (n x 8 x 8 each), zero outside: the Rust example's bilinear read.
+    Returns n x 64 float32 rows."""
+    import numpy as np
+
+    n = img.shape[0]
+    x0, y0 = np.floor(sx).astype(int), np.floor(sy).astype(int)
+    fx, fy = sx - x0, sy - y0
+    pad = np.zeros((n, 10, 10), np.float64)
+    pad[:, 1:9, 1:9] = img
+    rows = np.arange(n)[:, None, None]
+
+    def at(yi, xi):
+        return pad[rows, np.clip(yi + 1, 0, 9), np.clip(xi + 1, 0, 9)]
+
+    out = (at(y0, x0) * (1 - fx) * (1 - fy) + at(y0, x0 + 1) * fx * (1 - fy)
+           + at(y0 + 1, x0) * (1 - fx) * fy + at(y0 + 1, x0 + 1) * fx * fy)
+    return out.reshape(n, 64).astype(np.float32)
+
+
 def warp_epoch(x, rng, args):
     """Each row of x (n x 64, 8x8 images) warped with probability
     args.augment_prob: x' = A^-1 (p - c - t) + c sampled bilinearly, with
@@ -73,18 +94,7 @@ def warp_epoch(x, rng, args):
     v = yy[None] - 3.5 - ty[:, None, None]
     sx = i00 * u + i01 * v + 3.5
     sy = i10 * u + i11 * v + 3.5
-    x0, y0 = np.floor(sx).astype(int), np.floor(sy).astype(int)
-    fx, fy = sx - x0, sy - y0
-    pad = np.zeros((n, 10, 10), np.float64)
-    pad[:, 1:9, 1:9] = img
-    rows = np.arange(n)[:, None, None]
-
-    def at(yi, xi):
-        return pad[rows, np.clip(yi + 1, 0, 9), np.clip(xi + 1, 0, 9)]
-
-    out = (at(y0, x0) * (1 - fx) * (1 - fy) + at(y0, x0 + 1) * fx * (1 - fy)
-           + at(y0 + 1, x0) * (1 - fx) * fy + at(y0 + 1, x0 + 1) * fx * fy)
-    out = out.reshape(n, 64).astype(np.float32)
+    out = bilinear(img, sx, sy)
     keep = rng.uniform(size=n) >= args.augment_prob
     out[keep] = x[keep]
     return out
@@ -123,21 +133,44 @@ def deskew(x):
     a = np.where(var_y > 1e-6, cov / np.maximum(var_y, 1e-6), 0.0)[:, None, None]
     sx = xx[None] + a * dy
     sy = np.broadcast_to(yy[None], (n, 8, 8))
-    x0, y0 = np.floor(sx).astype(int), np.floor(sy).astype(int)
-    fx, fy = sx - x0, sy - y0
-    pad = np.zeros((n, 10, 10), np.float64)
-    pad[:, 1:9, 1:9] = img
-    rows = np.arange(n)[:, None, None]
-
-    def at(yi, xi):
-        return pad[rows, np.clip(yi + 1, 0, 9), np.clip(xi + 1, 0, 9)]
-
-    out = (at(y0, x0) * (1 - fx) * (1 - fy) + at(y0, x0 + 1) * fx * (1 - fy)
-           + at(y0 + 1, x0) * (1 - fx) * fy + at(y0 + 1, x0 + 1) * fx * fy)
-    return out.reshape(n, 64).astype(np.float32)
+    return bilinear(img, sx, sy)
 
 
 TTA_SHIFTS = [(0, 0), (1, 0), (-1, 0), (0, 1), (0, -1)]
+
+
+def make_model(args):
+    """64 -> hidden -> softplus -> dropout -> 10, weights N(0, 1/fan_in),
+    zero biases (draws from torch's global generator)."""
+    import torch
+
+    model = torch.nn.Sequential(
+        torch.nn.Linear(64, args.hidden),
+        torch.nn.Softplus(),
+        torch.nn.Dropout(args.dropout),
+        torch.nn.Linear(args.hidden, 10),
+    )
+    with torch.no_grad():
+        for layer in (model[0], model[3]):
+            layer.weight.normal_(0.0, (1.0 / layer.in_features) ** 0.5)
+            layer.bias.zero_()
+    return model
+
+
+def add_recipe_args(p):
+    """The recipe's options, shared with train_digits_cv.py."""
+    p.add_argument("--epochs", type=int, default=600)
+    p.add_argument("--batch", type=int, default=50)
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--dropout", type=float, default=0.2)
+    p.add_argument("--label-smoothing", type=float, default=0.1)
+    p.add_argument("--augment-prob", type=float, default=0.5)
+    p.add_argument("--rotate", type=float, default=15.0)
+    p.add_argument("--scale", type=float, default=0.15)
+    p.add_argument("--shear", type=float, default=0.25)
+    p.add_argument("--translate", type=float, default=1.0)
+    p.add_argument("--average-last", type=float, default=0.2)
 
 
 def train_torch(args):
@@ -163,16 +196,7 @@ def train_torch(args):
     plain_view = views[0]
     yte = torch.from_numpy(yte)
 
-    model = torch.nn.Sequential(
-        torch.nn.Linear(64, args.hidden),
-        torch.nn.Softplus(),
-        torch.nn.Dropout(args.dropout),
-        torch.nn.Linear(args.hidden, 10),
-    )
-    with torch.no_grad():
-        for layer in (model[0], model[3]):
-            layer.weight.normal_(0.0, (1.0 / layer.in_features) ** 0.5)
-            layer.bias.zero_()
+    model = make_model(args)
     if args.optimizer == "sgd":
         opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     else:
@@ -251,21 +275,10 @@ def run_simpleop(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--epochs", type=int, default=600)
-    p.add_argument("--batch", type=int, default=50)
-    p.add_argument("--hidden", type=int, default=256)
-    p.add_argument("--lr", type=float, default=0.1)
+    add_recipe_args(p)
     p.add_argument("--constant-lr", action="store_true")
-    p.add_argument("--dropout", type=float, default=0.2)
-    p.add_argument("--label-smoothing", type=float, default=0.1)
-    p.add_argument("--augment-prob", type=float, default=0.5)
-    p.add_argument("--rotate", type=float, default=15.0)
-    p.add_argument("--scale", type=float, default=0.15)
-    p.add_argument("--shear", type=float, default=0.25)
-    p.add_argument("--translate", type=float, default=1.0)
     p.add_argument("--no-augment", action="store_true")
     p.add_argument("--no-standardize", action="store_true")
-    p.add_argument("--average-last", type=float, default=0.2)
     p.add_argument("--no-tta", action="store_true")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd")
