@@ -16,7 +16,7 @@ use std::ops::Range;
 use std::sync::Mutex;
 
 use super::{DisjointMut, Src, TILE, TileFns, alias_of, for_each_chunk, source_for, store};
-use crate::kernel::simd::TileIo;
+use crate::kernel::simd::{TileIo, prefetch};
 use crate::{
     EnvArguments, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, dispatch_float,
 };
@@ -308,26 +308,6 @@ fn direct_slots<S: TileIo>(prog: &TileProgram<'_>, n_inputs: usize) -> Vec<Optio
     direct
 }
 
-/// Asks for `data` to be brought into cache while the current tile
-/// computes: a fused tile spends long enough in its kernels that the
-/// hardware prefetcher, which stops at page boundaries, falls behind.
-#[inline]
-fn prefetch<T>(data: &[T]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let bytes = std::mem::size_of_val(data);
-        let base = data.as_ptr().cast::<i8>();
-        for off in (0..bytes).step_by(64) {
-            // SAFETY: `base + off` lies inside `data`; a prefetch never
-            // faults and has no effect on program state.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(base.add(off)) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = data;
-}
-
 fn run_range<S>(
     prog: &TileProgram<'_>,
     srcs: &[Src<'_, S>],
@@ -357,6 +337,8 @@ where
         let next = (start + len)..(start + 2 * len).min(range.end);
         for ((src, slot), e) in srcs.iter().zip(slots.iter_mut()).zip(ext.iter_mut()) {
             if let Src::Contig(data) = src {
+                // a fused tile computes long enough for the hardware
+                // prefetcher to fall behind
                 prefetch(&data[next.clone()]);
             }
             *e = match src {
