@@ -260,6 +260,37 @@ fn gradient_chains_fuse_and_match_unfused() {
 }
 
 #[test]
+fn gradient_chains_are_listed_and_drawn() {
+    simpleop_ops::link();
+    let x = Symbol::var("x");
+    let a = op("exp", "a", &[&x]);
+    let b = op("relu", "b", &[&a]);
+    let c = op("tanh", "c", &[&b]);
+    let shapes: &[(&str, &[usize])] = &[("x", &[4, 5])];
+    let exe = bind(&c, shapes, DType::F32, true, true);
+    let back: Vec<Vec<String>> = exe
+        .backward_fusion_groups()
+        .iter()
+        .map(|g| g.nodes.iter().map(|(n, _)| n.clone()).collect())
+        .collect();
+    // the gradient runs from the output back to the input
+    assert_eq!(back, [names(&["c", "b", "a"])]);
+    let dot = exe.to_dot();
+    assert!(dot.contains("subgraph cluster_backward_0"), "{dot}");
+    assert!(dot.contains("b0_0 [label=\"dc\""), "{dot}");
+    assert!(dot.contains("b0_1 -> b0_2;"), "{dot}");
+    // inference-only executors and fusion off have none
+    assert!(
+        bind(&c, shapes, DType::F32, true, false)
+            .backward_fusion_groups()
+            .is_empty()
+    );
+    let off = bind(&c, shapes, DType::F32, false, true);
+    assert!(off.backward_fusion_groups().is_empty());
+    assert!(!off.to_dot().contains("cluster"));
+}
+
+#[test]
 fn the_benchmark_graphs_fuse_whole_and_compute_what_they_claim() {
     simpleop_ops::link();
     let x = NDArray::random_uniform([5000], -3.0, 3.0, DType::F32, 11).unwrap();

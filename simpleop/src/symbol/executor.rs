@@ -129,6 +129,7 @@ pub struct Executor {
     /// `Some(is_train)` of the last forward.
     last_forward: Option<bool>,
     fusion_groups: Vec<FusionGroup>,
+    backward_fusion_groups: Vec<FusionGroup>,
     dot_groups: Vec<(Vec<usize>, &'static str)>,
 }
 
@@ -292,6 +293,10 @@ impl Executor {
             .collect();
         let envs = graph.nodes.iter().map(|n| n.env.clone()).collect();
         let fusion_groups = grouping.describe(&graph);
+        let backward_fusion_groups = training
+            .as_ref()
+            .map(|t| fuse::describe_backward(&graph, t))
+            .unwrap_or_default();
         let dot_groups = grouping
             .groups
             .iter()
@@ -300,6 +305,7 @@ impl Executor {
             .collect();
         Ok(Executor {
             fusion_groups,
+            backward_fusion_groups,
             dot_groups,
             arg_names,
             args: bound_args,
@@ -399,10 +405,17 @@ impl Executor {
 
     /// The fusion groups of the forward graph (groups of two or more
     /// nodes; empty when fusion is off). A group's elementwise members run
-    /// as one tile loop; gradient chains are fused as well but are not
-    /// listed (see [`MemoryStats::fused_values`]).
+    /// as one tile loop.
     pub fn fusion_groups(&self) -> &[FusionGroup] {
         &self.fusion_groups
+    }
+
+    /// The fused gradient chains of `backward()`: each group's gradient
+    /// steps run as one tile loop, in the listed order (output side
+    /// first). Members are named by their forward nodes. Empty when fusion
+    /// is off or no argument asks for a gradient.
+    pub fn backward_fusion_groups(&self) -> &[FusionGroup] {
+        &self.backward_fusion_groups
     }
 
     /// The memory plan of `forward(false)`.
@@ -421,6 +434,7 @@ impl Executor {
                 dtypes: &self.dtypes,
                 plan,
                 groups: &self.dot_groups,
+                backward_groups: &self.backward_fusion_groups,
             }),
         )
     }

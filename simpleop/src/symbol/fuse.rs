@@ -614,6 +614,26 @@ pub(crate) fn rewrite(
     fused_away
 }
 
+/// The fused gradient chains of a training plan, as the API reports them.
+pub(crate) fn describe_backward(g: &Graph, plan: &Plan) -> Vec<FusionGroup> {
+    plan.steps[plan.backward_start.min(plan.steps.len())..]
+        .iter()
+        .filter_map(|st| match st {
+            Step::Fused(f) if f.instrs.iter().any(|i| matches!(i, Instr::Backward { .. })) => {
+                Some(FusionGroup {
+                    pattern: Pattern::Elementwise,
+                    nodes: f
+                        .nodes
+                        .iter()
+                        .map(|&n| (g.nodes[n].name.clone(), Pattern::Elementwise))
+                        .collect(),
+                })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 fn grads_of(st: &Step) -> Vec<(ValueId, OpReqType)> {
     match st {
         Step::Backward { grads, .. } => grads.iter().flatten().copied().collect(),
