@@ -11,7 +11,8 @@ use smallvec::SmallVec;
 
 use crate::{
     Attrs, EnvArguments, Error, GradArgs, NDArray, OpCall, OpDef, OpForm, OpReqType, RegisteredOp,
-    Registry, Result, RunContext, Shape, TBlob, TBlobMut, op::check_blob,
+    Registry, Result, RunContext, Shape, TBlob, TBlobMut,
+    op::{DTypeFn, ShapeFn, check_blob},
 };
 
 /// Looks an op up in the global registry.
@@ -119,6 +120,20 @@ pub fn invoke_inplace(
 /// Output shape and dtype of `op` on `inputs`.
 pub fn infer(op: &OpDef, inputs: &[&NDArray], env: &EnvArguments) -> Result<(Shape, crate::DType)> {
     op.check_arity(inputs.len())?;
+    // The default rules (one shape, one float dtype) answered inline when
+    // the inputs agree: a fifth of a tiny call went to the general
+    // functions. Anything else, errors included, takes them.
+    let default_rules = std::ptr::fn_addr_eq(op.infer_shape, crate::op::same_shape as ShapeFn)
+        && std::ptr::fn_addr_eq(op.infer_dtype, crate::op::same_float_dtype as DTypeFn);
+    if default_rules
+        && let [a, rest @ ..] = inputs
+        && a.dtype().is_float()
+        && rest
+            .iter()
+            .all(|b| b.dtype() == a.dtype() && b.shape() == a.shape())
+    {
+        return Ok((a.shape().clone(), a.dtype()));
+    }
     // Fixed arrays for the common arities: building and moving a SmallVec
     // of shapes was a tenth of a tiny call.
     match inputs {
