@@ -13,6 +13,9 @@
 //! * `<op>/f32/scalar-isa`: the same kernel compiled without SIMD
 //!   (`simd::Isa::Scalar`), against the vectorised row: what vectorising
 //!   the author's scalar code buys (`smooth_l1` has a branch).
+//! * `<op>/f32/no-prefetch` (relu, exp, tanh): software prefetching of
+//!   the next block off ([`simd::set_prefetch`]), against the `out=` row:
+//!   what asking for memory ahead buys.
 //! * `chain6/eager`: six elementwise ops one after another, against one
 //!   `elemwise_add`.
 //! * `chain6/fused`: the same chain as a graph with fusion on (one pass:
@@ -233,6 +236,16 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
             Ok(())
         })?;
         report(&b);
+        if op == "relu" || op == "exp" || op == "tanh" {
+            let before = simd::prefetch_enabled();
+            simd::set_prefetch(false);
+            let r = b.time(&format!("{op}/f32/no-prefetch"), Some(&out_row), || {
+                eager::invoke_into_by_name(op, &[input], &attrs, &mut out, OpReqType::WriteTo)
+            });
+            simd::set_prefetch(before);
+            r?;
+            report(&b);
+        }
         if op == "relu" || op == "smooth_l1" {
             let before = simd::active();
             simd::set_active(Isa::Scalar)?;

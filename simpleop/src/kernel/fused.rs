@@ -232,6 +232,7 @@ where
             Outs {
                 tiles: &mut [],
                 direct: &[],
+                ahead: &[],
             },
         )?;
     }
@@ -267,6 +268,11 @@ where
 struct Outs<'a, 'b, S> {
     tiles: &'a mut [&'b mut [S]],
     direct: &'a [Option<usize>],
+    /// The next tile of each contiguous input, asked for in slices spread
+    /// over the instructions, so that memory streams while the ops
+    /// compute: asked for all at once, the requests queue behind each
+    /// other and stall the tile's first op.
+    ahead: &'a [&'b [S]],
 }
 
 fn direct_slots<S: TileIo>(prog: &TileProgram<'_>, n_inputs: usize) -> Vec<Option<usize>> {
@@ -327,6 +333,7 @@ where
     let mut tiles: Vec<&mut [S]> = Vec::with_capacity(dsts.len());
     // Inputs already in the compute type are read where they lie.
     let mut ext: Vec<Option<&[S::Compute]>> = vec![None; srcs.len()];
+    let mut ahead: Vec<&[S]> = Vec::with_capacity(srcs.len());
     while start < range.end {
         let len = TILE.min(range.end - start);
         tiles.clear();
@@ -335,11 +342,10 @@ where
         // other (checked in `run_program`).
         tiles.extend(dsts.iter().map(|d| unsafe { d.range(start..start + len) }));
         let next = (start + len)..(start + 2 * len).min(range.end);
+        ahead.clear();
         for ((src, slot), e) in srcs.iter().zip(slots.iter_mut()).zip(ext.iter_mut()) {
             if let Src::Contig(data) = src {
-                // a fused tile computes long enough for the hardware
-                // prefetcher to fall behind
-                prefetch(&data[next.clone()]);
+                ahead.push(&data[next.clone()]);
             }
             *e = match src {
                 Src::Contig(data) => S::as_compute(&data[start..start + len]),
@@ -359,6 +365,7 @@ where
             Outs {
                 tiles: &mut tiles,
                 direct,
+                ahead: &ahead,
             },
         )?;
         start += len;
@@ -400,8 +407,32 @@ where
             }
         }
     }
-    let Outs { tiles, direct } = outs;
+    let Outs {
+        tiles,
+        direct,
+        ahead,
+    } = outs;
+    let steps = prog
+        .instrs
+        .iter()
+        .filter(|i| !matches!(i, TileInstr::Store { .. }))
+        .count()
+        .max(1);
+    let mut step = 0;
     for instr in &prog.instrs {
+        if !matches!(instr, TileInstr::Store { .. }) {
+            for a in ahead {
+                let part = a.len().div_ceil(steps);
+                let from = (step * part).min(a.len());
+                let to = if step + 1 == steps {
+                    a.len()
+                } else {
+                    (from + part).min(a.len())
+                };
+                prefetch(&a[from..to]);
+            }
+            step += 1;
+        }
         match instr {
             TileInstr::Forward {
                 fns,

@@ -205,9 +205,36 @@ const BLOCK: usize = 256;
 /// without prefetching.
 const PREFETCH_MIN: usize = 64 * 1024;
 
-/// Asks for `data` to be brought into L1 ahead of use.
+/// 0 = not read yet, 1 = off, 2 = on.
+static PREFETCH: AtomicU8 = AtomicU8::new(0);
+
+/// Whether long loops ask for their next block ahead (on unless
+/// `SIMPLEOP_PREFETCH=0` at the first use, or [`set_prefetch`]).
+#[inline]
+pub fn prefetch_enabled() -> bool {
+    match PREFETCH.load(Ordering::Relaxed) {
+        0 => {
+            let on = std::env::var("SIMPLEOP_PREFETCH").map_or(true, |v| v.trim() != "0");
+            PREFETCH.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+            on
+        }
+        v => v == 2,
+    }
+}
+
+/// Turns software prefetching of the next block on or off for later
+/// loops, which is how the benchmark shows what it buys.
+pub fn set_prefetch(on: bool) {
+    PREFETCH.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+}
+
+/// Asks for `data` to be brought into L1 ahead of use (nothing when
+/// prefetching is off).
 #[inline(always)]
 pub(crate) fn prefetch<T>(data: &[T]) {
+    if !prefetch_enabled() {
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
