@@ -32,13 +32,13 @@
 //! patterns per sign in the range given in brackets.
 //!
 //! The bounds hold for both forms: the [`fma`] forms were also checked
-//! exhaustively (same inputs, same maxima; for `fma::sigmoid` 2.4e5 inputs
-//! reach 2 ULP), and the unit tests sweep both.  `tanh` was checked in the
-//! AVX-512 loop that LLVM vectorises it into (all 2^32 inputs, both forms),
-//! which also confirmed that its results never leave \[-1, 1\], are
-//! exactly ±1 wherever the correctly rounded value is, and that it is odd
+//! exhaustively (same inputs, same maxima), and the unit tests sweep both.
+//! `tanh` and `sigmoid` were checked in the AVX-512 loop that LLVM
+//! vectorises them into (all 2^32 inputs, both forms), which also confirmed
+//! that their results never leave \[-1, 1\] and \[0, 1\], are exactly ±1,
+//! 1 or 0 wherever the correctly rounded value is, and that `tanh` is odd
 //! bit for bit (signed zeros included); the two forms differ by at most
-//! 2 ULP from each other.
+//! 2 ULP (`tanh`) and 4 ULP (`sigmoid`) from each other.
 //!
 //! | function  | max ULP | checked over |
 //! |-----------|---------|--------------|
@@ -49,7 +49,7 @@
 //! | `log2`    | 1 | exhaustive; tests + \[0.5, 2\] |
 //! | `log10`   | 1 | exhaustive; tests + \[0.5, 2\] |
 //! | `tanh`    | 3 | exhaustive (10 inputs reach 3 in the `fma` form, 50 in the plain one, all with 0.0309 <= \|x\| < 0.0626; 1.4e6 reach 2); tests + \[0, 2\] + \[8, 10\] (saturation) |
-//! | `sigmoid` | 2 | exhaustive (about 2.5e5 inputs reach 2); tests + \[0, 20\] |
+//! | `sigmoid` | 2 | exhaustive (about 4.8e6 inputs reach 2); tests + \[0, 20\] + \[80, 104\] (subnormal results) |
 //! | `erf`     | 1 | exhaustive (subnormals included); tests + \[0, 4\] |
 //! | `sin`     | 1 | exhaustive over \|x\| <= 2^24; tests: every 293rd pattern of \|x\| <= 2^24, + \[0, 8\], + the f32 nearest k·π/2 and its two neighbours for 0 < k < 2^20 |
 //! | `cos`     | 1 | same as `sin` |
@@ -377,13 +377,20 @@ fn tanh_g<const FMA: bool>(x: f32) -> f32 {
 
 /// Logistic sigmoid 1/(1 + e^-x).
 ///
-/// With e = e^{-|x|}: 1/(1+e) for x >= 0 and e/(1+e) for x < 0, so it is
-/// accurate (relative error) for large negative x too.
+/// Computed as 2^-64 / (2^-64 + e^-x 2^-64) on x clamped to \[-104, 40\]
+/// (beyond which it rounds to 0 or 1): e^-x 2^-64 = p 2^(n-64) is a normal
+/// number over the whole range, so one `pow2i` scales it, and the quotient
+/// is rounded once, also where it is subnormal (x < -87.3).  The relative
+/// error of e^-x carries over unamplified for x < 0 and halved for x >= 0,
+/// so large negative x keeps full relative accuracy.
 #[inline(always)]
 fn sigmoid_g<const FMA: bool>(x: f32) -> f32 {
-    let e = exp_g::<FMA>(-x.abs());
-    let d = 1.0 + e;
-    if x >= 0.0 { 1.0 / d } else { e / d }
+    const TWO_M64: f32 = 1.0 / 18_446_744_073_709_551_616.0; // 2^-64, exact
+    let xc = x.clamp(-104.0, 40.0); // NaN passes through
+    let (nf, n) = round_int_mul::<FMA>(xc, -LOG2_E);
+    let r = madd::<FMA>(-nf, LN2_LO, madd::<FMA>(-nf, LN2_HI, -xc));
+    let p = 1.0 + madd::<FMA>(r * r, poly::<FMA, 5>(r, &EXP_P), r);
+    TWO_M64 / madd::<FMA>(p, pow2i(n.wrapping_sub(64)), TWO_M64)
 }
 
 /// Error function.
@@ -804,12 +811,19 @@ mod tests {
     #[test]
     fn ulp_sigmoid() {
         for (name, f) in both_forms!(sigmoid) {
-            let m = max_ulp(name, f, sigmoid_ref, sweep_all()).max(max_ulp(
-                name,
-                f,
-                sigmoid_ref,
-                sweep_range(0.0, 20.0, 1 << 20),
-            ));
+            let m = max_ulp(name, f, sigmoid_ref, sweep_all())
+                .max(max_ulp(
+                    name,
+                    f,
+                    sigmoid_ref,
+                    sweep_range(0.0, 20.0, 1 << 20),
+                ))
+                .max(max_ulp(
+                    name,
+                    f,
+                    sigmoid_ref,
+                    sweep_range(80.0, 104.0, 1 << 19),
+                ));
             assert!(m <= 2, "{name} {m}");
         }
     }
@@ -1040,6 +1054,11 @@ mod tests {
             ("sigmoid", sigmoid, inf, 1.0),
             ("sigmoid", sigmoid, -inf, 0.0),
             ("sigmoid", sigmoid, 0.0, 0.5),
+            ("sigmoid", sigmoid, -0.0, 0.5),
+            ("sigmoid", sigmoid, 40.0, 1.0),
+            ("sigmoid", sigmoid, 17.5, 1.0),
+            ("sigmoid", sigmoid, -104.0, 0.0),
+            ("sigmoid", sigmoid, f32::MIN, 0.0),
             ("erf", erf, nan, nan),
             ("erf", erf, inf, 1.0),
             ("erf", erf, -inf, -1.0),
@@ -1071,8 +1090,18 @@ mod tests {
         let big = 88.72f32;
         assert!(ulp_dist(exp(big), f64::from(big).exp()) <= 1);
         assert!(exp(big).is_finite());
-        // sigmoid of large negative x stays relatively accurate
+        // sigmoid of large negative x stays relatively accurate, and its
+        // subnormal results are rounded once
         assert_eq!(ulp_dist(sigmoid(-80.0), sigmoid_ref(-80.0)), 0);
+        for x in [-20.0f32, -88.0, -100.0, -103.0] {
+            for f in [sigmoid, fma::sigmoid] {
+                assert!(
+                    ulp_dist(f(x), sigmoid_ref(f64::from(x))) <= 1,
+                    "sigmoid({x})"
+                );
+            }
+        }
+        assert!(sigmoid(-100.0) > 0.0 && sigmoid(-100.0) < f32::MIN_POSITIVE);
         // out-of-range trig stays finite and bounded
         for x in [1e10f32, -3.3e20, f32::MAX, f32::MIN] {
             assert!(sin(x).abs() <= 1.0 && cos(x).abs() <= 1.0, "{x}");
