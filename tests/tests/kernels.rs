@@ -62,8 +62,11 @@ fn every_isa_agrees_with_the_scalar_build() {
             let got: Vec<_> = ops.iter().map(|(op, a, _)| run(op, &x, a)).collect();
             for (((op, _, math), g), s) in ops.iter().zip(&got).zip(&scalar) {
                 if *math && dtype != DType::F64 {
-                    // Each form is within 2 ULP of the true value (f32), so
-                    // they are at most 4 apart; a half type rounds both.
+                    // The plain and fused forms are at most 4 ULP apart
+                    // (f32): exp and erf are each within 1 ULP of the true
+                    // value, and the forms of tanh and sigmoid were measured
+                    // at most 2 and 4 apart over all f32 inputs; a half type
+                    // rounds both.
                     let bound = if dtype == DType::F32 { 4 } else { 1 };
                     for (a, b) in g.to_f64_vec().iter().zip(s.to_f64_vec()) {
                         let d = ulps(dtype, *a, b);
@@ -128,17 +131,18 @@ fn f32_ops_use_the_accurate_vector_math() {
     // tanh near 0 is where `1 - 2/(e^2x + 1)` would lose ~35 ULP.
     let xs: Vec<f32> = (1..2000).map(|i| i as f32 * 1e-4).collect();
     let x = NDArray::from_vec(xs.clone(), [xs.len()]).unwrap();
-    for (op, f) in [
-        ("tanh", f64::tanh as fn(f64) -> f64),
-        ("exp", f64::exp),
-        ("log", f64::ln),
-        ("sigmoid", |v: f64| 1.0 / (1.0 + (-v).exp())),
+    // (op, reference, documented max ULP of `vmath`)
+    for (op, f, bound) in [
+        ("tanh", f64::tanh as fn(f64) -> f64, 3),
+        ("exp", f64::exp, 2),
+        ("log", f64::ln, 2),
+        ("sigmoid", |v: f64| 1.0 / (1.0 + (-v).exp()), 2),
     ] {
         let got = run(op, &x, &Attrs::new()).to_vec::<f32>().unwrap();
         for (v, g) in xs.iter().zip(got) {
             let want = f(*v as f64) as f32;
             let ulps = (g.to_bits() as i64 - want.to_bits() as i64).abs();
-            assert!(ulps <= 2, "{op}({v}) = {g}, want {want}: {ulps} ULP");
+            assert!(ulps <= bound, "{op}({v}) = {g}, want {want}: {ulps} ULP");
         }
     }
 }
