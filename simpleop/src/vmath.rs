@@ -221,8 +221,9 @@ fn round_int_mul<const FMA: bool>(a: f32, b: f32) -> (f32, i32) {
 #[inline(always)]
 fn exp_reduce<const FMA: bool>(x: f32) -> (f32, i32) {
     let (nf, n) = round_int(x * LOG2_E);
-    // nf * LN2_HI is exact, so fusing the first step changes nothing
-    (madd::<FMA>(-nf, LN2_LO, x - nf * LN2_HI), n)
+    // nf * LN2_HI is exact, so fusing the first step gives the same bits
+    // in one operation fewer
+    (madd::<FMA>(-nf, LN2_LO, madd::<FMA>(-nf, LN2_HI, x)), n)
 }
 
 /// e^x.
