@@ -18,8 +18,6 @@ pub(crate) struct Planned<'a> {
     pub(crate) plan: &'a Plan,
     /// Fusion groups (node indices) and their pattern names.
     pub(crate) groups: &'a [(Vec<usize>, &'static str)],
-    /// Fused gradient chains, members named by their forward nodes.
-    pub(crate) backward_groups: &'a [super::FusionGroup],
 }
 
 fn escape(s: &str) -> String {
@@ -102,26 +100,24 @@ pub(crate) fn write(g: &Graph, planned: Option<Planned<'_>>) -> String {
     // Fused gradient chains: one cluster each, the gradient steps in the
     // order they run, each linked to its forward node.
     if let Some(p) = &planned {
-        for (i, group) in p.backward_groups.iter().enumerate() {
+        for (i, chain) in super::fuse::backward_chains(p.plan).enumerate() {
             let _ = writeln!(
                 out,
                 "  subgraph cluster_backward_{i} {{\n    label=\"fused backward group {i}\";\n    style=dotted;"
             );
-            for (k, (name, _)) in group.nodes.iter().enumerate() {
+            for (k, &n) in chain.iter().enumerate() {
                 let _ = writeln!(
                     out,
                     "    b{i}_{k} [label=\"d{}\", shape=box, style=rounded];",
-                    escape(name)
+                    escape(&g.nodes[n].name)
                 );
             }
             out.push_str("  }\n");
-            for (k, (name, _)) in group.nodes.iter().enumerate() {
+            for (k, &n) in chain.iter().enumerate() {
                 if k > 0 {
                     let _ = writeln!(out, "  b{i}_{} -> b{i}_{k};", k - 1);
                 }
-                if let Some(n) = g.nodes.iter().position(|nd| &nd.name == name) {
-                    let _ = writeln!(out, "  n{n} -> b{i}_{k} [style=dotted, arrowhead=none];");
-                }
+                let _ = writeln!(out, "  n{n} -> b{i}_{k} [style=dotted, arrowhead=none];");
             }
         }
     }

@@ -434,7 +434,6 @@ impl Executor {
                 dtypes: &self.dtypes,
                 plan,
                 groups: &self.dot_groups,
-                backward_groups: &self.backward_fusion_groups,
             }),
         )
     }

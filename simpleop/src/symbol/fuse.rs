@@ -614,22 +614,28 @@ pub(crate) fn rewrite(
     fused_away
 }
 
-/// The fused gradient chains of a training plan, as the API reports them.
-pub(crate) fn describe_backward(g: &Graph, plan: &Plan) -> Vec<FusionGroup> {
+/// The members (forward node indices, in the order they run) of each fused
+/// gradient chain of a training plan.
+pub(crate) fn backward_chains(plan: &Plan) -> impl Iterator<Item = &[usize]> {
     plan.steps[plan.backward_start.min(plan.steps.len())..]
         .iter()
         .filter_map(|st| match st {
             Step::Fused(f) if f.instrs.iter().any(|i| matches!(i, Instr::Backward { .. })) => {
-                Some(FusionGroup {
-                    pattern: Pattern::Elementwise,
-                    nodes: f
-                        .nodes
-                        .iter()
-                        .map(|&n| (g.nodes[n].name.clone(), Pattern::Elementwise))
-                        .collect(),
-                })
+                Some(f.nodes.as_slice())
             }
             _ => None,
+        })
+}
+
+/// The fused gradient chains of a training plan, as the API reports them.
+pub(crate) fn describe_backward(g: &Graph, plan: &Plan) -> Vec<FusionGroup> {
+    backward_chains(plan)
+        .map(|nodes| FusionGroup {
+            pattern: Pattern::Elementwise,
+            nodes: nodes
+                .iter()
+                .map(|&n| (g.nodes[n].name.clone(), Pattern::Elementwise))
+                .collect(),
         })
         .collect()
 }
