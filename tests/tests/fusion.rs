@@ -57,6 +57,14 @@ fn bits(a: &NDArray) -> Vec<u64> {
     a.to_f64_vec().into_iter().map(f64::to_bits).collect()
 }
 
+/// `tanh(relu(exp(x)))`, the nodes named `a`, `b`, `c`.
+fn exp_relu_tanh() -> Symbol {
+    let x = Symbol::var("x");
+    let a = op("exp", "a", &[&x]);
+    let b = op("relu", "b", &[&a]);
+    op("tanh", "c", &[&b])
+}
+
 /// Fused and unfused agree bit for bit, forward and backward.
 fn check_same(sym: &Symbol, shapes: &[(&str, &[usize])], dtype: DType) {
     let train = dtype.is_float();
@@ -83,10 +91,7 @@ fn check_same(sym: &Symbol, shapes: &[(&str, &[usize])], dtype: DType) {
 #[test]
 fn a_chain_is_one_group_and_fusion_can_be_turned_off() {
     simpleop_ops::link();
-    let x = Symbol::var("x");
-    let a = op("exp", "a", &[&x]);
-    let b = op("relu", "b", &[&a]);
-    let c = op("tanh", "c", &[&b]);
+    let c = exp_relu_tanh();
     let shapes: &[(&str, &[usize])] = &[("x", &[4, 5])];
     let exe = bind(&c, shapes, DType::F32, true, false);
     assert_eq!(
@@ -262,10 +267,7 @@ fn gradient_chains_fuse_and_match_unfused() {
 #[test]
 fn gradient_chains_are_listed_and_drawn() {
     simpleop_ops::link();
-    let x = Symbol::var("x");
-    let a = op("exp", "a", &[&x]);
-    let b = op("relu", "b", &[&a]);
-    let c = op("tanh", "c", &[&b]);
+    let c = exp_relu_tanh();
     let shapes: &[(&str, &[usize])] = &[("x", &[4, 5])];
     let exe = bind(&c, shapes, DType::F32, true, true);
     let back: Vec<Vec<String>> = exe

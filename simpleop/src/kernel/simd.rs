@@ -744,6 +744,20 @@ impl TileIo for half::bf16 {
 mod tests {
     use super::*;
 
+    /// Runs `job` compiled for `isa` (as [`run`] does for the active one);
+    /// the plain loop where this CPU lacks `isa`.
+    fn run_on<J: TileJob>(isa: Isa, job: J) {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU supports the set (checked in the guard).
+            Isa::Avx512 if isa.is_supported() => unsafe { run_avx512(job) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 if isa.is_supported() => unsafe { run_avx2(job) },
+            _ => job.run(),
+        }
+    }
+
     /// `x0 * 2 - x1`, with a branch, as an op author would write it.
     struct TwiceMinus;
     impl MapFn<2> for TwiceMinus {
@@ -769,9 +783,6 @@ mod tests {
             };
             let (dy, y, a, b) = (v(3, 0.5), v(5, 0.25), v(7, 0.125), v(11, 1.5));
             for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
-                if !isa.is_supported() {
-                    continue;
-                }
                 let (mut g0, mut g1) = (vec![f32::NAN; n], vec![f32::NAN; n]);
                 let job = GradTile {
                     kernel: &TwiceMinusGrad,
@@ -780,15 +791,7 @@ mod tests {
                     xs: [&a[..], &b[..]],
                     out: [&mut g0[..], &mut g1[..]],
                 };
-                match isa {
-                    #[cfg(target_arch = "x86_64")]
-                    // SAFETY: checked supported above.
-                    Isa::Avx512 => unsafe { run_avx512(job) },
-                    #[cfg(target_arch = "x86_64")]
-                    // SAFETY: checked supported above.
-                    Isa::Avx2 => unsafe { run_avx2(job) },
-                    _ => job.run(),
-                }
+                run_on(isa, job);
                 for j in 0..n {
                     assert_eq!(g0[j], dy[j] * 2.0 + y[j], "n = {n}, element {j}");
                     assert_eq!(g1[j], -dy[j] * b[j], "n = {n}, element {j}");
@@ -805,24 +808,13 @@ mod tests {
             let a: Vec<f32> = (0..n).map(|i| (i % 97) as f32 * 0.25 - 7.0).collect();
             let b: Vec<f32> = (0..n).map(|i| (i % 31) as f32 * 0.5).collect();
             for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
-                if !isa.is_supported() {
-                    continue;
-                }
                 let mut out = vec![f32::NAN; n];
                 let job = MapTile {
                     kernel: &TwiceMinus,
                     ins: [&a[..], &b[..]],
                     out: &mut out,
                 };
-                match isa {
-                    #[cfg(target_arch = "x86_64")]
-                    // SAFETY: checked supported above.
-                    Isa::Avx512 => unsafe { run_avx512(job) },
-                    #[cfg(target_arch = "x86_64")]
-                    // SAFETY: checked supported above.
-                    Isa::Avx2 => unsafe { run_avx2(job) },
-                    _ => job.run(),
-                }
+                run_on(isa, job);
                 for j in 0..n {
                     let want = (a[j] * 2.0 - b[j]).abs();
                     assert_eq!(out[j], want, "n = {n}, element {j}, {}", isa.name());
