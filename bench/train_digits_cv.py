@@ -23,7 +23,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train_digits_torch import (  # noqa: E402
-    TTA_SHIFTS, add_recipe_args, deskew, load, make_model, shift_images, warp_epoch)
+    TTA_SHIFTS, WeightAverage, add_recipe_args, deskew, load, make_model, shift_images,
+    warp_epoch)
 
 # Evaluation: which views' softmax probabilities are averaged.
 EVALS = {
@@ -48,7 +49,7 @@ def train(args, xtr, ytr, xev, seed):
     steps = n // args.batch
     total = steps * args.epochs
     yt = torch.from_numpy(ytr)
-    weight_sum, averaged, t = None, 0, 0
+    average, t = WeightAverage(args.epochs, args.average_last), 0
     for epoch in range(args.epochs):
         xa = torch.from_numpy(((warp_epoch(xtr, rng, args) - mean) / sd).astype(np.float32))
         order = torch.from_numpy(rng.permutation(n))
@@ -61,15 +62,10 @@ def train(args, xtr, ytr, xev, seed):
             opt.zero_grad(set_to_none=True)
             loss_fn(model(xa[idx]), yt[idx]).backward()
             opt.step()
-        if epoch >= args.epochs * (1.0 - args.average_last):
-            with torch.no_grad():
-                params = [p.detach().double() for p in model.parameters()]
-                weight_sum = params if weight_sum is None else [a + p for a, p in zip(weight_sum, params)]
-            averaged += 1
+        average.after_epoch(model, epoch)
     model.eval()
+    average.load_into(model)
     with torch.no_grad():
-        for p, a in zip(model.parameters(), weight_sum):
-            p.copy_((a / averaged).float())
 
         def probs(x):
             return torch.softmax(model(torch.from_numpy(((x - mean) / sd).astype(np.float32))), 1).numpy()

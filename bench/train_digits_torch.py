@@ -157,6 +157,35 @@ def make_model(args):
     return model
 
 
+class WeightAverage:
+    """Sums the parameters after each epoch in the last `fraction` of
+    `epochs`, and loads their mean into the model (nothing summed, nothing
+    loaded). Shared with train_digits_cv.py."""
+
+    def __init__(self, epochs, fraction):
+        self.start = epochs * (1.0 - fraction) if fraction > 0 else float("inf")
+        self.sum, self.count = None, 0
+
+    def after_epoch(self, model, epoch):
+        import torch
+
+        if epoch < self.start:
+            return
+        with torch.no_grad():
+            params = [p.detach().double() for p in model.parameters()]
+            self.sum = params if self.sum is None else [a + p for a, p in zip(self.sum, params)]
+        self.count += 1
+
+    def load_into(self, model):
+        import torch
+
+        if not self.count:
+            return
+        with torch.no_grad():
+            for p, a in zip(model.parameters(), self.sum):
+                p.copy_((a / self.count).float())
+
+
 def add_recipe_args(p):
     """The recipe's options, shared with train_digits_cv.py."""
     p.add_argument("--epochs", type=int, default=600)
@@ -209,7 +238,7 @@ def train_torch(args):
     times, losses = [], []
     t = 0
     model.train()
-    weight_sum, averaged = None, 0
+    average = WeightAverage(args.epochs, args.average_last)
     for epoch in range(args.epochs):
         order = torch.randperm(TRAIN_ROWS, generator=gen)
         xep = xtr_raw if args.no_augment else warp_epoch(xtr_raw, rng, args)
@@ -232,16 +261,10 @@ def train_torch(args):
             times.append(time.perf_counter() - t0)
             total += loss.item()
         losses.append(total / steps)
-        if args.average_last > 0 and epoch >= args.epochs * (1.0 - args.average_last):
-            with torch.no_grad():
-                params = [p.detach().double() for p in model.parameters()]
-                weight_sum = params if weight_sum is None else [a + p for a, p in zip(weight_sum, params)]
-            averaged += 1
+        average.after_epoch(model, epoch)
     model.eval()
+    average.load_into(model)
     with torch.no_grad():
-        if averaged:
-            for p, a in zip(model.parameters(), weight_sum):
-                p.copy_((a / averaged).float())
         probs = sum(torch.softmax(model(v), 1) for v in views) / len(views)
         acc = (probs.argmax(1) == yte).float().mean().item()
         plain = (model(plain_view).argmax(1) == yte).float().mean().item()
