@@ -26,6 +26,10 @@
 //! * `smooth_l1/composed-fused`: `smooth_l1` written as `where(|x| < 1,
 //!   0.5 x², |x| - 0.5)` from six primitive ops, fused, against the
 //!   registered op.
+//! * `row_sq_dist/fused`: `sum((x - y)², axis = 1)` over 1,024-element rows
+//!   of the same number of f32 elements, fused (the reduction reads the
+//!   squares slab by slab from cache), against one `elemwise_add` (which
+//!   reads the same two inputs); `row_sq_dist/unfused` against it.
 //! * `dot/1024/f32`: 1024² matrix product (baseline: none; see `peers.py`).
 //! * `tiny/relu/typed` and `tiny/relu/by-name`: µs per call on one element.
 //!
@@ -336,6 +340,24 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
             || sl1.forward(false),
         )?;
         report(&b);
+
+        // A row-wise reduction fed by elementwise ops.
+        let cols = 1024;
+        let rows = (n / cols).max(1);
+        let p = NDArray::random_uniform([rows, cols], -4.0, 4.0, DType::F32, 6)?;
+        let q = NDArray::random_uniform([rows, cols], -4.0, 4.0, DType::F32, 7)?;
+        let graph = row_sq_dist_symbol()?;
+        let args = [("x", &p), ("y", &q)];
+        let mut fused = bind_inference(&graph, &args, true)?;
+        let mut unfused = bind_inference(&graph, &args, false)?;
+        b.time("row_sq_dist/fused", Some("elemwise_add/f32/out"), || {
+            fused.forward(false)
+        })?;
+        report(&b);
+        b.time("row_sq_dist/unfused", Some("row_sq_dist/fused"), || {
+            unfused.forward(false)
+        })?;
+        report(&b);
     }
 
     // Matrix product.
@@ -389,6 +411,15 @@ pub fn chain6_symbol() -> Result<Symbol> {
     let a = Symbol::invoke("tanh", &[&a], &Attrs::new())?;
     let a = Symbol::invoke("elemwise_mul", &[&a, &y], &Attrs::new())?;
     Symbol::invoke("elemwise_add", &[&a, &x], &Attrs::new())
+}
+
+/// `sum((x - y)², axis = 1)`: squared distances of rows.
+pub fn row_sq_dist_symbol() -> Result<Symbol> {
+    let x = Symbol::var("x");
+    let y = Symbol::var("y");
+    let d = Symbol::invoke("elemwise_sub", &[&x, &y], &Attrs::new())?;
+    let sq = Symbol::invoke("square", &[&d], &Attrs::new())?;
+    Symbol::invoke("sum", &[&sq], &Attrs::new().with("axis", 1))
 }
 
 /// `smooth_l1(x, scalar = 1)` from primitive ops:

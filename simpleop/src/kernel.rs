@@ -358,7 +358,7 @@ fn store<S: TileIo>(dst: &mut [S], res: &[S::Compute], req: OpReqType) {
 /// Runs `f` over `0..n`, split into one contiguous chunk per thread when
 /// `parallel` and the work (`n × cost`) pays for entering the pool; chunk
 /// boundaries are multiples of `align`.
-fn for_each_chunk(
+pub(crate) fn for_each_chunk(
     n: usize,
     cost: usize,
     parallel: bool,

@@ -65,11 +65,18 @@ fn exp_relu_tanh() -> Symbol {
     op("tanh", "c", &[&b])
 }
 
-/// Fused and unfused agree bit for bit, forward and backward.
+/// Fused and unfused agree bit for bit: inference, then forward and
+/// backward in training.
 fn check_same(sym: &Symbol, shapes: &[(&str, &[usize])], dtype: DType) {
     let train = dtype.is_float();
     let mut on = bind(sym, shapes, dtype, true, train);
     let mut off = bind(sym, shapes, dtype, false, train);
+    for exe in [&mut on, &mut off] {
+        exe.forward(false).unwrap();
+    }
+    for (a, b) in on.outputs().iter().zip(off.outputs()) {
+        assert_eq!(bits(a), bits(b), "inference");
+    }
     for exe in [&mut on, &mut off] {
         exe.forward(train).unwrap();
         if train {
@@ -172,6 +179,59 @@ fn elementwise_ops_fuse_into_a_reduction_but_not_out_of_it() {
     );
     check_same(&t, shapes, DType::F32);
     check_same(&t, shapes, DType::F64);
+}
+
+/// `reduce(exp(x) * y + b)` with a row vector `b` broadcast along axis 0.
+fn reduce_of_product(reduce: &str, attrs: Attrs) -> Symbol {
+    let x = Symbol::var("x");
+    let y = Symbol::var("y");
+    let b = Symbol::var("b");
+    let a = op("exp", "a", &[&x]);
+    let m = op("elemwise_mul", "m", &[&a, &y]);
+    let p = op("broadcast_add", "p", &[&m, &b]);
+    op_with(reduce, "s", &[&p], attrs)
+}
+
+#[test]
+fn a_reduction_that_keeps_axis_0_runs_slab_by_slab_behind_its_inputs() {
+    simpleop_ops::link();
+    // 600 rows of 1,000: several slabs, split between threads.
+    let shapes: &[(&str, &[usize])] = &[("x", &[600, 1000]), ("y", &[600, 1000]), ("b", &[1000])];
+    let cases = [
+        ("sum", Attrs::new().with("axis", 1), 3),
+        (
+            "mean",
+            Attrs::new().with("axis", -1).with("keepdims", true),
+            3,
+        ),
+        ("max", Attrs::new().with("axis", 1), 3),
+        // Axis 0 reduced: the product is materialised, as before.
+        ("sum", Attrs::new().with("axis", 0), 2),
+        ("sum", Attrs::new(), 2),
+    ];
+    for (reduce, attrs, fused_values) in cases {
+        let sym = reduce_of_product(reduce, attrs.clone());
+        let exe = bind(&sym, shapes, DType::F32, true, false);
+        assert_eq!(
+            exe.inference_memory_stats().fused_values,
+            fused_values,
+            "{reduce} {attrs:?}: values kept out of memory"
+        );
+        for dtype in [DType::F32, DType::F64, DType::F16] {
+            check_same(&sym, shapes, dtype);
+        }
+    }
+    // Three dimensions, a column broadcast along axis 1, and a reduction
+    // over the two inner axes.
+    let x = Symbol::var("x");
+    let c = Symbol::var("c");
+    let q = op("broadcast_mul", "q", &[&x, &c]);
+    let t = op("tanh", "t", &[&q]);
+    let s = op_with("sum", "s", &[&t], Attrs::new().with("axis", "(1, 2)"));
+    let shapes: &[(&str, &[usize])] = &[("x", &[300, 40, 50]), ("c", &[300, 1, 50])];
+    let exe = bind(&s, shapes, DType::F32, true, false);
+    assert_eq!(exe.inference_memory_stats().fused_values, 2);
+    check_same(&s, shapes, DType::F32);
 }
 
 #[test]

@@ -247,7 +247,20 @@ struct Built {
     names: Vec<String>,
 }
 
-fn build(r: &Recipe, ops: &[&'static OpDef]) -> Built {
+/// What a random graph may end in, picked by its seed's high bits: nothing,
+/// or a reduction (op, axis, keepdims). Over the last axis of a 2- or 3-d
+/// shape, fusion runs it slab by slab behind the elementwise ops; over
+/// axis 0, or on a 1-d shape, after them.
+const ENDINGS: [Option<(&str, i64, bool)>; 6] = [
+    None,
+    None,
+    Some(("sum", -1, false)),
+    Some(("mean", -1, true)),
+    Some(("max", -1, false)),
+    Some(("sum", 0, false)),
+];
+
+fn build(r: &Recipe, ops: &[&'static OpDef], with_reduction: bool) -> Built {
     let names: Vec<String> = (0..r.vars).map(|i| format!("v{i}")).collect();
     let mut values: Vec<Symbol> = names.iter().map(|n| Symbol::var(n)).collect();
     for &(op, a, b) in &r.nodes {
@@ -266,8 +279,15 @@ fn build(r: &Recipe, ops: &[&'static OpDef]) -> Built {
         let s = Symbol::invoke(def.name, &inputs, &attrs).unwrap();
         values.push(s);
     }
+    let ending = ENDINGS[(r.seed >> 40) as usize % ENDINGS.len()].filter(|_| with_reduction);
+    if let Some((op, axis, keepdims)) = ending {
+        let attrs = Attrs::new().with("axis", axis).with("keepdims", keepdims);
+        let last = values.last().expect("at least one node");
+        let s = Symbol::invoke(op, &[last], &attrs).unwrap();
+        values.push(s);
+    }
     // Heads: distinct op nodes, the last one always among them.
-    let n_ops = r.nodes.len();
+    let n_ops = r.nodes.len() + usize::from(ending.is_some());
     let mut heads = vec![values.len() - 1];
     for &h in &r.heads {
         let i = r.vars + h % n_ops;
@@ -337,7 +357,7 @@ fn planned_matches_unplanned(
     r: &Recipe,
     ops: &[&'static OpDef],
 ) -> Result<MemoryStats, TestCaseError> {
-    let b = build(r, ops);
+    let b = build(r, ops, false);
     let planned = BindConfig {
         fusion: false,
         ..BindConfig::default()
@@ -400,9 +420,13 @@ fn fixed_runner() -> TestRunner {
     )
 }
 
-/// Runs one recipe with fusion on and off; returns the fused stats.
-fn fused_matches_unfused(r: &Recipe, ops: &[&'static OpDef]) -> Result<MemoryStats, TestCaseError> {
-    let b = build(r, ops);
+/// Runs one recipe with fusion on and off; returns the fused stats and
+/// whether a group ends in a reduction.
+fn fused_matches_unfused(
+    r: &Recipe,
+    ops: &[&'static OpDef],
+) -> Result<(MemoryStats, bool), TestCaseError> {
+    let b = build(r, ops, true);
     let on = BindConfig::default();
     let off = BindConfig {
         fusion: false,
@@ -424,7 +448,11 @@ fn fused_matches_unfused(r: &Recipe, ops: &[&'static OpDef]) -> Result<MemorySta
     prop_assert_eq!(sf.unplanned_bytes, su.unplanned_bytes);
     // (Planned bytes may grow slightly: a fused step takes no in-place
     // option, which matters in tiny training graphs.)
-    Ok(sf)
+    let into_reduction = exe_f
+        .fusion_groups()
+        .iter()
+        .any(|g| g.pattern == Pattern::Reduction);
+    Ok((sf, into_reduction))
 }
 
 #[test]
@@ -432,20 +460,28 @@ fn fused_and_unfused_agree_bit_for_bit_on_1000_random_graphs() {
     simpleop_ops::link();
     let ops = graph_ops();
     let mut runner = fixed_runner();
-    let (fused, values) = (Cell::new(0), Cell::new(0));
+    let (fused, values, reduced) = (Cell::new(0), Cell::new(0), Cell::new(0));
     runner
         .run(&recipe(), |r| {
-            let s = fused_matches_unfused(&r, &ops)?;
+            let (s, into_reduction) = fused_matches_unfused(&r, &ops)?;
             fused.set(fused.get() + usize::from(s.fused_values > 0));
             values.set(values.get() + s.fused_values);
+            reduced.set(reduced.get() + usize::from(into_reduction));
             Ok(())
         })
         .unwrap();
-    // Fusion must actually happen on a good share of the graphs.
+    // Fusion must actually happen on a good share of the graphs, into
+    // reductions too.
     assert!(fused.get() > 300, "{} graphs fused", fused.get());
+    assert!(
+        reduced.get() > 100,
+        "{} graphs fused into a reduction",
+        reduced.get()
+    );
     eprintln!(
-        "{} of 1000 graphs fused, {} values fused away",
+        "{} of 1000 graphs fused ({} into a reduction), {} values fused away",
         fused.get(),
+        reduced.get(),
         values.get()
     );
 }

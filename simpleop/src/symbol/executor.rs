@@ -559,6 +559,60 @@ impl Executor {
         Ok(())
     }
 
+    /// The tile program of a fused step, with each member's entry points.
+    fn tile_program(&self, f: &fuse::Fused) -> Result<TileProgram<'_>> {
+        let mut instrs = Vec::with_capacity(f.instrs.len());
+        let mut cost = 0usize;
+        let fns = |n: usize| {
+            self.kernels[n].and_then(|k| k.tile).ok_or_else(|| {
+                Error::graph(format!(
+                    "node `{}` has no tile kernels to fuse",
+                    self.graph.nodes[n].name
+                ))
+            })
+        };
+        for ins in &f.instrs {
+            instrs.push(match ins {
+                Instr::Forward { node, ins, out } => {
+                    cost += self.graph.nodes[*node].op.map_or(1, |o| o.cost as usize);
+                    TileInstr::Forward {
+                        fns: fns(*node)?,
+                        env: &self.envs[*node],
+                        ins: ins.clone(),
+                        out: *out,
+                    }
+                }
+                Instr::Backward {
+                    node,
+                    dy,
+                    y,
+                    xs,
+                    grads,
+                } => {
+                    cost += self.graph.nodes[*node].op.map_or(1, |o| o.cost as usize);
+                    TileInstr::Backward {
+                        fns: fns(*node)?,
+                        env: &self.envs[*node],
+                        dy: *dy,
+                        y: *y,
+                        xs: xs.clone(),
+                        grads: grads.clone(),
+                    }
+                }
+                Instr::Store { slot, output, req } => TileInstr::Store {
+                    slot: *slot,
+                    output: *output,
+                    req: *req,
+                },
+            });
+        }
+        Ok(TileProgram {
+            slots: f.slots,
+            instrs,
+            cost,
+        })
+    }
+
     /// Runs `plan.steps[range]`.
     fn run(
         &mut self,
@@ -646,60 +700,37 @@ impl Executor {
                 Step::Fused(f) => {
                     let first = f.nodes.first().copied().unwrap_or(0);
                     let node_err = |e: Error| self.graph.nodes[first].error(e);
-                    let mut instrs = Vec::with_capacity(f.instrs.len());
-                    let mut cost = 0usize;
-                    for ins in &f.instrs {
-                        let fns = |n: usize| {
-                            self.kernels[n].and_then(|k| k.tile).ok_or_else(|| {
-                                Error::graph(format!(
-                                    "node `{}` has no tile kernels to fuse",
-                                    self.graph.nodes[n].name
-                                ))
-                            })
-                        };
-                        instrs.push(match ins {
-                            Instr::Forward { node, ins, out } => {
-                                cost += self.graph.nodes[*node].op.map_or(1, |o| o.cost as usize);
-                                TileInstr::Forward {
-                                    fns: fns(*node)?,
-                                    env: &self.envs[*node],
-                                    ins: ins.clone(),
-                                    out: *out,
-                                }
-                            }
-                            Instr::Backward {
-                                node,
-                                dy,
-                                y,
-                                xs,
-                                grads,
-                            } => {
-                                cost += self.graph.nodes[*node].op.map_or(1, |o| o.cost as usize);
-                                TileInstr::Backward {
-                                    fns: fns(*node)?,
-                                    env: &self.envs[*node],
-                                    dy: *dy,
-                                    y: *y,
-                                    xs: xs.clone(),
-                                    grads: grads.clone(),
-                                }
-                            }
-                            Instr::Store { slot, output, req } => TileInstr::Store {
-                                slot: *slot,
-                                output: *output,
-                                req: *req,
-                            },
-                        });
-                    }
-                    let prog = TileProgram {
-                        slots: f.slots,
-                        instrs,
-                        cost,
+                    let prog = self.tile_program(f)?;
+                    let Some(tail) = &f.reduce else {
+                        let ins: Vec<TBlob<'_>> = f.inputs.iter().map(|&v| view(v)).collect();
+                        let mut outs: Vec<TBlobMut<'_>> =
+                            f.outputs.iter().map(|&(v, _)| view_mut(v)).collect();
+                        run_program(&prog, &ins, &mut outs, self.ctx.parallel).map_err(node_err)?;
+                        continue;
                     };
-                    let ins: Vec<TBlob<'_>> = f.inputs.iter().map(|&v| view(v)).collect();
-                    let mut outs: Vec<TBlobMut<'_>> =
-                        f.outputs.iter().map(|&(v, _)| view_mut(v)).collect();
-                    run_program(&prog, &ins, &mut outs, self.ctx.parallel).map_err(node_err)?;
+                    // Base addresses (plain integers, so that the slab
+                    // closure may cross threads) of what the slabs view;
+                    // `None` marks the reduction's input, which lives in a
+                    // per-thread slab buffer instead.
+                    let inputs: Vec<(ValueId, usize)> =
+                        f.inputs.iter().map(|&v| (v, ptr(v) as usize)).collect();
+                    let outputs: Vec<Option<(ValueId, usize)>> = f
+                        .outputs
+                        .iter()
+                        .map(|&(v, _)| (v != tail.scratch).then(|| (v, ptr(v) as usize)))
+                        .collect();
+                    let slabs = Slabs {
+                        plan,
+                        tail,
+                        prog: &prog,
+                        inputs: &inputs,
+                        outputs: &outputs,
+                        out: ptr(tail.out) as usize,
+                        op: self.graph.nodes[tail.node].op.expect("op node"),
+                        forward: self.kernels[tail.node].expect("op node").forward,
+                        env: &self.envs[tail.node],
+                    };
+                    slabs.run(self.ctx.parallel).map_err(node_err)?;
                 }
                 Step::Seed { head, dst, req } => {
                     let src = view_from(head_grad_ptrs[*head], &plan.values[*dst]);
@@ -820,5 +851,154 @@ fn placeholder_plan() -> Plan {
         grad_value: Vec::new(),
         backward_start: 0,
         stats: MemoryStats::default(),
+    }
+}
+
+/// A fused program with a [`fuse::ReduceTail`], run over slabs of rows:
+/// per slab, the program writes the reduction's input into a slab buffer
+/// (still in cache) and the reduction reads it from there. Each thread
+/// takes one contiguous run of slabs, with its own buffer.
+struct Slabs<'a> {
+    plan: &'a Plan,
+    tail: &'a fuse::ReduceTail,
+    prog: &'a TileProgram<'a>,
+    /// Each program input and its base address.
+    inputs: &'a [(ValueId, usize)],
+    /// Each program output and its base address; `None` for the
+    /// reduction's input.
+    outputs: &'a [Option<(ValueId, usize)>],
+    /// Base address of the reduction's output.
+    out: usize,
+    op: &'static crate::OpDef,
+    forward: crate::ForwardFn,
+    env: &'a EnvArguments,
+}
+
+impl Slabs<'_> {
+    fn run(&self, parallel: bool) -> Result<()> {
+        let space = &self.plan.values[self.tail.scratch].shape;
+        let n_rows = space.dims()[0];
+        let row = space.size() / n_rows;
+        let failure: std::sync::Mutex<Option<Error>> = std::sync::Mutex::new(None);
+        // Split by elements, aligned to whole slabs, so that the usual
+        // grain rules apply.
+        crate::kernel::for_each_chunk(
+            n_rows * row,
+            self.prog.cost,
+            parallel,
+            self.tail.rows * row,
+            |elems| {
+                if let Err(e) = self.run_rows(elems.start / row..elems.end / row)
+                    && let Ok(mut f) = failure.lock()
+                {
+                    f.get_or_insert(e);
+                }
+            },
+        );
+        match failure.into_inner() {
+            Ok(Some(e)) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Rows `rows` of every value, slab by slab, on this thread.
+    fn run_rows(&self, rows: std::ops::Range<usize>) -> Result<()> {
+        let values = &self.plan.values;
+        let scratch = &values[self.tail.scratch];
+        let n_rows = scratch.shape.dims()[0];
+        let mut slab_shape = scratch.shape.dims().to_vec();
+        slab_shape[0] = self.tail.rows.min(rows.len());
+        let mut buffer = NDArray::for_overwrite(slab_shape, scratch.dtype);
+        let buffer_ptr = buffer.make_unique_ptr();
+        let ctx = RunContext {
+            parallel: false,
+            ..RunContext::default()
+        };
+        let call = OpCall {
+            op: self.op,
+            env: self.env,
+            ctx: &ctx,
+        };
+        let mut r0 = rows.start;
+        while r0 < rows.end {
+            let r1 = (r0 + self.tail.rows).min(rows.end);
+            let ins: Vec<TBlob<'_>> = self
+                .inputs
+                .iter()
+                .map(|&(v, base)| {
+                    // An input with fewer dimensions broadcasts along axis 0.
+                    let aligned = values[v].shape.ndim() == scratch.shape.ndim();
+                    let (ptr, shape) = rows_of(&values[v], base, aligned, n_rows, r0..r1);
+                    // SAFETY: as for `view` in `Executor::run`: `ptr` lies in
+                    // the value's live allocation with `shape` in bounds
+                    // (`rows_of`), and inputs are only read.
+                    unsafe { TBlob::from_raw(ptr, values[v].dtype, shape) }
+                })
+                .collect();
+            let mut outs: Vec<TBlobMut<'_>> = self
+                .outputs
+                .iter()
+                .map(|o| {
+                    let (ptr, dtype, shape) = match *o {
+                        Some((v, base)) => {
+                            let (p, s) = rows_of(&values[v], base, true, n_rows, r0..r1);
+                            (p, values[v].dtype, s)
+                        }
+                        None => (
+                            buffer_ptr.cast_const(),
+                            scratch.dtype,
+                            slab(&scratch.shape, r1 - r0),
+                        ),
+                    };
+                    // SAFETY: outputs have the program's full shape, so each
+                    // thread's rows (`for_each_chunk` hands out disjoint
+                    // ones) are bytes no other thread touches; the slab
+                    // buffer is this thread's own, at least `r1 - r0` rows.
+                    unsafe { TBlobMut::from_raw(ptr.cast_mut(), dtype, shape) }
+                })
+                .collect();
+            run_program(self.prog, &ins, &mut outs, false)?;
+            drop(outs);
+            let out_value = &values[self.tail.out];
+            let (out_ptr, out_shape) = rows_of(out_value, self.out, true, n_rows, r0..r1);
+            // SAFETY: the slab buffer was just written for these rows; the
+            // output rows are disjoint between threads, as above.
+            let (input, output) = unsafe {
+                (
+                    TBlob::from_raw(buffer_ptr, scratch.dtype, slab(&scratch.shape, r1 - r0)),
+                    TBlobMut::from_raw(out_ptr.cast_mut(), out_value.dtype, out_shape),
+                )
+            };
+            (self.forward)(&call, &[input], &mut [output], &[OpReqType::WriteTo])?;
+            r0 = r1;
+        }
+        Ok(())
+    }
+}
+
+/// `shape` with `rows` rows.
+fn slab(shape: &Shape, rows: usize) -> Shape {
+    let mut dims = shape.dims().to_vec();
+    dims[0] = rows;
+    Shape::new(dims)
+}
+
+/// Where rows `rows` of `value` (at `base`) start and their shape, when
+/// its axis 0 is the `n_rows` rows (`aligned`, and that long); all of it
+/// when it broadcasts along them.
+fn rows_of(
+    value: &plan::Value,
+    base: usize,
+    aligned: bool,
+    n_rows: usize,
+    rows: std::ops::Range<usize>,
+) -> (*const u8, Shape) {
+    let dims = value.shape.dims();
+    if aligned && dims.first() == Some(&n_rows) {
+        let row_bytes = value.shape.size() / n_rows * value.dtype.size();
+        let at = base + rows.start * row_bytes;
+        (at as *const u8, slab(&value.shape, rows.len()))
+    } else {
+        (base as *const u8, value.shape.clone())
     }
 }

@@ -19,9 +19,12 @@
 //! operand is an external input of the group, gathered per tile. Injective
 //! ops have no tile kernels and stay alone.
 //!
-//! Execution runs the elementwise members of a group as one tile program;
-//! a group's complex op (`dot`, a reduction) runs unfused before (dot) or
-//! after (reduction) it, so its own input or output is still materialised.
+//! Execution runs the elementwise members of a group as one tile program.
+//! A reduction that keeps axis 0 and is its input's only reader runs
+//! behind the program slab by slab ([`ReduceTail`]), so its input never
+//! reaches main memory; any other complex op (`dot`, a reduction over
+//! axis 0) runs unfused before (dot) or after (reduction) the program,
+//! with its own input or output materialised.
 
 use std::collections::HashMap;
 
@@ -260,7 +263,31 @@ pub(crate) struct Fused {
     pub(crate) outputs: Vec<(ValueId, bool)>,
     pub(crate) slots: usize,
     pub(crate) instrs: Vec<Instr>,
+    /// A reduction fed by the program, run slab by slab behind it.
+    pub(crate) reduce: Option<ReduceTail>,
 }
+
+/// A reduction that consumes one output of a fused program, and whose
+/// output rows depend only on the same rows of its input (it keeps axis
+/// 0). The program and the reduction run over slabs of rows, so the
+/// reduction's input only ever exists one cache-sized slab at a time.
+#[derive(Clone, Debug)]
+pub(crate) struct ReduceTail {
+    /// The reduction node.
+    pub(crate) node: usize,
+    /// Its input: one of the program's outputs, never placed in memory.
+    pub(crate) scratch: ValueId,
+    /// Its output.
+    pub(crate) out: ValueId,
+    /// Rows (of axis 0) per slab.
+    pub(crate) rows: usize,
+}
+
+/// Elements per slab of a [`ReduceTail`]: the reduction's input slab
+/// (1 MB of f32) stays in L2 between the program writing it and the
+/// reduction reading it, and a slab is big enough that the per-slab
+/// dispatch is noise.
+const SLAB_ELEMENTS: usize = 1 << 18;
 
 impl Fused {
     pub(crate) fn reads(&self) -> Vec<ValueId> {
@@ -269,8 +296,33 @@ impl Fused {
         r
     }
     pub(crate) fn writes(&self) -> Vec<ValueId> {
-        self.outputs.iter().map(|(v, _)| *v).collect()
+        let mut w: Vec<ValueId> = self.outputs.iter().map(|(v, _)| *v).collect();
+        w.extend(self.reduce.as_ref().map(|t| t.out));
+        w
     }
+}
+
+/// Whether reduction node `r` may run slab by slab over axis 0: its input
+/// has at least two dimensions, and for slabs of 2 and 3 rows its shape
+/// function keeps the slab's rows in front of the full output's other
+/// dimensions. Two slab sizes, so that an output that merely happens to
+/// match one slab size (a reduced axis 0 kept as 1) is not taken.
+fn row_separable(g: &Graph, r: usize, in_shape: &Shape, out_shape: &Shape) -> bool {
+    let Some(op) = g.nodes[r].op else {
+        return false;
+    };
+    let (dims, out) = (in_shape.dims(), out_shape.dims());
+    if dims.len() < 2 || out.is_empty() || out[0] != dims[0] || dims[0] < 2 {
+        return false;
+    }
+    [2usize, 3].iter().all(|&rows| {
+        let mut slab = dims.to_vec();
+        slab[0] = rows;
+        let mut want = out.to_vec();
+        want[0] = rows;
+        (op.infer_shape)(op, &[Shape::new(slab)], &g.nodes[r].env)
+            .is_ok_and(|s| s.dims() == want.as_slice())
+    })
 }
 
 /// Builds fused programs from a run of steps; values produced inside are
@@ -299,6 +351,7 @@ impl<'a> Builder<'a> {
                 outputs: Vec::new(),
                 slots: 0,
                 instrs: Vec::new(),
+                reduce: None,
             },
             slot_of: HashMap::new(),
             local_reads: HashMap::new(),
@@ -458,7 +511,7 @@ pub(crate) fn rewrite(
     let mut fused_away = Vec::new();
     // Forward groups.
     let consumers = g.consumers();
-    let mut group_at: HashMap<usize, Vec<usize>> = HashMap::new();
+    let mut group_at: HashMap<usize, (Vec<usize>, Option<ReduceTail>)> = HashMap::new();
     let mut member = vec![false; g.nodes.len()];
     for m in &grouping.groups {
         let simple_members: Vec<usize> = m
@@ -476,13 +529,20 @@ pub(crate) fn rewrite(
                 .iter()
                 .all(|&c| c > last || simple_members.contains(&c))
         });
-        if simple_members.len() < 2 || !late_readers || !convex(g, &simple_members) {
+        let tail = reduce_tail(plan, g, grouping, m, &simple_members, &reads, &writes);
+        if (simple_members.len() < 2 && tail.is_none())
+            || !late_readers
+            || !convex(g, &simple_members)
+        {
             continue;
         }
         for &n in &simple_members {
             member[n] = true;
         }
-        group_at.insert(last, simple_members);
+        if let Some(t) = &tail {
+            member[t.node] = true;
+        }
+        group_at.insert(last, (simple_members, tail));
     }
     let mut steps = Vec::with_capacity(plan.steps.len());
     let old = std::mem::take(&mut plan.steps);
@@ -493,7 +553,7 @@ pub(crate) fn rewrite(
                 if s < plan.backward_start {
                     backward_start -= 1;
                 }
-                let Some(nodes) = group_at.get(node) else {
+                let Some((nodes, tail)) = group_at.get(node) else {
                     continue;
                 };
                 let mut b = Builder::new(plan, &reads, &writes);
@@ -513,8 +573,12 @@ pub(crate) fn rewrite(
                         out: o,
                     });
                 }
-                let (f, internal) = b.finish();
+                let (mut f, internal) = b.finish();
                 fused_away.extend(internal);
+                if let Some(t) = tail {
+                    fused_away.push(t.scratch);
+                    f.reduce = Some(t.clone());
+                }
                 steps.push(Step::Fused(f));
                 if s < plan.backward_start {
                     backward_start += 1;
@@ -612,6 +676,43 @@ pub(crate) fn rewrite(
     }
     plan.steps = out;
     fused_away
+}
+
+/// The reduction of group `m` that can run slab by slab behind the
+/// group's program: its one input is made by the program and read by
+/// nothing else in the plan, and it keeps axis 0 ([`row_separable`]).
+fn reduce_tail(
+    plan: &Plan,
+    g: &Graph,
+    grouping: &Grouping,
+    m: &[usize],
+    simple_members: &[usize],
+    reads: &[usize],
+    writes: &[usize],
+) -> Option<ReduceTail> {
+    let r = m
+        .iter()
+        .copied()
+        .find(|&n| grouping.pattern[n] == Some(Pattern::Reduction))?;
+    let &[input] = g.nodes[r].inputs.as_slice() else {
+        return None;
+    };
+    if !simple_members.contains(&input) {
+        return None;
+    }
+    let (v, out) = (plan.forward_value[input], plan.forward_value[r]);
+    let value = &plan.values[v];
+    let alone = reads[v] == 1 && writes[v] == 1 && value.loc == Loc::Unplaced;
+    if !alone || !row_separable(g, r, &value.shape, &plan.values[out].shape) {
+        return None;
+    }
+    let row = value.shape.size() / value.shape.dims()[0];
+    Some(ReduceTail {
+        node: r,
+        scratch: v,
+        out,
+        rows: (SLAB_ELEMENTS / row.max(1)).max(1),
+    })
 }
 
 /// The members (forward node indices, in the order they run) of each fused
