@@ -10,8 +10,10 @@ of each row's median, and simpleop's time over the faster peer's.
 
 numpy's ufuncs are single-threaded; PyTorch uses 2 threads like simpleop.
 Rows without a counterpart (bf16 in numpy, the SIMD-off rows) print '-'.
-The torch figure of `chain6/fused` is the same chain under `torch.compile`
-(inductor emits one fused loop), against simpleop's fused executor.
+The torch figures of `chain6/fused` and `row_sq_dist/fused` are the same
+graphs under `torch.compile` (inductor emits one fused loop), against
+simpleop's fused executor; their eager forms are the `/eager` and
+`/unfused` rows.
 """
 
 import argparse
@@ -96,6 +98,9 @@ def numpy_rows(n, reps):
         return a + x
 
     rows["chain6/eager"] = timed(chain, reps)
+    p = rng.uniform(-4, 4, (n // 1024, 1024)).astype(np.float32)
+    q = rng.uniform(-4, 4, (n // 1024, 1024)).astype(np.float32)
+    rows["row_sq_dist/unfused"] = timed(lambda: np.square(p - q).sum(1), reps)
     a = rng.uniform(-1, 1, (1024, 1024)).astype(np.float32)
     b = rng.uniform(-1, 1, (1024, 1024)).astype(np.float32)
     rows["dot/1024/f32"] = timed(lambda: np.dot(a, b), reps)
@@ -146,6 +151,13 @@ def torch_rows(n, reps):
     for _ in range(2):
         compiled(x, y)  # compile outside the timing
     rows["chain6/fused"] = timed(lambda: compiled(x, y), reps)
+    p = torch.rand(n // 1024, 1024, generator=g) * 8 - 4
+    q = torch.rand(n // 1024, 1024, generator=g) * 8 - 4
+    rows["row_sq_dist/unfused"] = timed(lambda: torch.square(p - q).sum(1), reps)
+    sq_dist = torch.compile(lambda p, q: torch.square(p - q).sum(1))
+    for _ in range(2):
+        sq_dist(p, q)
+    rows["row_sq_dist/fused"] = timed(lambda: sq_dist(p, q), reps)
     a = torch.rand(1024, 1024, generator=g) * 2 - 1
     b = torch.rand(1024, 1024, generator=g) * 2 - 1
     rows["dot/1024/f32"] = timed(lambda: torch.mm(a, b), reps)
