@@ -281,16 +281,24 @@ fn check_len(len: usize, shape: &Shape) -> Result<()> {
 }
 
 #[inline]
+/// Inlined to one comparison: every kernel call views its blobs this way.
+#[inline]
 fn check_dtype<T: Element>(dtype: DType) -> Result<()> {
     if T::DTYPE != dtype {
-        return Err(Error::DTypeMismatch {
-            op: "TBlob".into(),
-            arg: "data".into(),
-            expected: T::DTYPE.to_string(),
-            got: dtype,
-        });
+        return Err(dtype_mismatch(T::DTYPE, dtype));
     }
     Ok(())
+}
+
+#[cold]
+#[inline(never)]
+fn dtype_mismatch(expected: DType, got: DType) -> Error {
+    Error::DTypeMismatch {
+        op: "TBlob".into(),
+        arg: "data".into(),
+        expected: expected.to_string(),
+        got,
+    }
 }
 
 /// Whether two byte ranges overlap.
