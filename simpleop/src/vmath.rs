@@ -356,7 +356,8 @@ fn log10_g<const FMA: bool>(x: f32) -> f32 {
 /// ln(1 + x), accurate near zero.
 ///
 /// u = 1 + x is formed with its exact rounding error c (Fast2Sum), then
-/// ln(1+x) = ln(u) + c/u with ln(u) computed as in [`ln`].
+/// ln(1+x) = ln(u) + c/u with ln(u) from the reduction of [`ln`], summed
+/// in extra precision.
 #[inline(always)]
 fn ln_1p_g<const FMA: bool>(x: f32) -> f32 {
     let u = 1.0 + x;
@@ -368,7 +369,8 @@ fn ln_1p_g<const FMA: bool>(x: f32) -> f32 {
     let (k, f, q) = ln_parts::<FMA>(u);
     let kh = k * LN2_HI;
     let s = kh + f;
-    let err = f - (s - kh); // Fast2Sum, as in `ln`
+    // Fast2Sum: |k ln2_hi| >= |f| unless k == 0, where the sum is exact
+    let err = f - (s - kh);
     let r = s + (err + (q + madd::<FMA>(k, LN2_LO, c / u)));
     let r = if x == f32::INFINITY { x } else { r };
     let r = if u == 0.0 { f32::NEG_INFINITY } else { r };
