@@ -44,7 +44,7 @@
 //! |-----------|---------|--------------|
 //! | `exp`     | 1 | exhaustive; tests + \[0, 1\] + \[80, 104\] (overflow and subnormal results) |
 //! | `exp_m1`  | 1 | exhaustive; tests + \[0, 1\] |
-//! | `ln`      | 1 | exhaustive (subnormals included); tests + \[0.5, 2\] |
+//! | `ln`      | 1 | exhaustive (subnormals included; 7.4e7 inputs reach 1 in the `fma` form, 1.5e7 in the plain one); tests + \[0.5, 2\] |
 //! | `ln_1p`   | 1 | exhaustive; tests + \[0, 1\] |
 //! | `log2`    | 1 | exhaustive; tests + \[0.5, 2\] |
 //! | `log10`   | 1 | exhaustive; tests + \[0.5, 2\] |
@@ -66,7 +66,7 @@
 //! `ln(x < 0) = NaN`, `ln_1p(-1) = -inf`, `tanh(±inf) = ±1`, `erf(±inf) = ±1`,
 //! signed zeros are preserved by the odd functions.
 
-use std::f32::consts::LOG2_E;
+use std::f32::consts::{LN_2, LOG2_E};
 
 /// `1.5 * 2^23`: adding and subtracting it rounds an `f32` with |v| < 2^22
 /// to the nearest integer (ties to even); the integer is then in the low
@@ -108,7 +108,20 @@ const EXPM1_P: [f32; 6] = [
     0.001_393_231_9,
     0.000_197_624_51,
 ];
-/// ln(1+f) = f + f^2 Q(f), f in [sqrt(1/2)-1, sqrt(2)-1].
+/// ln(1+f) = f + f^2 R(f), f in [sqrt(1/2)-1, sqrt(2)-1], for [`ln`]
+/// (relative error 3.0e-8 before rounding).
+const LN_R: [f32; 8] = [
+    -0.499_999_9,
+    0.333_339_48,
+    -0.250_017_85,
+    0.199_621_57,
+    -0.165_700_3,
+    0.149_167_63,
+    -0.143_098_68,
+    0.087_405_376,
+];
+/// ln(1+f) = f + f^2 Q(f), same interval, one degree more (4.2e-9) for the
+/// functions that recombine in more steps.
 const LN_Q: [f32; 9] = [
     -0.499_999_88,
     0.333_333_25,
@@ -261,10 +274,10 @@ fn exp_m1_g<const FMA: bool>(x: f32) -> f32 {
 }
 
 /// Splits `x > 0` (subnormals included) as `x = 2^k (1 + f)` with
-/// `1 + f` in [sqrt(1/2), sqrt(2)); returns (k, f, f^2 Q(f)) so that
-/// ln(1+f) ~= f + f^2 Q(f).  Garbage for x <= 0, inf, NaN.
+/// `1 + f` in [sqrt(1/2), sqrt(2)); returns (k, f).  Garbage for x <= 0,
+/// inf, NaN.
 #[inline(always)]
-fn ln_parts<const FMA: bool>(x: f32) -> (f32, f32, f32) {
+fn ln_reduce(x: f32) -> (f32, f32) {
     const SQRT_HALF_BITS: u32 = 0x3f35_04f3;
     let sub = x < f32::MIN_POSITIVE;
     let xs = if sub { x * 8_388_608.0 } else { x };
@@ -272,32 +285,44 @@ fn ln_parts<const FMA: bool>(x: f32) -> (f32, f32, f32) {
     let ix = xs.to_bits().wrapping_sub(SQRT_HALF_BITS);
     let k = ((ix as i32) >> 23).wrapping_add(kadj);
     let m = f32::from_bits((ix & 0x007f_ffff).wrapping_add(SQRT_HALF_BITS));
-    let f = m - 1.0;
-    (k as f32, f, f * f * poly::<FMA, 9>(f, &LN_Q))
+    (k as f32, m - 1.0)
+}
+
+/// [`ln_reduce`] plus f^2 Q(f), so that ln(1+f) ~= f + f^2 Q(f).
+#[inline(always)]
+fn ln_parts<const FMA: bool>(x: f32) -> (f32, f32, f32) {
+    let (k, f) = ln_reduce(x);
+    (k, f, f * f * poly::<FMA, 9>(f, &LN_Q))
 }
 
 /// Applies the logarithm special cases: +inf -> +inf, 0 -> -inf,
 /// negative or NaN -> NaN.
 #[inline(always)]
 fn log_specials(x: f32, r: f32) -> f32 {
-    let r = if x == f32::INFINITY { x } else { r };
-    let r = if x == 0.0 { f32::NEG_INFINITY } else { r };
     let r = if x < 0.0 { f32::NAN } else { r };
-    if x.is_nan() { x } else { r }
+    let r = if x == 0.0 { f32::NEG_INFINITY } else { r };
+    // +inf and NaN in one test
+    if x < f32::INFINITY { r } else { x }
 }
 
 /// Natural logarithm.
 ///
-/// x = 2^k (1+f), ln x = k ln2 + f + f^2 Q(f) with a degree-8 Q on
-/// [sqrt(1/2)-1, sqrt(2)-1]; subnormal inputs are pre-scaled by 2^23.
+/// x = 2^k (1+f), ln x = k ln2 + u with u = f + f^2 R(f) ~= ln(1+f) and a
+/// degree-7 R on [sqrt(1/2)-1, sqrt(2)-1]; subnormal inputs are pre-scaled
+/// by 2^23.  u is formed first: |u| <= ln2/2 < |k ln2| unless k == 0, so
+/// its rounding costs little, and one rounding follows.
 #[inline(always)]
 fn ln_g<const FMA: bool>(x: f32) -> f32 {
-    let (k, f, q) = ln_parts::<FMA>(x);
-    // Fast2Sum: |k ln2_hi| >= |f| unless k == 0, where the sum is exact
-    let kh = k * LN2_HI;
-    let s = kh + f;
-    let err = f - (s - kh);
-    let r = s + (err + madd::<FMA>(k, LN2_LO, q));
+    let (k, f) = ln_reduce(x);
+    let u = madd::<FMA>(f * f, poly::<FMA, 8>(f, &LN_R), f);
+    let r = if FMA {
+        // k LN_2 is exact inside the FMA; LN_2's own error (2.7e-9
+        // relative) is far below an ulp
+        madd::<FMA>(k, LN_2, u)
+    } else {
+        // k LN2_HI is exact, the product k LN_2 would not be
+        madd::<FMA>(k, LN2_HI, u + k * LN2_LO)
+    };
     log_specials(x, r)
 }
 
@@ -331,7 +356,8 @@ fn log10_g<const FMA: bool>(x: f32) -> f32 {
 /// ln(1 + x), accurate near zero.
 ///
 /// u = 1 + x is formed with its exact rounding error c (Fast2Sum), then
-/// ln(1+x) = ln(u) + c/u with ln(u) computed as in [`ln`].
+/// ln(1+x) = ln(u) + c/u with ln(u) from the reduction of [`ln`], summed
+/// in extra precision.
 #[inline(always)]
 fn ln_1p_g<const FMA: bool>(x: f32) -> f32 {
     let u = 1.0 + x;
@@ -343,7 +369,8 @@ fn ln_1p_g<const FMA: bool>(x: f32) -> f32 {
     let (k, f, q) = ln_parts::<FMA>(u);
     let kh = k * LN2_HI;
     let s = kh + f;
-    let err = f - (s - kh); // Fast2Sum, as in `ln`
+    // Fast2Sum: |k ln2_hi| >= |f| unless k == 0, where the sum is exact
+    let err = f - (s - kh);
     let r = s + (err + (q + madd::<FMA>(k, LN2_LO, c / u)));
     let r = if x == f32::INFINITY { x } else { r };
     let r = if u == 0.0 { f32::NEG_INFINITY } else { r };
@@ -1024,6 +1051,8 @@ mod tests {
             ("ln", ln, -inf, nan),
             ("ln", ln, inf, inf),
             ("ln", ln, 1.0, 0.0),
+            ("ln", ln, -f32::from_bits(1), nan),
+            ("ln", ln, -nan, nan),
             ("log2", log2, 8.0, 3.0),
             ("log2", log2, f32::from_bits(1), -149.0),
             ("log2", log2, 0.0, -inf),
