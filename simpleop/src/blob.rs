@@ -280,7 +280,6 @@ fn check_len(len: usize, shape: &Shape) -> Result<()> {
     Ok(())
 }
 
-#[inline]
 /// Inlined to one comparison: every kernel call views its blobs this way.
 #[inline]
 fn check_dtype<T: Element>(dtype: DType) -> Result<()> {
