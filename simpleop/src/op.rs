@@ -17,7 +17,10 @@ pub enum Pattern {
     Broadcast,
     /// Each output element reads one input element (reshape, transpose, slice).
     Injective,
-    /// Reduces along axes (sum, max).
+    /// Reduces along axes (sum, max): each output element reads only the
+    /// input elements that share its indices on the axes it keeps. Fusion
+    /// relies on this to run a reduction that keeps axis 0 over slabs of
+    /// rows; an op that mixes rows is [`Pattern::Opaque`].
     Reduction,
     /// Complex, but an elementwise op can be fused onto its output (dot).
     OutElemwiseFusable,
