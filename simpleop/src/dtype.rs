@@ -1,8 +1,8 @@
 //! Element types: [`DType`], the [`Element`] storage trait and the [`Float`]
 //! compute trait that op kernels are written against.
 //!
-//! Dtype dispatch lives in this module and nowhere else: [`dispatch_float!`]
-//! and [`dispatch_any!`] turn a runtime [`DType`] into a monomorphised call.
+//! Dtype dispatch lives in this module and nowhere else: [`dispatch_float!`](crate::dispatch_float)
+//! and [`dispatch_any!`](crate::dispatch_any) turn a runtime [`DType`] into a monomorphised call.
 
 use std::fmt;
 use std::ops::{Add, AddAssign, Div, Mul, MulAssign, Neg, Rem, Sub, SubAssign};
@@ -124,7 +124,7 @@ impl_int_element!(i32 => I32, i64 => I64, u8 => U8);
 
 /// The scalar type op kernels are written against.
 ///
-/// Implemented for `f32`, `f64`, [`f16`] and [`bf16`]. The framework runs
+/// Implemented for `f32`, `f64`, [`f16`](struct@f16) and [`bf16`]. The framework runs
 /// kernels for the half types in f32 (`Compute = f32`) and converts at the
 /// edges, so a kernel instantiated with `T = f16` is only seen by code that
 /// calls it directly.
@@ -437,7 +437,7 @@ impl_half_float!(bf16, BF16);
 /// Runs `$body` with `$T` bound to the Rust type of a float [`DType`];
 /// evaluates `$otherwise` for integer dtypes.
 ///
-/// This and [`dispatch_any!`] are the only places where a runtime dtype
+/// This and [`dispatch_any!`](crate::dispatch_any) are the only places where a runtime dtype
 /// becomes a static type.
 #[macro_export]
 macro_rules! dispatch_float {

@@ -419,7 +419,7 @@ pub struct GradTile<'a, K, C, const N: usize> {
 
 impl<K: MapGrad<N>, C: Float, const N: usize> TileJob for GradTile<'_, K, C, N> {
     /// Whole blocks as fixed-size arrays, then the remainder (see
-    /// [`BLOCK`]).
+    /// `BLOCK`).
     #[inline(always)]
     fn run(self) {
         let n = self.dy.len();
