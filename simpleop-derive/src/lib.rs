@@ -1,7 +1,7 @@
 //! The `#[simple_op]` attribute of simpleop.
 //!
-//! Laid out as parse ([`options`]) → model ([`model`]) → expand
-//! ([`expand`]). Every error is collected with its span, and the annotated
+//! Laid out as parse (`options`) → model (`model`) → expand
+//! (`expand`). Every error is collected with its span, and the annotated
 //! module is re-emitted even when there are errors, so IDEs keep working.
 
 #![warn(missing_docs)]
