@@ -361,8 +361,9 @@ pub(crate) fn reduce_blob(
     simpleop::dispatch_float!(src.dtype(), T => {
         let xs = src.as_slice::<T>()?;
         let ys = dst.as_slice_mut::<T>()?;
-        // Trailing axes reduced: each group is one run of memory.
-        let contiguous = plan.inner.iter().enumerate().all(|(i, &r)| i == r);
+        // Trailing axes reduced: each group is one run of memory. (Empty
+        // groups take the walk: their starts may lie past an empty input.)
+        let contiguous = n > 0 && plan.inner.iter().enumerate().all(|(i, &r)| i == r);
         for (y, &base) in ys.iter_mut().zip(&plan.outer) {
             let run = contiguous.then(|| reducer.reduce_run(&xs[base..base + n])).flatten();
             let v = run.unwrap_or_else(|| {

@@ -232,6 +232,36 @@ fn a_reduction_that_keeps_axis_0_runs_slab_by_slab_behind_its_inputs() {
     let exe = bind(&s, shapes, DType::F32, true, false);
     assert_eq!(exe.inference_memory_stats().fused_values, 2);
     check_same(&s, shapes, DType::F32);
+    // A program output besides the reduction's input (an intermediate
+    // that is also a graph output), bf16, a (1, C) operand, argmax, and
+    // rows so long that every slab is one row.
+    let x = Symbol::var("x");
+    let b = Symbol::var("b");
+    let a = op("exp", "a", &[&x]);
+    let p = op("broadcast_mul", "p", &[&a, &b]);
+    let m = op_with("argmax", "m", &[&p], Attrs::new().with("axis", 1));
+    let both = Symbol::group(&[m, a]);
+    for (rows, cols) in [(300, 700), (5, 200_000)] {
+        let shapes: &[(&str, &[usize])] = &[("x", &[rows, cols]), ("b", &[1, cols])];
+        let exe = bind(&both, shapes, DType::F32, true, false);
+        assert_eq!(
+            exe.inference_memory_stats().fused_values,
+            1,
+            "{rows}x{cols}"
+        );
+        for dtype in [DType::F32, DType::BF16] {
+            check_same(&both, shapes, dtype);
+        }
+    }
+    // Empty rows: nothing to slab, and the result is still the unfused one.
+    let s = op_with(
+        "sum",
+        "s",
+        &[&op("exp", "e", &[&Symbol::var("x")])],
+        Attrs::new().with("axis", 1),
+    );
+    let shapes: &[(&str, &[usize])] = &[("x", &[4, 0])];
+    check_same(&s, shapes, DType::F32);
 }
 
 #[test]

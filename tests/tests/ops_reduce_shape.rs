@@ -243,6 +243,20 @@ fn gradcheck_shape_ops() {
 // ---------------------------------------------------------------------------
 
 #[test]
+fn reductions_over_an_empty_axis_give_their_identity() {
+    simpleop_ops::link();
+    let x = NDArray::zeros([2, 0, 3], DType::F32);
+    for (op, want) in [("sum", 0.0), ("norm", 0.0)] {
+        assert_array(&call(op, &x, &[("axis", "1")]), &[2, 3], &[want; 6]);
+    }
+    let nan = call("mean", &x, &[("axis", "1")]);
+    assert!(
+        nan.to_f64_vec().iter().all(|v| v.is_nan()),
+        "mean of nothing"
+    );
+}
+
+#[test]
 fn sum_over_axes_matches_hand_computed_values() {
     simpleop_ops::link();
     let x = iota(&[2, 3, 4]); // x[i, j, k] = 12 i + 4 j + k

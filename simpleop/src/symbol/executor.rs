@@ -405,7 +405,8 @@ impl Executor {
 
     /// The fusion groups of the forward graph (groups of two or more
     /// nodes; empty when fusion is off). A group's elementwise members run
-    /// as one tile loop.
+    /// as one tile loop; a reduction that keeps axis 0 runs behind it slab
+    /// by slab (see the README's fusion section for when).
     pub fn fusion_groups(&self) -> &[FusionGroup] {
         &self.fusion_groups
     }
@@ -722,6 +723,10 @@ impl Executor {
                     let slabs = Slabs {
                         plan,
                         tail,
+                        ctx: RunContext {
+                            parallel: false,
+                            ..self.ctx
+                        },
                         prog: &prog,
                         inputs: &inputs,
                         outputs: &outputs,
@@ -730,7 +735,10 @@ impl Executor {
                         forward: self.kernels[tail.node].expect("op node").forward,
                         env: &self.envs[tail.node],
                     };
-                    slabs.run(self.ctx.parallel).map_err(node_err)?;
+                    slabs.run(self.ctx.parallel).map_err(|e| match e {
+                        SlabError::Program(e) => node_err(e),
+                        SlabError::Reduction(e) => self.graph.nodes[tail.node].error(e),
+                    })?;
                 }
                 Step::Seed { head, dst, req } => {
                     let src = view_from(head_grad_ptrs[*head], &plan.values[*dst]);
@@ -861,6 +869,8 @@ fn placeholder_plan() -> Plan {
 struct Slabs<'a> {
     plan: &'a Plan,
     tail: &'a fuse::ReduceTail,
+    /// The reduction's context: the executor's, on one thread.
+    ctx: RunContext,
     prog: &'a TileProgram<'a>,
     /// Each program input and its base address.
     inputs: &'a [(ValueId, usize)],
@@ -874,27 +884,27 @@ struct Slabs<'a> {
     env: &'a EnvArguments,
 }
 
+/// Which part of a slabbed step failed, so the error names its node.
+enum SlabError {
+    Program(Error),
+    Reduction(Error),
+}
+
 impl Slabs<'_> {
-    fn run(&self, parallel: bool) -> Result<()> {
+    fn run(&self, parallel: bool) -> std::result::Result<(), SlabError> {
         let space = &self.plan.values[self.tail.scratch].shape;
         let n_rows = space.dims()[0];
         let row = space.size() / n_rows;
-        let failure: std::sync::Mutex<Option<Error>> = std::sync::Mutex::new(None);
-        // Split by elements, aligned to whole slabs, so that the usual
-        // grain rules apply.
-        crate::kernel::for_each_chunk(
-            n_rows * row,
-            self.prog.cost,
-            parallel,
-            self.tail.rows * row,
-            |elems| {
-                if let Err(e) = self.run_rows(elems.start / row..elems.end / row)
-                    && let Ok(mut f) = failure.lock()
-                {
-                    f.get_or_insert(e);
-                }
-            },
-        );
+        let failure: std::sync::Mutex<Option<SlabError>> = std::sync::Mutex::new(None);
+        // Split by elements at row boundaries, so that the usual grain
+        // rules apply; each thread slabs its own rows.
+        crate::kernel::for_each_chunk(n_rows * row, self.prog.cost, parallel, row, |elems| {
+            if let Err(e) = self.run_rows(elems.start / row..elems.end / row)
+                && let Ok(mut f) = failure.lock()
+            {
+                f.get_or_insert(e);
+            }
+        });
         match failure.into_inner() {
             Ok(Some(e)) => Err(e),
             _ => Ok(()),
@@ -902,7 +912,7 @@ impl Slabs<'_> {
     }
 
     /// Rows `rows` of every value, slab by slab, on this thread.
-    fn run_rows(&self, rows: std::ops::Range<usize>) -> Result<()> {
+    fn run_rows(&self, rows: std::ops::Range<usize>) -> std::result::Result<(), SlabError> {
         let values = &self.plan.values;
         let scratch = &values[self.tail.scratch];
         let n_rows = scratch.shape.dims()[0];
@@ -910,14 +920,10 @@ impl Slabs<'_> {
         slab_shape[0] = self.tail.rows.min(rows.len());
         let mut buffer = NDArray::for_overwrite(slab_shape, scratch.dtype);
         let buffer_ptr = buffer.make_unique_ptr();
-        let ctx = RunContext {
-            parallel: false,
-            ..RunContext::default()
-        };
         let call = OpCall {
             op: self.op,
             env: self.env,
-            ctx: &ctx,
+            ctx: &self.ctx,
         };
         let mut r0 = rows.start;
         while r0 < rows.end {
@@ -957,7 +963,7 @@ impl Slabs<'_> {
                     unsafe { TBlobMut::from_raw(ptr.cast_mut(), dtype, shape) }
                 })
                 .collect();
-            run_program(self.prog, &ins, &mut outs, false)?;
+            run_program(self.prog, &ins, &mut outs, false).map_err(SlabError::Program)?;
             drop(outs);
             let out_value = &values[self.tail.out];
             let (out_ptr, out_shape) = rows_of(out_value, self.out, true, n_rows, r0..r1);
@@ -969,7 +975,8 @@ impl Slabs<'_> {
                     TBlobMut::from_raw(out_ptr.cast_mut(), out_value.dtype, out_shape),
                 )
             };
-            (self.forward)(&call, &[input], &mut [output], &[OpReqType::WriteTo])?;
+            (self.forward)(&call, &[input], &mut [output], &[OpReqType::WriteTo])
+                .map_err(SlabError::Reduction)?;
             r0 = r1;
         }
         Ok(())

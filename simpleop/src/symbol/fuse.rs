@@ -20,11 +20,12 @@
 //! ops have no tile kernels and stay alone.
 //!
 //! Execution runs the elementwise members of a group as one tile program.
-//! A reduction that keeps axis 0 and is its input's only reader runs
-//! behind the program slab by slab ([`ReduceTail`]), so its input never
-//! reaches main memory; any other complex op (`dot`, a reduction over
-//! axis 0) runs unfused before (dot) or after (reduction) the program,
-//! with its own input or output materialised.
+//! A reduction that keeps axis 0, is its input's only reader and has rows
+//! no longer than a slab runs behind the program slab by slab
+//! ([`ReduceTail`]), so its input never reaches main memory. Any other
+//! complex op (`dot`; a reduction over axis 0, of a 1-d input, or whose
+//! input is also read elsewhere) runs unfused before (dot) or after
+//! (reduction) the program, with its own input or output materialised.
 
 use std::collections::HashMap;
 
@@ -259,7 +260,8 @@ pub(crate) enum Instr {
 pub(crate) struct Fused {
     pub(crate) nodes: Vec<usize>,
     pub(crate) inputs: Vec<ValueId>,
-    /// Distinct values written, the first one's shape is the iteration space.
+    /// Distinct values the program writes (the reduction's output is not
+    /// among them); the first one's shape is the iteration space.
     pub(crate) outputs: Vec<(ValueId, bool)>,
     pub(crate) slots: usize,
     pub(crate) instrs: Vec<Instr>,
@@ -284,9 +286,9 @@ pub(crate) struct ReduceTail {
 }
 
 /// Elements per slab of a [`ReduceTail`]: the reduction's input slab
-/// (1 MB of f32) stays in L2 between the program writing it and the
-/// reduction reading it, and a slab is big enough that the per-slab
-/// dispatch is noise.
+/// (1 MB in f32, 2 MB in f64) stays in L2 between the program writing it
+/// and the reduction reading it, and a slab is big enough that the
+/// per-slab dispatch is noise. Rows longer than this are not slabbed.
 const SLAB_ELEMENTS: usize = 1 << 18;
 
 impl Fused {
@@ -303,10 +305,11 @@ impl Fused {
 }
 
 /// Whether reduction node `r` may run slab by slab over axis 0: its input
-/// has at least two dimensions, and for slabs of 2 and 3 rows its shape
+/// has at least two dimensions, and for slabs of 1, 2 and 3 rows its shape
 /// function keeps the slab's rows in front of the full output's other
-/// dimensions. Two slab sizes, so that an output that merely happens to
-/// match one slab size (a reduced axis 0 kept as 1) is not taken.
+/// dimensions. Several slab sizes, so that an output that merely happens
+/// to match one slab size (a reduced axis 0 kept as 1) is not taken; 1,
+/// because the last slab may have one row.
 fn row_separable(g: &Graph, r: usize, in_shape: &Shape, out_shape: &Shape) -> bool {
     let Some(op) = g.nodes[r].op else {
         return false;
@@ -315,7 +318,7 @@ fn row_separable(g: &Graph, r: usize, in_shape: &Shape, out_shape: &Shape) -> bo
     if dims.len() < 2 || out.is_empty() || out[0] != dims[0] || dims[0] < 2 {
         return false;
     }
-    [2usize, 3].iter().all(|&rows| {
+    [1usize, 2, 3].iter().all(|&rows| {
         let mut slab = dims.to_vec();
         slab[0] = rows;
         let mut want = out.to_vec();
@@ -706,12 +709,17 @@ fn reduce_tail(
     if !alone || !row_separable(g, r, &value.shape, &plan.values[out].shape) {
         return None;
     }
+    // Empty values have nothing to slab; a row longer than a slab would
+    // make each thread's buffer that row, far past the cache.
     let row = value.shape.size() / value.shape.dims()[0];
+    if row == 0 || row > SLAB_ELEMENTS {
+        return None;
+    }
     Some(ReduceTail {
         node: r,
         scratch: v,
         out,
-        rows: (SLAB_ELEMENTS / row.max(1)).max(1),
+        rows: SLAB_ELEMENTS / row,
     })
 }
 

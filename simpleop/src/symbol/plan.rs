@@ -83,7 +83,8 @@ pub(crate) enum Step {
         grads: Vec<Option<(ValueId, OpReqType)>>,
         in_place: bool,
     },
-    /// Runs several elementwise kernels tile by tile (fusion).
+    /// Runs several elementwise kernels tile by tile (fusion), and maybe
+    /// a reduction behind them slab by slab.
     Fused(super::fuse::Fused),
 }
 
