@@ -385,6 +385,29 @@ pub(crate) fn for_each_chunk(
     });
 }
 
+/// [`for_each_chunk`] for fallible work: every chunk runs, and the first
+/// error (in completion order) is returned.
+pub(crate) fn try_for_each_chunk<E: Send>(
+    n: usize,
+    cost: usize,
+    parallel: bool,
+    align: usize,
+    f: impl Fn(Range<usize>) -> std::result::Result<(), E> + Sync,
+) -> std::result::Result<(), E> {
+    let failure: std::sync::Mutex<Option<E>> = std::sync::Mutex::new(None);
+    for_each_chunk(n, cost, parallel, align, |range| {
+        if let Err(e) = f(range)
+            && let Ok(mut first) = failure.lock()
+        {
+            first.get_or_insert(e);
+        }
+    });
+    match failure.into_inner() {
+        Ok(Some(e)) => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// The facts every argument is checked against.
 struct Checked {
     op: &'static str,

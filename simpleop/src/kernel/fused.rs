@@ -13,9 +13,8 @@
 //! storing it: fused and unfused results are bitwise equal for all dtypes.
 
 use std::ops::Range;
-use std::sync::Mutex;
 
-use super::{DisjointMut, Src, TILE, TileFns, alias_of, for_each_chunk, source_for, store};
+use super::{DisjointMut, Src, TILE, TileFns, alias_of, source_for, store, try_for_each_chunk};
 use crate::kernel::simd::{TileIo, prefetch};
 use crate::{
     EnvArguments, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, dispatch_float,
@@ -246,19 +245,9 @@ where
         dsts.push(DisjointMut::new(o.as_slice_mut::<S>()?));
     }
     let direct = direct_slots::<S>(prog, inputs.len());
-    let failure: Mutex<Option<Error>> = Mutex::new(None);
-    let n = shape.size();
-    for_each_chunk(n, prog.cost, parallel, TILE, |range| {
-        if let Err(e) = run_range::<S>(prog, &srcs, &dsts, &direct, range)
-            && let Ok(mut f) = failure.lock()
-        {
-            f.get_or_insert(e);
-        }
-    });
-    match failure.into_inner() {
-        Ok(Some(e)) => Err(e),
-        _ => Ok(()),
-    }
+    try_for_each_chunk(shape.size(), prog.cost, parallel, TILE, |range| {
+        run_range::<S>(prog, &srcs, &dsts, &direct, range)
+    })
 }
 
 /// Per slot, the output a forward result may be computed straight into:

@@ -895,20 +895,11 @@ impl Slabs<'_> {
         let space = &self.plan.values[self.tail.scratch].shape;
         let n_rows = space.dims()[0];
         let row = space.size() / n_rows;
-        let failure: std::sync::Mutex<Option<SlabError>> = std::sync::Mutex::new(None);
         // Split by elements at row boundaries, so that the usual grain
         // rules apply; each thread slabs its own rows.
-        crate::kernel::for_each_chunk(n_rows * row, self.prog.cost, parallel, row, |elems| {
-            if let Err(e) = self.run_rows(elems.start / row..elems.end / row)
-                && let Ok(mut f) = failure.lock()
-            {
-                f.get_or_insert(e);
-            }
-        });
-        match failure.into_inner() {
-            Ok(Some(e)) => Err(e),
-            _ => Ok(()),
-        }
+        crate::kernel::try_for_each_chunk(n_rows * row, self.prog.cost, parallel, row, |elems| {
+            self.run_rows(elems.start / row..elems.end / row)
+        })
     }
 
     /// Rows `rows` of every value, slab by slab, on this thread.
