@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use super::fuse::{self, FusionGroup, Instr};
+use super::fuse::{self, FusionGroup, Instr, slab};
 use super::graph::Graph;
 use super::infer;
 use super::plan::{self, Loc, Plan, PlanInput, Step, ValueId};
@@ -865,7 +865,7 @@ fn placeholder_plan() -> Plan {
 /// A fused program with a [`fuse::ReduceTail`], run over slabs of rows:
 /// per slab, the program writes the reduction's input into a slab buffer
 /// (still in cache) and the reduction reads it from there. Each thread
-/// takes one contiguous run of slabs, with its own buffer.
+/// takes one contiguous run of rows and slabs it, with its own buffer.
 struct Slabs<'a> {
     plan: &'a Plan,
     tail: &'a fuse::ReduceTail,
@@ -907,9 +907,10 @@ impl Slabs<'_> {
         let values = &self.plan.values;
         let scratch = &values[self.tail.scratch];
         let n_rows = scratch.shape.dims()[0];
-        let mut slab_shape = scratch.shape.dims().to_vec();
-        slab_shape[0] = self.tail.rows.min(rows.len());
-        let mut buffer = NDArray::for_overwrite(slab_shape, scratch.dtype);
+        let mut buffer = NDArray::for_overwrite(
+            slab(&scratch.shape, self.tail.rows.min(rows.len())),
+            scratch.dtype,
+        );
         let buffer_ptr = buffer.make_unique_ptr();
         let call = OpCall {
             op: self.op,
@@ -919,6 +920,7 @@ impl Slabs<'_> {
         let mut r0 = rows.start;
         while r0 < rows.end {
             let r1 = (r0 + self.tail.rows).min(rows.end);
+            let slab_shape = slab(&scratch.shape, r1 - r0);
             let ins: Vec<TBlob<'_>> = self
                 .inputs
                 .iter()
@@ -941,11 +943,7 @@ impl Slabs<'_> {
                             let (p, s) = rows_of(&values[v], base, true, n_rows, r0..r1);
                             (p, values[v].dtype, s)
                         }
-                        None => (
-                            buffer_ptr.cast_const(),
-                            scratch.dtype,
-                            slab(&scratch.shape, r1 - r0),
-                        ),
+                        None => (buffer_ptr.cast_const(), scratch.dtype, slab_shape.clone()),
                     };
                     // SAFETY: outputs have the program's full shape, so each
                     // thread's rows (`for_each_chunk` hands out disjoint
@@ -962,7 +960,7 @@ impl Slabs<'_> {
             // output rows are disjoint between threads, as above.
             let (input, output) = unsafe {
                 (
-                    TBlob::from_raw(buffer_ptr, scratch.dtype, slab(&scratch.shape, r1 - r0)),
+                    TBlob::from_raw(buffer_ptr, scratch.dtype, slab_shape),
                     TBlobMut::from_raw(out_ptr.cast_mut(), out_value.dtype, out_shape),
                 )
             };
@@ -972,13 +970,6 @@ impl Slabs<'_> {
         }
         Ok(())
     }
-}
-
-/// `shape` with `rows` rows.
-fn slab(shape: &Shape, rows: usize) -> Shape {
-    let mut dims = shape.dims().to_vec();
-    dims[0] = rows;
-    Shape::new(dims)
 }
 
 /// Where rows `rows` of `value` (at `base`) start and their shape, when

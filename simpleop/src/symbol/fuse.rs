@@ -319,13 +319,16 @@ fn row_separable(g: &Graph, r: usize, in_shape: &Shape, out_shape: &Shape) -> bo
         return false;
     }
     [1usize, 2, 3].iter().all(|&rows| {
-        let mut slab = dims.to_vec();
-        slab[0] = rows;
-        let mut want = out.to_vec();
-        want[0] = rows;
-        (op.infer_shape)(op, &[Shape::new(slab)], &g.nodes[r].env)
-            .is_ok_and(|s| s.dims() == want.as_slice())
+        (op.infer_shape)(op, &[slab(in_shape, rows)], &g.nodes[r].env)
+            .is_ok_and(|s| s == slab(out_shape, rows))
     })
+}
+
+/// `shape` with `rows` rows (axis 0 set to `rows`).
+pub(crate) fn slab(shape: &Shape, rows: usize) -> Shape {
+    let mut dims = shape.dims().to_vec();
+    dims[0] = rows;
+    Shape::new(dims)
 }
 
 /// Builds fused programs from a run of steps; values produced inside are
