@@ -14,7 +14,9 @@
 
 use std::ops::Range;
 
-use super::{DisjointMut, Src, TILE, TileFns, alias_of, source_for, store, try_for_each_chunk};
+use super::{
+    DisjointMut, Src, TILE, TileFns, alias_of, source_for, store, try_for_each_chunk, with_buffers,
+};
 use crate::kernel::simd::{TileIo, prefetch};
 use crate::{
     EnvArguments, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, dispatch_float,
@@ -219,7 +221,8 @@ where
     // A one-element dry run surfaces kernel errors (arity, bad arguments)
     // before anything is written.
     {
-        let mut slots = vec![vec![<S::Compute as Float>::zero(); 1]; prog.slots];
+        let mut cells = vec![<S::Compute as Float>::zero(); prog.slots];
+        let mut slots: Vec<&mut [S::Compute]> = cells.chunks_mut(1).collect();
         let zero = [<S::Compute as Float>::zero(); 1];
         run_instrs::<S>(
             prog,
@@ -313,9 +316,28 @@ where
     S: TileIo,
     S::Compute: Compute,
 {
-    let zero_c = <S::Compute as Float>::zero();
-    let mut slots = vec![vec![zero_c; TILE]; prog.slots];
-    let zero = [zero_c; TILE];
+    // Slots and the zero tile start on cache lines (see `Buffers`).
+    with_buffers::<S::Compute, _>(prog.slots + 1, TILE, |mut b| {
+        let mut slots: Vec<&mut [S::Compute]> = (0..prog.slots).map(|_| b.next()).collect();
+        let zero = b.next();
+        zero.fill(<S::Compute as Float>::zero());
+        run_tiles::<S>(prog, srcs, dsts, direct, range, &mut slots, zero)
+    })
+}
+
+fn run_tiles<S>(
+    prog: &TileProgram<'_>,
+    srcs: &[Src<'_, S>],
+    dsts: &[DisjointMut<'_, S>],
+    direct: &[Option<usize>],
+    range: Range<usize>,
+    slots: &mut [&mut [S::Compute]],
+    zero: &[S::Compute],
+) -> Result<()>
+where
+    S: TileIo,
+    S::Compute: Compute,
+{
     let mut half = vec![S::zero(); TILE];
     let mut start = range.start;
     let mut tiles: Vec<&mut [S]> = Vec::with_capacity(dsts.len());
@@ -345,9 +367,9 @@ where
         }
         run_instrs::<S>(
             prog,
-            &mut slots,
+            slots,
             &ext,
-            &zero,
+            zero,
             &mut half,
             len,
             Outs {
@@ -364,7 +386,7 @@ where
 /// Runs the instructions on slots of `len` elements; stores go to `out`.
 fn run_instrs<S>(
     prog: &TileProgram<'_>,
-    slots: &mut [Vec<S::Compute>],
+    slots: &mut [&mut [S::Compute]],
     ext: &[Option<&[S::Compute]>],
     zero: &[S::Compute],
     half: &mut [S],
@@ -381,7 +403,7 @@ where
     let round = std::mem::size_of::<S>() < std::mem::size_of::<S::Compute>() && !half.is_empty();
     let mut dirty = vec![false; if round { slots.len() } else { 0 }];
     fn settle<S: TileIo>(
-        slots: &mut [Vec<S::Compute>],
+        slots: &mut [&mut [S::Compute]],
         dirty: &mut [bool],
         half: &mut [S],
         len: usize,
@@ -429,7 +451,7 @@ where
                 out: o,
             } => {
                 settle::<S>(slots, &mut dirty, half, len, &mut ins.iter().copied());
-                let mut res = std::mem::take(&mut slots[*o]);
+                let res = std::mem::take(&mut slots[*o]);
                 // On the stack: this runs once per op per tile.
                 let mut views: [&[S::Compute]; MAX_ARITY] = [&[]; MAX_ARITY];
                 for (v, &i) in views.iter_mut().zip(ins) {
@@ -477,7 +499,7 @@ where
                         .chain(*y)
                         .chain(xs.iter().flatten().copied()),
                 );
-                let mut res: [Vec<S::Compute>; MAX_ARITY] = Default::default();
+                let mut res: [&mut [S::Compute]; MAX_ARITY] = Default::default();
                 for (r, &g) in res.iter_mut().zip(grads) {
                     *r = std::mem::take(&mut slots[g]);
                 }
