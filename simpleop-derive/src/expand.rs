@@ -78,6 +78,7 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
     let mut generated = quote! {
         #[doc(hidden)]
         #[allow(dead_code)]
+        #[derive(Clone, Copy)]
         pub struct __Kernel<'p> {
             #fields
             _env: ::core::marker::PhantomData<&'p ()>,

@@ -58,7 +58,11 @@ pub const RNG_BLOCK: usize = 4 * TILE;
 /// A forward kernel of arity `N`: one output element from `N` input
 /// elements. An op that updates some inputs in place writes their new
 /// values back into `x`.
-pub trait MapFn<const N: usize>: Sync {
+///
+/// Kernels are small values (a scalar parameter or a borrow of the params),
+/// hence `Copy`: the loops work on a local copy, so that the compiler keeps
+/// the parameters in registers instead of reloading them per vector.
+pub trait MapFn<const N: usize>: Sync + Copy {
     /// Computes one element, in the compute type `T`.
     fn apply<T: Float>(&self, x: &mut [T; N]) -> T;
 }
@@ -66,7 +70,8 @@ pub trait MapFn<const N: usize>: Sync {
 /// A backward kernel of arity `N`: the gradient of each input at one element.
 ///
 /// `y` and the entries of `x` the op's gradient does not read are zero.
-pub trait MapGrad<const N: usize>: Sync {
+/// `Copy` for the reason given on [`MapFn`].
+pub trait MapGrad<const N: usize>: Sync + Copy {
     /// Computes the `N` input gradients at one element.
     fn apply<T: Float>(&self, dy: T, y: T, x: [T; N]) -> [T; N];
 }

@@ -270,6 +270,10 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for MapTile<'_, K, C, N> {
     #[inline(always)]
     fn run(self) {
         let n = self.out.len();
+        // A local copy: the compiler cannot see that stores to `out` leave
+        // `*self.kernel` alone, and would reload (and convert) a scalar
+        // parameter for every vector.
+        let kernel = *self.kernel;
         let ins: [&[C]; N] = self.ins.map(|s| &s[..n]);
         let ahead = std::mem::size_of_val(self.out) >= PREFETCH_MIN;
         let mut blocks = self.out.chunks_exact_mut(BLOCK);
@@ -289,12 +293,12 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for MapTile<'_, K, C, N> {
             });
             for (j, o) in out.iter_mut().enumerate() {
                 let mut x: [C; N] = std::array::from_fn(|i| xs[i][j]);
-                *o = self.kernel.apply(&mut x);
+                *o = kernel.apply(&mut x);
             }
         }
         let rest = blocks.into_remainder();
         let done = n - rest.len();
-        Self::apply_slices(self.kernel, ins.map(|s| &s[done..]), rest);
+        Self::apply_slices(&kernel, ins.map(|s| &s[done..]), rest);
     }
 
     #[inline(always)]
@@ -322,10 +326,10 @@ pub struct MapTileMut<'a, K, C, const N: usize> {
 impl<K: MapFn<N>, C: Float, const N: usize> TileJob for MapTileMut<'_, K, C, N> {
     #[inline(always)]
     fn run(self) {
-        let ins = self.ins;
+        let (ins, kernel) = (self.ins, *self.kernel);
         for (j, o) in self.out.iter_mut().enumerate() {
             let mut x: [C; N] = std::array::from_fn(|i| ins[i][j]);
-            *o = self.kernel.apply(&mut x);
+            *o = kernel.apply(&mut x);
             for i in 0..N {
                 ins[i][j] = x[i];
             }
@@ -423,6 +427,7 @@ impl<K: MapGrad<N>, C: Float, const N: usize> TileJob for GradTile<'_, K, C, N> 
     #[inline(always)]
     fn run(self) {
         let n = self.dy.len();
+        let kernel = *self.kernel; // see `MapTile::run`
         let (dy, y) = (&self.dy[..n], &self.y[..n]);
         let xs: [&[C]; N] = self.xs.map(|s| &s[..n]);
         let mut out: [&mut [C]; N] = self.out.map(|o| &mut o[..n]);
@@ -436,18 +441,14 @@ impl<K: MapGrad<N>, C: Float, const N: usize> TileJob for GradTile<'_, K, C, N> 
                 .each_mut()
                 .map(|o| (&mut o[block.clone()]).try_into().expect("inside"));
             for j in 0..BLOCK {
-                let r = self
-                    .kernel
-                    .apply(dy[j], y[j], std::array::from_fn(|i| xs[i][j]));
+                let r = kernel.apply(dy[j], y[j], std::array::from_fn(|i| xs[i][j]));
                 for i in 0..N {
                     g[i][j] = r[i];
                 }
             }
         }
         for j in whole..n {
-            let r = self
-                .kernel
-                .apply(dy[j], y[j], std::array::from_fn(|i| xs[i][j]));
+            let r = kernel.apply(dy[j], y[j], std::array::from_fn(|i| xs[i][j]));
             for i in 0..N {
                 out[i][j] = r[i];
             }
@@ -761,6 +762,7 @@ mod tests {
     }
 
     /// `x0 * 2 - x1`, with a branch, as an op author would write it.
+    #[derive(Clone, Copy)]
     struct TwiceMinus;
     impl MapFn<2> for TwiceMinus {
         fn apply<T: Float>(&self, x: &mut [T; 2]) -> T {
@@ -770,6 +772,7 @@ mod tests {
     }
 
     /// d/dx0 and d/dx1 of `dy * (x0 * 2 - x1)`, plus `y`.
+    #[derive(Clone, Copy)]
     struct TwiceMinusGrad;
     impl MapGrad<2> for TwiceMinusGrad {
         fn apply<T: Float>(&self, dy: T, y: T, x: [T; 2]) -> [T; 2] {
