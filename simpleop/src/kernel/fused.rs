@@ -249,13 +249,16 @@ where
     }
     let direct = direct_slots::<S>(prog, inputs.len());
     try_for_each_chunk(shape.size(), prog.cost, parallel, TILE, |range| {
-        run_range::<S>(prog, &srcs, &dsts, &direct, range)
+        // Slots and the zero tile start on cache lines (see `Buffers`).
+        with_buffers::<S::Compute, _>(prog.slots + 1, TILE, |mut b| {
+            let mut slots: Vec<&mut [S::Compute]> = (0..prog.slots).map(|_| b.next()).collect();
+            let zero = b.next();
+            zero.fill(<S::Compute as Float>::zero());
+            run_range::<S>(prog, &srcs, &dsts, &direct, range, &mut slots, zero)
+        })
     })
 }
 
-/// Per slot, the output a forward result may be computed straight into:
-/// the storage type is the compute type, the slot is stored once with
-/// `WriteTo`/`WriteInplace` and read by no op.
 /// This tile of every output, and the slots computed straight into one.
 struct Outs<'a, 'b, S> {
     tiles: &'a mut [&'b mut [S]],
@@ -266,6 +269,9 @@ struct Outs<'a, 'b, S> {
     ahead: &'a [&'b [S]],
 }
 
+/// Per slot, the output a forward result may be computed straight into:
+/// the storage type is the compute type, the slot is stored once with
+/// `WriteTo`/`WriteInplace` and read by no op.
 fn direct_slots<S: TileIo>(prog: &TileProgram<'_>, n_inputs: usize) -> Vec<Option<usize>> {
     let mut direct = vec![None; prog.slots];
     if std::mem::size_of::<S>() != std::mem::size_of::<S::Compute>() {
@@ -305,27 +311,8 @@ fn direct_slots<S: TileIo>(prog: &TileProgram<'_>, n_inputs: usize) -> Vec<Optio
     direct
 }
 
+/// Runs `range` tile by tile through the program, in the worker's slots.
 fn run_range<S>(
-    prog: &TileProgram<'_>,
-    srcs: &[Src<'_, S>],
-    dsts: &[DisjointMut<'_, S>],
-    direct: &[Option<usize>],
-    range: Range<usize>,
-) -> Result<()>
-where
-    S: TileIo,
-    S::Compute: Compute,
-{
-    // Slots and the zero tile start on cache lines (see `Buffers`).
-    with_buffers::<S::Compute, _>(prog.slots + 1, TILE, |mut b| {
-        let mut slots: Vec<&mut [S::Compute]> = (0..prog.slots).map(|_| b.next()).collect();
-        let zero = b.next();
-        zero.fill(<S::Compute as Float>::zero());
-        run_tiles::<S>(prog, srcs, dsts, direct, range, &mut slots, zero)
-    })
-}
-
-fn run_tiles<S>(
     prog: &TileProgram<'_>,
     srcs: &[Src<'_, S>],
     dsts: &[DisjointMut<'_, S>],
