@@ -297,6 +297,24 @@ impl Indexer {
         Indexer { dims, strides }
     }
 
+    /// The input offset of output index `start`, when `start..start + len`
+    /// is one stride-1 run of the input (a bias row under a matrix row).
+    fn single_run(&self, start: usize, len: usize) -> Option<usize> {
+        let last = self.dims.len() - 1;
+        let mut rem = start;
+        let mut off = 0;
+        let mut pos = 0;
+        for d in (0..=last).rev() {
+            let c = rem % self.dims[d];
+            if d == last {
+                pos = c;
+            }
+            rem /= self.dims[d];
+            off += c * self.strides[d];
+        }
+        (self.strides[last] == 1 && pos + len <= self.dims[last]).then_some(off)
+    }
+
     /// Calls `f(j, offset, run, stride)` for runs along the last axis
     /// covering output indices `start..start + len`; `j` counts from 0.
     fn for_each_run(
@@ -362,13 +380,22 @@ impl<'a, S: TileIo> Src<'a, S> {
         dsts: &[&mut [S]],
         buf: &'t mut [S::Compute],
     ) -> &'t [S::Compute] {
-        if let Src::Contig(data) = self
-            && let Some(c) = S::as_compute(&data[start..start + len])
-        {
+        if let Some(c) = self.contiguous(start, len).and_then(S::as_compute) {
             return c;
         }
         self.fill(start, len, dsts, buf);
         &buf[..len]
+    }
+
+    /// The tile `start..start + len` where it lies contiguously in the
+    /// input's own memory: always for a same-shape input, and for a
+    /// broadcast one when the tile is one run of it (a bias row).
+    fn contiguous(&self, start: usize, len: usize) -> Option<&'a [S]> {
+        match self {
+            Src::Contig(data) => Some(&data[start..start + len]),
+            Src::Bcast(data, idx) => idx.single_run(start, len).map(|off| &data[off..off + len]),
+            Src::Dst(_) | Src::Zero => None,
+        }
     }
 
     /// Converts or gathers the tile `start..start + len` into `buf`.
@@ -380,6 +407,8 @@ impl<'a, S: TileIo> Src<'a, S> {
                 let dst = &mut buf[j..j + run];
                 if stride == 0 {
                     dst.fill(data[off].to_compute());
+                } else if stride == 1 {
+                    S::load(&data[off..off + run], dst);
                 } else {
                     for (t, b) in dst.iter_mut().enumerate() {
                         *b = data[off + t * stride].to_compute();

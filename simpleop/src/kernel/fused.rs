@@ -344,10 +344,7 @@ where
             if let Src::Contig(data) = src {
                 ahead.push(&data[next.clone()]);
             }
-            *e = match src {
-                Src::Contig(data) => S::as_compute(&data[start..start + len]),
-                _ => None,
-            };
+            *e = src.contiguous(start, len).and_then(S::as_compute);
             if e.is_none() {
                 src.fill(start, len, &tiles, slot);
             }
