@@ -10,10 +10,10 @@ of each row's median, and simpleop's time over the faster peer's.
 
 numpy's ufuncs are single-threaded; PyTorch uses 2 threads like simpleop.
 Rows without a counterpart (bf16 in numpy, the SIMD-off rows) print '-'.
-The torch figures of `chain6/fused` and `row_sq_dist/fused` are the same
-graphs under `torch.compile` (inductor emits one fused loop), against
-simpleop's fused executor; their eager forms are the `/eager` and
-`/unfused` rows.
+The torch figures of `chain6/fused`, `row_sq_dist/fused` and `dense/fused`
+are the same graphs under `torch.compile` (inductor emits one fused loop,
+or a matmul with a fused epilogue), against simpleop's fused executor;
+their eager forms are the `/eager` and `/unfused` rows.
 """
 
 import argparse
@@ -104,6 +104,12 @@ def numpy_rows(n, reps):
     a = rng.uniform(-1, 1, (1024, 1024)).astype(np.float32)
     b = rng.uniform(-1, 1, (1024, 1024)).astype(np.float32)
     rows["dot/1024/f32"] = timed(lambda: np.dot(a, b), reps)
+    xd = rng.uniform(-1, 1, (n // 1024, 64)).astype(np.float32)
+    wd = rng.uniform(-1, 1, (64, 1024)).astype(np.float32)
+    bd = rng.uniform(-1, 1, 1024).astype(np.float32)
+    od = np.empty((n // 1024, 1024), np.float32)
+    rows["dense/dot"] = timed(lambda: np.dot(xd, wd, out=od), reps)
+    rows["dense/unfused"] = timed(lambda: np.maximum(xd @ wd + bd, 0), reps)
     one = np.array([0.5], np.float32)
     calls = 20000
     rows["tiny/relu/typed"] = timed(lambda: [np.maximum(one, 0) for _ in range(calls)], reps) / calls
@@ -161,6 +167,16 @@ def torch_rows(n, reps):
     a = torch.rand(1024, 1024, generator=g) * 2 - 1
     b = torch.rand(1024, 1024, generator=g) * 2 - 1
     rows["dot/1024/f32"] = timed(lambda: torch.mm(a, b), reps)
+    xd = torch.rand(n // 1024, 64, generator=g) * 2 - 1
+    wd = torch.rand(64, 1024, generator=g) * 2 - 1
+    bd = torch.rand(1024, generator=g) * 2 - 1
+    od = torch.empty(n // 1024, 1024)
+    rows["dense/dot"] = timed(lambda: torch.mm(xd, wd, out=od), reps)
+    rows["dense/unfused"] = timed(lambda: torch.relu(xd @ wd + bd), reps)
+    dense = torch.compile(lambda x, w, b: torch.relu(x @ w + b))
+    for _ in range(2):
+        dense(xd, wd, bd)
+    rows["dense/fused"] = timed(lambda: dense(xd, wd, bd), reps)
     one = torch.tensor([0.5])
     calls = 20000
     rows["tiny/relu/typed"] = timed(lambda: [torch.relu(one) for _ in range(calls)], reps) / calls

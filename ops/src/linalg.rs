@@ -326,7 +326,10 @@ fn gemm_typed<T: Float>(mm: &Mm, dst: &mut [T], lhs: &[T], rhs: &[T], req: OpReq
             "rhs bounds"
         );
     }
-    let parallelism = if mm.m * mm.n * mm.k >= PARALLEL_MIN_FLOPS {
+    // Inside a pool worker (a fused step's slab, a caller's parallel loop)
+    // the other threads are already busy: nesting only adds overhead.
+    let nested = rayon::current_thread_index().is_some();
+    let parallelism = if mm.m * mm.n * mm.k >= PARALLEL_MIN_FLOPS && !nested {
         gemm::Parallelism::Rayon(0) // 0: as many threads as the rayon pool has
     } else {
         gemm::Parallelism::None

@@ -31,6 +31,10 @@
 //!   squares slab by slab from cache), against one `elemwise_add` (which
 //!   reads the same two inputs); `row_sq_dist/unfused` against it.
 //! * `dot/1024/f32`: 1024² matrix product (baseline: none; see `peers.py`).
+//! * `dense/dot`: `dot(x, w)` of `(n/1024, 64) · (64, 1024)` into an
+//!   existing output; `dense/fused`: `relu(dot(x, w) + b)` as a graph with
+//!   fusion on (the product runs slab by slab and the bias and relu read
+//!   it from cache), against `dense/dot`; `dense/unfused` against it.
 //! * `tiny/relu/typed` and `tiny/relu/by-name`: µs per call on one element.
 //!
 //! Ops are called by name, so the rows need the standard ops linked in.
@@ -369,6 +373,38 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
             eager::invoke_into_by_name("dot", &[&a, &c], &Attrs::new(), &mut o, OpReqType::WriteTo)
         })?;
         report(&b);
+
+        // A dense layer whose output is as large as the other rows' arrays
+        // and whose product is cheap (64 multiply-adds per element), so
+        // that a pass over memory is visible next to it.
+        if eager::lookup("broadcast_add").is_ok() {
+            let (k, cols) = (64, 1024);
+            let rows = (n / cols).max(1);
+            let x = NDArray::random_uniform([rows, k], -1.0, 1.0, DType::F32, 8)?;
+            let w = NDArray::random_uniform([k, cols], -1.0, 1.0, DType::F32, 9)?;
+            let bias = NDArray::random_uniform([cols], -1.0, 1.0, DType::F32, 10)?;
+            let mut o = NDArray::zeros([rows, cols], DType::F32);
+            b.time("dense/dot", None, || {
+                eager::invoke_into_by_name(
+                    "dot",
+                    &[&x, &w],
+                    &Attrs::new(),
+                    &mut o,
+                    OpReqType::WriteTo,
+                )
+            })?;
+            report(&b);
+            let graph = dense_symbol()?;
+            let args = [("x", &x), ("w", &w), ("b", &bias)];
+            let mut fused = bind_inference(&graph, &args, true)?;
+            let mut unfused = bind_inference(&graph, &args, false)?;
+            b.time("dense/fused", Some("dense/dot"), || fused.forward(false))?;
+            report(&b);
+            b.time("dense/unfused", Some("dense/fused"), || {
+                unfused.forward(false)
+            })?;
+            report(&b);
+        }
     }
 
     // Dispatch overhead on one element.
@@ -420,6 +456,16 @@ pub fn row_sq_dist_symbol() -> Result<Symbol> {
     let d = Symbol::invoke("elemwise_sub", &[&x, &y], &Attrs::new())?;
     let sq = Symbol::invoke("square", &[&d], &Attrs::new())?;
     Symbol::invoke("sum", &[&sq], &Attrs::new().with("axis", 1))
+}
+
+/// `relu(dot(x, w) + b)`: a dense layer, `b` broadcast along the rows.
+pub fn dense_symbol() -> Result<Symbol> {
+    let x = Symbol::var("x");
+    let w = Symbol::var("w");
+    let b = Symbol::var("b");
+    let d = Symbol::invoke("dot", &[&x, &w], &Attrs::new())?;
+    let s = Symbol::invoke("broadcast_add", &[&d, &b], &Attrs::new())?;
+    Symbol::invoke("relu", &[&s], &Attrs::new())
 }
 
 /// `smooth_l1(x, scalar = 1)` from primitive ops:

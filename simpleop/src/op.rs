@@ -23,6 +23,12 @@ pub enum Pattern {
     /// rows; an op that mixes rows is [`Pattern::Opaque`].
     Reduction,
     /// Complex, but an elementwise op can be fused onto its output (dot).
+    /// When the shape function, given some rows (axis 0) of the first
+    /// input and the other inputs whole, answers with those rows of the
+    /// output, each output row must depend only on the same row of the
+    /// first input and on the other inputs: fusion then runs the op slab
+    /// by slab of rows ahead of its elementwise consumers. An op that
+    /// mixes rows is [`Pattern::Opaque`].
     OutElemwiseFusable,
     /// Cannot be fused.
     Opaque,

@@ -301,6 +301,82 @@ fn elementwise_consumers_fuse_onto_dot_and_two_complex_ops_never_merge() {
 }
 
 #[test]
+fn a_dot_runs_slab_by_slab_ahead_of_its_elementwise_consumers() {
+    simpleop_ops::link();
+    // `relu(dot(a, w) + b)`: 600 rows of 700 outputs (two slabs, split
+    // between threads), a row vector `b` broadcast along axis 0.
+    let a = Symbol::var("a");
+    let w = Symbol::var("w");
+    let b = Symbol::var("b");
+    let d = op("dot", "d", &[&a, &w]);
+    let p = op("broadcast_add", "p", &[&d, &b]);
+    let r = op("relu", "r", &[&p]);
+    let shapes: &[(&str, &[usize])] = &[("a", &[600, 300]), ("w", &[300, 700]), ("b", &[700])];
+    let exe = bind(&r, shapes, DType::F32, true, false);
+    assert_eq!(
+        groups(&exe),
+        [(Pattern::OutElemwiseFusable, names(&["d", "p", "r"]))]
+    );
+    // The product and the sum never reach memory.
+    let stats = exe.inference_memory_stats();
+    assert_eq!(
+        (stats.fused_values, stats.fused_bytes),
+        (2, 2 * 600 * 700 * 4)
+    );
+    assert!(exe.to_dot().contains("fused, no buffer"));
+    for dtype in [DType::F32, DType::F64, DType::F16] {
+        check_same(&r, shapes, dtype);
+    }
+    // Training: relu's gradient reads its output, not the product, so the
+    // product stays out of memory there too.
+    let train = bind(&r, shapes, DType::F32, true, true);
+    assert!(train.memory_stats().fused_values >= 1);
+    // One elementwise consumer is enough, and `dot` of a 3-d operand
+    // (flattened to rows) slabs over its axis 0.
+    let t = op("tanh", "t", &[&d]);
+    let cases: [&[(&str, &[usize])]; 3] = [
+        &[("a", &[5, 8]), ("w", &[8, 3])],
+        &[("a", &[4, 3, 8]), ("w", &[8, 6])],
+        // A row longer than a slab: not slabbed, still correct.
+        &[("a", &[2, 3]), ("w", &[3, 300_000])],
+    ];
+    for shapes in cases {
+        let exe = bind(&t, shapes, DType::F32, true, false);
+        let slabbed = shapes[1].1[1] < 300_000;
+        assert_eq!(
+            exe.inference_memory_stats().fused_values,
+            usize::from(slabbed),
+            "{shapes:?}"
+        );
+        check_same(&t, shapes, DType::F32);
+    }
+    // `transpose_a` mixes rows, and a product also read elsewhere must be
+    // stored: both run unfused ahead of the program.
+    let dt = op_with(
+        "dot",
+        "dt",
+        &[&a, &w],
+        Attrs::new().with("transpose_a", true),
+    );
+    let tt = op("tanh", "tt", &[&dt]);
+    let shapes_t: &[(&str, &[usize])] = &[("a", &[8, 5]), ("w", &[8, 3])];
+    let exe = bind(&tt, shapes_t, DType::F32, true, false);
+    assert_eq!(exe.inference_memory_stats().fused_values, 0);
+    check_same(&tt, shapes_t, DType::F64);
+    let both = Symbol::group(&[t.clone(), d.clone()]);
+    let shapes: &[(&str, &[usize])] = &[("a", &[5, 8]), ("w", &[8, 3])];
+    let exe = bind(&both, shapes, DType::F32, true, false);
+    assert_eq!(exe.inference_memory_stats().fused_values, 0);
+    check_same(&both, shapes, DType::F32);
+    // A product whose gradient-side reader is a member's gradient
+    // (`square` reads its input) is kept for the backward pass.
+    let sq = op("square", "sq", &[&d]);
+    let train = bind(&sq, shapes, DType::F32, true, true);
+    assert_eq!(train.memory_stats().fused_values, 0);
+    check_same(&sq, shapes, DType::F64);
+}
+
+#[test]
 fn broadcast_operands_are_gathered_and_shape_changes_break_groups() {
     simpleop_ops::link();
     let x = Symbol::var("x");
@@ -421,5 +497,29 @@ fn the_benchmark_graphs_fuse_whole_and_compute_what_they_claim() {
     {
         let w = (a * 0.5 + 1.0).max(0.0).tanh() * b + a;
         assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "{g} vs {w}");
+    }
+    // The dense layer: 700 rows (two slabs of 256 rows), against a plain
+    // loop in f64.
+    let (rows, k, cols) = (700, 64, 1024);
+    let xd = NDArray::random_uniform([rows, k], -1.0, 1.0, DType::F32, 13).unwrap();
+    let wd = NDArray::random_uniform([k, cols], -1.0, 1.0, DType::F32, 14).unwrap();
+    let bd = NDArray::random_uniform([cols], -1.0, 1.0, DType::F32, 15).unwrap();
+    let dense = simpleop::bench::dense_symbol().unwrap();
+    let mut exe = bind_one(&dense, vec![("x", &xd), ("w", &wd), ("b", &bd)]);
+    assert_eq!(exe.fusion_groups()[0].nodes.len(), 3);
+    assert_eq!(exe.inference_memory_stats().fused_values, 2);
+    exe.forward(false).unwrap();
+    let (xv, wv, bv) = (xd.to_f64_vec(), wd.to_f64_vec(), bd.to_f64_vec());
+    let got = exe.outputs()[0].to_f64_vec();
+    for i in 0..rows {
+        for j in 0..cols {
+            let dot: f64 = (0..k).map(|t| xv[i * k + t] * wv[t * cols + j]).sum();
+            let w = (dot + bv[j]).max(0.0);
+            let g = got[i * cols + j];
+            assert!(
+                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                "({i}, {j}): {g} vs {w}"
+            );
+        }
     }
 }

@@ -702,27 +702,51 @@ impl Executor {
                     let first = f.nodes.first().copied().unwrap_or(0);
                     let node_err = |e: Error| self.graph.nodes[first].error(e);
                     let prog = self.tile_program(f)?;
-                    let Some(tail) = &f.reduce else {
+                    if f.reduce.is_none() && f.head.is_none() {
                         let ins: Vec<TBlob<'_>> = f.inputs.iter().map(|&v| view(v)).collect();
                         let mut outs: Vec<TBlobMut<'_>> =
                             f.outputs.iter().map(|&(v, _)| view_mut(v)).collect();
                         run_program(&prog, &ins, &mut outs, self.ctx.parallel).map_err(node_err)?;
                         continue;
-                    };
+                    }
                     // Base addresses (plain integers, so that the slab
                     // closure may cross threads) of what the slabs view;
-                    // `None` marks the reduction's input, which lives in a
-                    // per-thread slab buffer instead.
-                    let inputs: Vec<(ValueId, usize)> =
-                        f.inputs.iter().map(|&v| (v, ptr(v) as usize)).collect();
-                    let outputs: Vec<Option<(ValueId, usize)>> = f
-                        .outputs
-                        .iter()
-                        .map(|&(v, _)| (v != tail.scratch).then(|| (v, ptr(v) as usize)))
-                        .collect();
+                    // `None` marks the head's output or the reduction's
+                    // input, which lives in a per-thread slab buffer instead.
+                    let scratch = f.head.as_ref().map(|h| h.scratch);
+                    let tail_in = f.reduce.as_ref().map(|t| t.scratch);
+                    let placed = |v: ValueId, skip: Option<ValueId>| {
+                        (Some(v) != skip).then(|| (v, ptr(v) as usize))
+                    };
+                    let inputs: Vec<Option<(ValueId, usize)>> =
+                        f.inputs.iter().map(|&v| placed(v, scratch)).collect();
+                    let outputs: Vec<Option<(ValueId, usize)>> =
+                        f.outputs.iter().map(|&(v, _)| placed(v, tail_in)).collect();
+                    let slab_op = |node: usize, values: Vec<(ValueId, usize)>| SlabOp {
+                        node,
+                        op: self.graph.nodes[node].op.expect("op node"),
+                        forward: self.kernels[node].expect("op node").forward,
+                        env: &self.envs[node],
+                        values,
+                    };
+                    let head = f.head.as_ref().map(|h| {
+                        let ins = h.inputs.iter().map(|&v| (v, ptr(v) as usize)).collect();
+                        slab_op(h.node, ins)
+                    });
+                    let tail = f
+                        .reduce
+                        .as_ref()
+                        .map(|t| slab_op(t.node, vec![(t.out, ptr(t.out) as usize)]));
+                    let (space, rows, extra_cost) = match (&f.head, &f.reduce) {
+                        (Some(h), _) => (h.scratch, h.rows, h.cost),
+                        (None, Some(t)) => (t.scratch, t.rows, 0),
+                        (None, None) => unreachable!("checked above"),
+                    };
                     let slabs = Slabs {
                         plan,
-                        tail,
+                        space,
+                        rows,
+                        cost: prog.cost + extra_cost,
                         ctx: RunContext {
                             parallel: false,
                             ..self.ctx
@@ -730,14 +754,12 @@ impl Executor {
                         prog: &prog,
                         inputs: &inputs,
                         outputs: &outputs,
-                        out: ptr(tail.out) as usize,
-                        op: self.graph.nodes[tail.node].op.expect("op node"),
-                        forward: self.kernels[tail.node].expect("op node").forward,
-                        env: &self.envs[tail.node],
+                        head,
+                        tail,
                     };
                     slabs.run(self.ctx.parallel).map_err(|e| match e {
                         SlabError::Program(e) => node_err(e),
-                        SlabError::Reduction(e) => self.graph.nodes[tail.node].error(e),
+                        SlabError::Op(n, e) => self.graph.nodes[n].error(e),
                     })?;
                 }
                 Step::Seed { head, dst, req } => {
@@ -862,110 +884,160 @@ fn placeholder_plan() -> Plan {
     }
 }
 
-/// A fused program with a [`fuse::ReduceTail`], run over slabs of rows:
-/// per slab, the program writes the reduction's input into a slab buffer
-/// (still in cache) and the reduction reads it from there. Each thread
-/// takes one contiguous run of rows and slabs it, with its own buffer.
+/// A fused program with a [`fuse::SlabHead`] or a [`fuse::ReduceTail`],
+/// run over slabs of rows: per slab, the head computes its output into a
+/// slab buffer (still in cache) that the program reads, or the program
+/// writes the reduction's input into it and the reduction reads it from
+/// there. Each thread takes one contiguous run of rows and slabs it, with
+/// its own buffer.
 struct Slabs<'a> {
     plan: &'a Plan,
-    tail: &'a fuse::ReduceTail,
-    /// The reduction's context: the executor's, on one thread.
+    /// The value that lives in the slab buffer (the head's output or the
+    /// reduction's input); its shape is the program's iteration space.
+    space: ValueId,
+    /// Rows (of axis 0) per slab.
+    rows: usize,
+    /// Work per element, for the thread split.
+    cost: usize,
+    /// The slab ops' context: the executor's, on one thread.
     ctx: RunContext,
     prog: &'a TileProgram<'a>,
-    /// Each program input and its base address.
-    inputs: &'a [(ValueId, usize)],
+    /// Each program input and its base address; `None` for the head's
+    /// output.
+    inputs: &'a [Option<(ValueId, usize)>],
     /// Each program output and its base address; `None` for the
     /// reduction's input.
     outputs: &'a [Option<(ValueId, usize)>],
-    /// Base address of the reduction's output.
-    out: usize,
+    head: Option<SlabOp<'a>>,
+    tail: Option<SlabOp<'a>>,
+}
+
+/// A complex op run slab by slab beside a fused program.
+struct SlabOp<'a> {
+    node: usize,
     op: &'static crate::OpDef,
     forward: crate::ForwardFn,
     env: &'a EnvArguments,
+    /// Its values besides the slab buffer, with base addresses: the head's
+    /// inputs (the first taken row by row, the others whole), the tail's
+    /// output.
+    values: Vec<(ValueId, usize)>,
 }
 
 /// Which part of a slabbed step failed, so the error names its node.
 enum SlabError {
     Program(Error),
-    Reduction(Error),
+    Op(usize, Error),
 }
 
 impl Slabs<'_> {
     fn run(&self, parallel: bool) -> std::result::Result<(), SlabError> {
-        let space = &self.plan.values[self.tail.scratch].shape;
+        let space = &self.plan.values[self.space].shape;
         let n_rows = space.dims()[0];
         let row = space.size() / n_rows;
         // Split by elements at row boundaries, so that the usual grain
         // rules apply; each thread slabs its own rows.
-        crate::kernel::try_for_each_chunk(n_rows * row, self.prog.cost, parallel, row, |elems| {
+        crate::kernel::try_for_each_chunk(n_rows * row, self.cost, parallel, row, |elems| {
             self.run_rows(elems.start / row..elems.end / row)
         })
+    }
+
+    fn call<'s>(&'s self, op: &'s SlabOp<'_>) -> OpCall<'s> {
+        OpCall {
+            op: op.op,
+            env: op.env,
+            ctx: &self.ctx,
+        }
     }
 
     /// Rows `rows` of every value, slab by slab, on this thread.
     fn run_rows(&self, rows: std::ops::Range<usize>) -> std::result::Result<(), SlabError> {
         let values = &self.plan.values;
-        let scratch = &values[self.tail.scratch];
-        let n_rows = scratch.shape.dims()[0];
-        let mut buffer = NDArray::for_overwrite(
-            slab(&scratch.shape, self.tail.rows.min(rows.len())),
-            scratch.dtype,
-        );
+        let space = &values[self.space];
+        let n_rows = space.shape.dims()[0];
+        let mut buffer =
+            NDArray::for_overwrite(slab(&space.shape, self.rows.min(rows.len())), space.dtype);
         let buffer_ptr = buffer.make_unique_ptr();
-        let call = OpCall {
-            op: self.op,
-            env: self.env,
-            ctx: &self.ctx,
+        let view = |v: ValueId, base: usize, aligned: bool, r: std::ops::Range<usize>| {
+            let (ptr, shape) = rows_of(&values[v], base, aligned, n_rows, r);
+            // SAFETY: as for `view` in `Executor::run`: `ptr` lies in the
+            // value's live allocation with `shape` in bounds (`rows_of`),
+            // and inputs are only read.
+            unsafe { TBlob::from_raw(ptr, values[v].dtype, shape) }
+        };
+        let view_mut = |v: ValueId, base: usize, r: std::ops::Range<usize>| {
+            let (ptr, shape) = rows_of(&values[v], base, true, n_rows, r);
+            // SAFETY: as above; outputs have the program's full shape, so
+            // each thread's rows (`for_each_chunk` hands out disjoint ones)
+            // are bytes no other thread touches.
+            unsafe { TBlobMut::from_raw(ptr.cast_mut(), values[v].dtype, shape) }
+        };
+        // SAFETY (both): the slab buffer is this thread's own and at least
+        // `self.rows.min(rows.len())` rows long, and `rows` never exceeds
+        // that; a view of it is dropped before the next one is made.
+        let buffer_view = |rows: usize| unsafe {
+            TBlob::from_raw(
+                buffer_ptr.cast_const(),
+                space.dtype,
+                slab(&space.shape, rows),
+            )
+        };
+        // SAFETY: see `buffer_view`.
+        let buffer_view_mut = |rows: usize| unsafe {
+            TBlobMut::from_raw(buffer_ptr, space.dtype, slab(&space.shape, rows))
         };
         let mut r0 = rows.start;
         while r0 < rows.end {
-            let r1 = (r0 + self.tail.rows).min(rows.end);
-            let slab_shape = slab(&scratch.shape, r1 - r0);
+            let r1 = (r0 + self.rows).min(rows.end);
+            if let Some(h) = &self.head {
+                let ins: Vec<TBlob<'_>> = h
+                    .values
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &(v, base))| view(v, base, k == 0, r0..r1))
+                    .collect();
+                (h.forward)(
+                    &self.call(h),
+                    &ins,
+                    &mut [buffer_view_mut(r1 - r0)],
+                    &[OpReqType::WriteTo],
+                )
+                .map_err(|e| SlabError::Op(h.node, e))?;
+            }
             let ins: Vec<TBlob<'_>> = self
                 .inputs
                 .iter()
-                .map(|&(v, base)| {
+                .map(|i| match *i {
                     // An input with fewer dimensions broadcasts along axis 0.
-                    let aligned = values[v].shape.ndim() == scratch.shape.ndim();
-                    let (ptr, shape) = rows_of(&values[v], base, aligned, n_rows, r0..r1);
-                    // SAFETY: as for `view` in `Executor::run`: `ptr` lies in
-                    // the value's live allocation with `shape` in bounds
-                    // (`rows_of`), and inputs are only read.
-                    unsafe { TBlob::from_raw(ptr, values[v].dtype, shape) }
+                    Some((v, base)) => view(
+                        v,
+                        base,
+                        values[v].shape.ndim() == space.shape.ndim(),
+                        r0..r1,
+                    ),
+                    None => buffer_view(r1 - r0),
                 })
                 .collect();
             let mut outs: Vec<TBlobMut<'_>> = self
                 .outputs
                 .iter()
-                .map(|o| {
-                    let (ptr, dtype, shape) = match *o {
-                        Some((v, base)) => {
-                            let (p, s) = rows_of(&values[v], base, true, n_rows, r0..r1);
-                            (p, values[v].dtype, s)
-                        }
-                        None => (buffer_ptr.cast_const(), scratch.dtype, slab_shape.clone()),
-                    };
-                    // SAFETY: outputs have the program's full shape, so each
-                    // thread's rows (`for_each_chunk` hands out disjoint
-                    // ones) are bytes no other thread touches; the slab
-                    // buffer is this thread's own, at least `r1 - r0` rows.
-                    unsafe { TBlobMut::from_raw(ptr.cast_mut(), dtype, shape) }
+                .map(|o| match *o {
+                    Some((v, base)) => view_mut(v, base, r0..r1),
+                    None => buffer_view_mut(r1 - r0),
                 })
                 .collect();
             run_program(self.prog, &ins, &mut outs, false).map_err(SlabError::Program)?;
             drop(outs);
-            let out_value = &values[self.tail.out];
-            let (out_ptr, out_shape) = rows_of(out_value, self.out, true, n_rows, r0..r1);
-            // SAFETY: the slab buffer was just written for these rows; the
-            // output rows are disjoint between threads, as above.
-            let (input, output) = unsafe {
-                (
-                    TBlob::from_raw(buffer_ptr, scratch.dtype, slab_shape),
-                    TBlobMut::from_raw(out_ptr.cast_mut(), out_value.dtype, out_shape),
+            if let Some(t) = &self.tail {
+                let (v, base) = t.values[0];
+                (t.forward)(
+                    &self.call(t),
+                    &[buffer_view(r1 - r0)],
+                    &mut [view_mut(v, base, r0..r1)],
+                    &[OpReqType::WriteTo],
                 )
-            };
-            (self.forward)(&call, &[input], &mut [output], &[OpReqType::WriteTo])
-                .map_err(SlabError::Reduction)?;
+                .map_err(|e| SlabError::Op(t.node, e))?;
+            }
             r0 = r1;
         }
         Ok(())

@@ -22,10 +22,14 @@
 //! Execution runs the elementwise members of a group as one tile program.
 //! A reduction that keeps axis 0, is its input's only reader and has rows
 //! no longer than a slab runs behind the program slab by slab
-//! ([`ReduceTail`]), so its input never reaches main memory. Any other
-//! complex op (`dot`; a reduction over axis 0, of a 1-d input, or whose
-//! input is also read elsewhere) runs unfused before (dot) or after
-//! (reduction) the program, with its own input or output materialised.
+//! ([`ReduceTail`]), so its input never reaches main memory. Likewise an
+//! out-elementwise-fusable op (`dot`) whose output only the program reads
+//! and whose rows follow its first input's runs ahead of it slab by slab
+//! ([`SlabHead`]), so its output never reaches main memory. Any other
+//! complex op (a `dot` with `transpose_a`, a reduction over axis 0, of a
+//! 1-d input, or whose input is also read elsewhere) runs unfused before
+//! (dot) or after (reduction) the program, with its own input or output
+//! materialised.
 
 use std::collections::HashMap;
 
@@ -267,6 +271,30 @@ pub(crate) struct Fused {
     pub(crate) instrs: Vec<Instr>,
     /// A reduction fed by the program, run slab by slab behind it.
     pub(crate) reduce: Option<ReduceTail>,
+    /// An out-elementwise-fusable op feeding the program, run slab by slab
+    /// ahead of it (never together with `reduce`: two complex ops never
+    /// merge).
+    pub(crate) head: Option<SlabHead>,
+}
+
+/// An out-elementwise-fusable op (`dot`) whose output only the program
+/// reads, and whose output rows (axis 0) come from the same rows of its
+/// first input and all of its other inputs. Per slab of rows it computes
+/// its output into a cache-resident buffer that the program then reads, so
+/// the output never reaches main memory.
+#[derive(Clone, Debug)]
+pub(crate) struct SlabHead {
+    /// The op node.
+    pub(crate) node: usize,
+    /// Its inputs: the first is taken row by row, the others whole.
+    pub(crate) inputs: Vec<ValueId>,
+    /// Its output: one of the program's inputs, never placed in memory.
+    pub(crate) scratch: ValueId,
+    /// Rows (of axis 0) per slab.
+    pub(crate) rows: usize,
+    /// Estimated work per output element (the first input's row length:
+    /// the multiply-adds of a matrix product), for the thread split.
+    pub(crate) cost: usize,
 }
 
 /// A reduction that consumes one output of a fused program, and whose
@@ -293,7 +321,14 @@ const SLAB_ELEMENTS: usize = 1 << 18;
 
 impl Fused {
     pub(crate) fn reads(&self) -> Vec<ValueId> {
-        let mut r = self.inputs.clone();
+        let scratch = self.head.as_ref().map(|h| h.scratch);
+        let mut r: Vec<ValueId> = self
+            .inputs
+            .iter()
+            .copied()
+            .filter(|&v| Some(v) != scratch)
+            .collect();
+        r.extend(self.head.iter().flat_map(|h| h.inputs.iter().copied()));
         r.extend(self.outputs.iter().filter(|(_, add)| *add).map(|(v, _)| *v));
         r
     }
@@ -321,6 +356,30 @@ fn row_separable(g: &Graph, r: usize, in_shape: &Shape, out_shape: &Shape) -> bo
     [1usize, 2, 3].iter().all(|&rows| {
         (op.infer_shape)(op, &[slab(in_shape, rows)], &g.nodes[r].env)
             .is_ok_and(|s| s == slab(out_shape, rows))
+    })
+}
+
+/// Whether out-elementwise-fusable node `h` may run slab by slab over
+/// axis 0: its first input has at least two dimensions and as many rows as
+/// its output, and for 1, 2 and 3 rows of the first input (the other
+/// inputs whole) its shape function gives those rows of its output. A
+/// `dot` with `transpose_a`, or a `batch_dot` (whose second input would
+/// need slicing too), fails this.
+fn head_row_separable(g: &Graph, h: usize, ins: &[Shape], out_shape: &Shape) -> bool {
+    let Some(op) = g.nodes[h].op else {
+        return false;
+    };
+    let Some(first) = ins.first() else {
+        return false;
+    };
+    let (dims, out) = (first.dims(), out_shape.dims());
+    if dims.len() < 2 || out.is_empty() || out[0] != dims[0] || dims[0] < 2 {
+        return false;
+    }
+    [1usize, 2, 3].iter().all(|&rows| {
+        let mut sliced = ins.to_vec();
+        sliced[0] = slab(first, rows);
+        (op.infer_shape)(op, &sliced, &g.nodes[h].env).is_ok_and(|s| s == slab(out_shape, rows))
     })
 }
 
@@ -358,6 +417,7 @@ impl<'a> Builder<'a> {
                 slots: 0,
                 instrs: Vec::new(),
                 reduce: None,
+                head: None,
             },
             slot_of: HashMap::new(),
             local_reads: HashMap::new(),
@@ -517,7 +577,8 @@ pub(crate) fn rewrite(
     let mut fused_away = Vec::new();
     // Forward groups.
     let consumers = g.consumers();
-    let mut group_at: HashMap<usize, (Vec<usize>, Option<ReduceTail>)> = HashMap::new();
+    type Parts = (Vec<usize>, Option<ReduceTail>, Option<SlabHead>);
+    let mut group_at: HashMap<usize, Parts> = HashMap::new();
     let mut member = vec![false; g.nodes.len()];
     for m in &grouping.groups {
         let simple_members: Vec<usize> = m
@@ -536,7 +597,8 @@ pub(crate) fn rewrite(
                 .all(|&c| c > last || simple_members.contains(&c))
         });
         let tail = reduce_tail(plan, g, grouping, m, &simple_members, &reads, &writes);
-        if (simple_members.len() < 2 && tail.is_none())
+        let head = slab_head(plan, g, grouping, m, &simple_members, &reads, &writes);
+        if (simple_members.len() < 2 && tail.is_none() && head.is_none())
             || !late_readers
             || !convex(g, &simple_members)
         {
@@ -548,7 +610,10 @@ pub(crate) fn rewrite(
         if let Some(t) = &tail {
             member[t.node] = true;
         }
-        group_at.insert(last, (simple_members, tail));
+        if let Some(h) = &head {
+            member[h.node] = true;
+        }
+        group_at.insert(last, (simple_members, tail, head));
     }
     let mut steps = Vec::with_capacity(plan.steps.len());
     let old = std::mem::take(&mut plan.steps);
@@ -559,7 +624,7 @@ pub(crate) fn rewrite(
                 if s < plan.backward_start {
                     backward_start -= 1;
                 }
-                let Some((nodes, tail)) = group_at.get(node) else {
+                let Some((nodes, tail, head)) = group_at.get(node) else {
                     continue;
                 };
                 let mut b = Builder::new(plan, &reads, &writes);
@@ -584,6 +649,10 @@ pub(crate) fn rewrite(
                 if let Some(t) = tail {
                     fused_away.push(t.scratch);
                     f.reduce = Some(t.clone());
+                }
+                if let Some(h) = head {
+                    fused_away.push(h.scratch);
+                    f.head = Some(h.clone());
                 }
                 steps.push(Step::Fused(f));
                 if s < plan.backward_start {
@@ -723,6 +792,59 @@ fn reduce_tail(
         scratch: v,
         out,
         rows: SLAB_ELEMENTS / row,
+    })
+}
+
+/// The out-elementwise-fusable op of group `m` that can run slab by slab
+/// ahead of the group's program: its output is read by the program alone
+/// (not by a gradient, not a graph output), none of its inputs is made by
+/// the program, and it keeps axis 0 ([`head_row_separable`]).
+fn slab_head(
+    plan: &Plan,
+    g: &Graph,
+    grouping: &Grouping,
+    m: &[usize],
+    simple_members: &[usize],
+    reads: &[usize],
+    writes: &[usize],
+) -> Option<SlabHead> {
+    let h = m
+        .iter()
+        .copied()
+        .find(|&n| grouping.pattern[n] == Some(Pattern::OutElemwiseFusable))?;
+    let node_inputs = &g.nodes[h].inputs;
+    if node_inputs.iter().any(|i| simple_members.contains(i)) {
+        return None;
+    }
+    let v = plan.forward_value[h];
+    let member_reads: usize = simple_members
+        .iter()
+        .map(|&n| g.nodes[n].inputs.iter().filter(|&&i| i == h).count())
+        .sum();
+    let value = &plan.values[v];
+    let alone = member_reads > 0
+        && reads[v] == member_reads
+        && writes[v] == 1
+        && value.loc == Loc::Unplaced;
+    let inputs: Vec<ValueId> = node_inputs.iter().map(|&i| plan.forward_value[i]).collect();
+    let in_shapes: Vec<Shape> = inputs
+        .iter()
+        .map(|&i| plan.values[i].shape.clone())
+        .collect();
+    if !alone || !head_row_separable(g, h, &in_shapes, &value.shape) {
+        return None;
+    }
+    let row = value.shape.size() / value.shape.dims()[0];
+    if row == 0 || row > SLAB_ELEMENTS {
+        return None;
+    }
+    let first = &in_shapes[0];
+    Some(SlabHead {
+        node: h,
+        inputs,
+        scratch: v,
+        rows: SLAB_ELEMENTS / row,
+        cost: first.size() / first.dims()[0],
     })
 }
 

@@ -84,7 +84,7 @@ pub(crate) enum Step {
         in_place: bool,
     },
     /// Runs several elementwise kernels tile by tile (fusion), and maybe
-    /// a reduction behind them slab by slab.
+    /// a `dot` ahead of them or a reduction behind them, slab by slab.
     Fused(super::fuse::Fused),
 }
 
