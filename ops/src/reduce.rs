@@ -11,6 +11,7 @@
 //! whatever `exclude` says, and `exclude=True` reduces the axes *not* listed.
 
 use serde::{Deserialize, Serialize};
+use simpleop::kernel::simd::{self, TileJob};
 use simpleop::{Element, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, simple_op};
 
 /// Keyword arguments of [`sum()`], [`mean()`], [`max()`], [`min()`] and
@@ -304,25 +305,46 @@ impl Reducer {
 
 impl Reducer {
     /// [`Reducer::reduce`] over a contiguous group, for the reducers that
-    /// sum: eight running f64 sums, so that the loop vectorises instead
-    /// of waiting on one chain of dependent additions. The order depends
-    /// only on the group, so every caller gets the same bits.
+    /// sum: 32 running f64 sums (four 8-wide vectors on AVX-512, so that
+    /// the additions do not wait on each other), compiled for the best
+    /// instruction set like the elementwise loops. The order depends only
+    /// on the group, so every caller (fused or not, any instruction set)
+    /// gets the same bits.
     fn reduce_run<T: Float>(self, xs: &[T]) -> Option<f64> {
-        fn lanes<T: Float>(xs: &[T], f: impl Fn(f64) -> f64) -> f64 {
-            let mut acc = [0.0f64; 8];
-            let chunks = xs.chunks_exact(8);
-            let rest = chunks.remainder();
-            for c in chunks {
-                for (a, x) in acc.iter_mut().zip(c) {
-                    *a += f(x.to_f64());
+        const LANES: usize = 32;
+        struct Lanes<'a, T, F> {
+            xs: &'a [T],
+            f: F,
+            out: &'a mut f64,
+        }
+        impl<T: Float, F: Fn(f64) -> f64> TileJob for Lanes<'_, T, F> {
+            #[inline(always)]
+            fn run(self) {
+                let mut acc = [0.0f64; LANES];
+                let chunks = self.xs.chunks_exact(LANES);
+                let rest = chunks.remainder();
+                for c in chunks {
+                    for (a, x) in acc.iter_mut().zip(c) {
+                        *a += (self.f)(x.to_f64());
+                    }
                 }
+                // In lane order: a pairwise fold here makes LLVM lay the
+                // whole loop out in 2-wide vectors (half the speed).
+                let mut s: f64 = acc.iter().sum();
+                for x in rest {
+                    s += (self.f)(x.to_f64());
+                }
+                *self.out = s;
             }
-            let mut s =
-                ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-            for x in rest {
-                s += f(x.to_f64());
-            }
-            s
+        }
+        fn lanes<T: Float>(xs: &[T], f: impl Fn(f64) -> f64) -> f64 {
+            let mut out = 0.0;
+            simd::run(Lanes {
+                xs,
+                f,
+                out: &mut out,
+            });
+            out
         }
         match self {
             Reducer::Sum => Some(lanes(xs, |v| v)),

@@ -372,6 +372,46 @@ fn reductions_keep_the_dtype_and_compute_halves_accurately() {
 }
 
 #[test]
+fn long_contiguous_rows_reduce_like_an_f64_loop() {
+    simpleop_ops::link();
+    // Rows of 1,000 (31 blocks of the 32-lane loop and a remainder of 8)
+    // and of 7 (remainder only), distinct values: every lane and the
+    // remainder must count, once.
+    for cols in [1000usize, 7] {
+        let rows = 3;
+        let v: Vec<f64> = (0..rows * cols)
+            .map(|i| ((i * 37) % 101) as f64 / 8.0 - 6.0)
+            .collect();
+        for dtype in [DType::F32, DType::F64] {
+            let x = NDArray::from_f64(&v, [rows, cols], dtype).unwrap();
+            for (op, f) in [
+                (
+                    "sum",
+                    (|r: &[f64]| r.iter().sum::<f64>()) as fn(&[f64]) -> f64,
+                ),
+                ("mean", |r| r.iter().sum::<f64>() / r.len() as f64),
+                ("norm", |r| r.iter().map(|v| v * v).sum::<f64>().sqrt()),
+            ] {
+                let want: Vec<f64> = v.chunks(cols).map(f).collect();
+                let got = call(op, &x, &[("axis", "1")]).to_f64_vec();
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(
+                        (g - w).abs() <= 1e-6 * w.abs().max(1.0),
+                        "{op} {dtype} cols {cols}: {g} vs {w}"
+                    );
+                }
+            }
+            // norm with ord 1 sums absolute values.
+            let got = call("norm", &x, &[("axis", "1"), ("ord", "1")]).to_f64_vec();
+            for (g, r) in got.iter().zip(v.chunks(cols)) {
+                let w: f64 = r.iter().map(|v| v.abs()).sum();
+                assert!((g - w).abs() <= 1e-6 * w, "norm ord 1: {g} vs {w}");
+            }
+        }
+    }
+}
+
+#[test]
 fn argmax_argmin_values() {
     simpleop_ops::link();
     let x = arr(&[1.0, 5.0, 5.0, -2.0, 0.0, 7.0, 3.0, -2.0], &[2, 4]);
