@@ -386,13 +386,17 @@ pub(crate) fn reduce_blob(
         // Trailing axes reduced: each group is one run of memory. (Empty
         // groups take the walk: their starts may lie past an empty input.)
         let contiguous = n > 0 && plan.inner.iter().enumerate().all(|(i, &r)| i == r);
-        for (y, &base) in ys.iter_mut().zip(&plan.outer) {
-            let run = contiguous.then(|| reducer.reduce_run(&xs[base..base + n])).flatten();
-            let v = run.unwrap_or_else(|| {
-                reducer.reduce(plan.inner.iter().map(|&r| xs[base + r].to_f64()), n)
-            });
-            req.assign(y, cv::<T>(v));
-        }
+        // Outputs are independent: split them over threads when each
+        // thread gets enough elements to read.
+        simpleop::kernel::par_chunks_mut(ys, n, |start, ys| {
+            for (y, &base) in ys.iter_mut().zip(&plan.outer[start..]) {
+                let run = contiguous.then(|| reducer.reduce_run(&xs[base..base + n])).flatten();
+                let v = run.unwrap_or_else(|| {
+                    reducer.reduce(plan.inner.iter().map(|&r| xs[base + r].to_f64()), n)
+                });
+                req.assign(y, cv::<T>(v));
+            }
+        });
         Ok(())
     }, _ => Err(dtype_error(op, "data", src.dtype(), src.dtype())))
 }

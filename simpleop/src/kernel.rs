@@ -433,6 +433,27 @@ fn store<S: TileIo>(dst: &mut [S], res: &[S::Compute], req: OpReqType) {
     }
 }
 
+/// Calls `f(start, chunk)` on `out` split into contiguous chunks, one per
+/// thread, when the work (`out.len() × cost`, `cost` in units of one cheap
+/// elementwise op per item) pays for entering the rayon pool and the caller
+/// is not a pool worker already; otherwise `f(0, out)`. For blob-level
+/// kernels whose output items are independent (a reduction's outputs, each
+/// reading `cost` inputs), with the elementwise drivers' grain rule.
+pub fn par_chunks_mut<T: Send>(out: &mut [T], cost: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    let n = out.len();
+    let threads = rayon::current_num_threads();
+    let work = n.saturating_mul(cost.max(1));
+    if threads < 2 || work < PARALLEL_WORK || n < 2 || rayon::current_thread_index().is_some() {
+        f(0, out);
+        return;
+    }
+    let chunks = threads.min(work / (PARALLEL_WORK / 2)).min(n);
+    let chunk = n.div_ceil(chunks);
+    out.par_chunks_mut(chunk)
+        .enumerate()
+        .for_each(|(c, part)| f(c * chunk, part));
+}
+
 /// Runs `f` over `0..n`, split into one contiguous chunk per thread when
 /// `parallel` and the work (`n × cost`) pays for entering the pool; chunk
 /// boundaries are multiples of `align`.
@@ -1226,6 +1247,25 @@ mod tests {
                 buf.fill(C::one());
             }
         });
+    }
+
+    #[test]
+    fn par_chunks_mut_hands_out_every_item_once_with_its_index() {
+        for (n, cost) in [(300_000usize, 1usize), (5, 100_000), (3, 1), (0, 1)] {
+            let mut out = vec![usize::MAX; n];
+            let calls = std::sync::atomic::AtomicUsize::new(0);
+            par_chunks_mut(&mut out, cost, |start, part| {
+                calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                for (k, o) in part.iter_mut().enumerate() {
+                    assert_eq!(*o, usize::MAX, "written twice");
+                    *o = start + k;
+                }
+            });
+            assert!(out.iter().enumerate().all(|(i, &o)| i == o), "n {n}");
+            let split = calls.into_inner() > 1;
+            let big = n * cost >= PARALLEL_WORK && n >= 2 && rayon::current_num_threads() > 1;
+            assert_eq!(split, big, "n {n} cost {cost}");
+        }
     }
 
     #[test]
