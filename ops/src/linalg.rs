@@ -326,10 +326,9 @@ fn gemm_typed<T: Float>(mm: &Mm, dst: &mut [T], lhs: &[T], rhs: &[T], req: OpReq
             "rhs bounds"
         );
     }
-    // Inside a pool worker (a fused step's slab, a caller's parallel loop)
-    // the other threads are already busy: nesting only adds overhead.
-    let nested = rayon::current_thread_index().is_some();
-    let parallelism = if mm.m * mm.n * mm.k >= PARALLEL_MIN_FLOPS && !nested {
+    // Within one chunk of a split loop (a fused step's slab) the other
+    // threads are busy with theirs: splitting again only adds overhead.
+    let parallelism = if mm.m * mm.n * mm.k >= PARALLEL_MIN_FLOPS && simpleop::kernel::may_split() {
         gemm::Parallelism::Rayon(0) // 0: as many threads as the rayon pool has
     } else {
         gemm::Parallelism::None

@@ -433,17 +433,41 @@ fn store<S: TileIo>(dst: &mut [S], res: &[S::Compute], req: OpReqType) {
     }
 }
 
+thread_local! {
+    /// Set while this thread runs one chunk of a split loop.
+    static IN_CHUNK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a kernel may split its work over the rayon pool: not while
+/// running one chunk of a loop that is already split (a fused step's slabs,
+/// [`par_chunks_mut`]), where the other threads are busy with theirs.
+pub fn may_split() -> bool {
+    !IN_CHUNK.get()
+}
+
+/// Runs `f` as one chunk of a split loop (see [`may_split`]).
+fn in_chunk<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            IN_CHUNK.set(self.0);
+        }
+    }
+    let _restore = Restore(IN_CHUNK.replace(true));
+    f()
+}
+
 /// Calls `f(start, chunk)` on `out` split into contiguous chunks, one per
 /// thread, when the work (`out.len() × cost`, `cost` in units of one cheap
-/// elementwise op per item) pays for entering the rayon pool and the caller
-/// is not a pool worker already; otherwise `f(0, out)`. For blob-level
+/// elementwise op per item) pays for entering the rayon pool and
+/// [`may_split`]; otherwise `f(0, out)`. For blob-level
 /// kernels whose output items are independent (a reduction's outputs, each
 /// reading `cost` inputs), with the elementwise drivers' grain rule.
 pub fn par_chunks_mut<T: Send>(out: &mut [T], cost: usize, f: impl Fn(usize, &mut [T]) + Sync) {
     let n = out.len();
     let threads = rayon::current_num_threads();
     let work = n.saturating_mul(cost.max(1));
-    if threads < 2 || work < PARALLEL_WORK || n < 2 || rayon::current_thread_index().is_some() {
+    if threads < 2 || work < PARALLEL_WORK || n < 2 || !may_split() {
         f(0, out);
         return;
     }
@@ -451,7 +475,7 @@ pub fn par_chunks_mut<T: Send>(out: &mut [T], cost: usize, f: impl Fn(usize, &mu
     let chunk = n.div_ceil(chunks);
     out.par_chunks_mut(chunk)
         .enumerate()
-        .for_each(|(c, part)| f(c * chunk, part));
+        .for_each(|(c, part)| in_chunk(|| f(c * chunk, part)));
 }
 
 /// Runs `f` over `0..n`, split into one contiguous chunk per thread when
@@ -479,7 +503,7 @@ pub(crate) fn for_each_chunk(
         let start = (c * chunk).min(n);
         let end = ((c + 1) * chunk).min(n);
         if start < end {
-            f(start..end);
+            in_chunk(|| f(start..end));
         }
     });
 }

@@ -95,6 +95,32 @@ fn check_same(sym: &Symbol, shapes: &[(&str, &[usize])], dtype: DType) {
     }
 }
 
+/// Fused against unfused within `tol` (relative), inference and training:
+/// for groups headed by a `dot`, whose per-slab products round as `gemm`
+/// does for that many rows.
+fn check_close(sym: &Symbol, shapes: &[(&str, &[usize])], dtype: DType, tol: f64) {
+    let mut on = bind(sym, shapes, dtype, true, true);
+    let mut off = bind(sym, shapes, dtype, false, true);
+    let close = |a: &NDArray, b: &NDArray, what: &str| {
+        for (x, y) in a.to_f64_vec().iter().zip(b.to_f64_vec()) {
+            assert!(
+                (x - y).abs() <= tol * y.abs().max(1.0),
+                "{what}: {x} vs {y}"
+            );
+        }
+    };
+    for exe in [&mut on, &mut off] {
+        exe.forward(true).unwrap();
+        exe.backward(&[]).unwrap();
+    }
+    for (a, b) in on.outputs().iter().zip(off.outputs()) {
+        close(a, b, "output");
+    }
+    for (name, _) in shapes {
+        close(on.grad(name).unwrap(), off.grad(name).unwrap(), name);
+    }
+}
+
 #[test]
 fn a_chain_is_one_group_and_fusion_can_be_turned_off() {
     simpleop_ops::link();
@@ -368,6 +394,45 @@ fn a_dot_runs_slab_by_slab_ahead_of_its_elementwise_consumers() {
     let exe = bind(&both, shapes, DType::F32, true, false);
     assert_eq!(exe.inference_memory_stats().fused_values, 0);
     check_same(&both, shapes, DType::F32);
+    // Shapes where a slab's row count makes `gemm` block the sum
+    // differently from the whole product (a last slab of 64 rows with k
+    // = 1,000; a last slab of one row): close, not bitwise, and the same
+    // bits on any number of threads, because slabs start at fixed rows.
+    type Shapes<'a> = &'a [(&'a str, &'a [usize])];
+    let cases: [(Shapes, DType, f64); 3] = [
+        (
+            &[("a", &[8320, 1000]), ("w", &[1000, 64])],
+            DType::F32,
+            1e-5,
+        ),
+        (
+            &[("a", &[4160, 1000]), ("w", &[1000, 64])],
+            DType::F32,
+            1e-5,
+        ),
+        (&[("a", &[8194, 100]), ("w", &[100, 64])], DType::F16, 2e-2),
+    ];
+    for (shapes, dtype, tol) in cases {
+        check_close(&t, shapes, dtype, tol);
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                let mut exe = bind(&t, shapes, dtype, true, false);
+                exe.forward(false).unwrap();
+                bits(&exe.outputs()[0])
+            })
+        };
+        let one = run(1);
+        for threads in [2, 3] {
+            assert!(
+                one == run(threads),
+                "{shapes:?}: 1 thread against {threads}"
+            );
+        }
+    }
     // A product whose gradient-side reader is a member's gradient
     // (`square` reads its input) is kept for the backward pass.
     let sq = op("square", "sq", &[&d]);

@@ -737,15 +737,24 @@ impl Executor {
                         .reduce
                         .as_ref()
                         .map(|t| slab_op(t.node, vec![(t.out, ptr(t.out) as usize)]));
-                    let (space, rows, extra_cost) = match (&f.head, &f.reduce) {
-                        (Some(h), _) => (h.scratch, h.rows, h.cost),
-                        (None, Some(t)) => (t.scratch, t.rows, 0),
-                        (None, None) => unreachable!("checked above"),
+                    // `fixed`: a head's slabs start at multiples of its slab
+                    // rows whatever the thread split, because the product's
+                    // rounding depends on how many rows one call gets.
+                    let (space, rows, extra_cost, fixed) = match (&f.head, &f.reduce) {
+                        (Some(h), None) => (h.scratch, h.rows, h.cost, true),
+                        (None, Some(t)) => (t.scratch, t.rows, 0, false),
+                        // The slab buffer would be both read and written.
+                        _ => {
+                            return Err(node_err(Error::graph(
+                                "a fused step with both a slabbed dot and a slabbed reduction",
+                            )));
+                        }
                     };
                     let slabs = Slabs {
                         plan,
                         space,
                         rows,
+                        fixed,
                         cost: prog.cost + extra_cost,
                         ctx: RunContext {
                             parallel: false,
@@ -897,6 +906,8 @@ struct Slabs<'a> {
     space: ValueId,
     /// Rows (of axis 0) per slab.
     rows: usize,
+    /// Whether threads split at slab boundaries (multiples of `rows`).
+    fixed: bool,
     /// Work per element, for the thread split.
     cost: usize,
     /// The slab ops' context: the executor's, on one thread.
@@ -935,9 +946,10 @@ impl Slabs<'_> {
         let space = &self.plan.values[self.space].shape;
         let n_rows = space.dims()[0];
         let row = space.size() / n_rows;
-        // Split by elements at row boundaries, so that the usual grain
-        // rules apply; each thread slabs its own rows.
-        crate::kernel::try_for_each_chunk(n_rows * row, self.cost, parallel, row, |elems| {
+        // Split by elements at row (or slab) boundaries, so that the usual
+        // grain rules apply; each thread slabs its own rows.
+        let align = if self.fixed { row * self.rows } else { row };
+        crate::kernel::try_for_each_chunk(n_rows * row, self.cost, parallel, align, |elems| {
             self.run_rows(elems.start / row..elems.end / row)
         })
     }
@@ -967,9 +979,10 @@ impl Slabs<'_> {
         };
         let view_mut = |v: ValueId, base: usize, r: std::ops::Range<usize>| {
             let (ptr, shape) = rows_of(&values[v], base, true, n_rows, r);
-            // SAFETY: as above; outputs have the program's full shape, so
-            // each thread's rows (`for_each_chunk` hands out disjoint ones)
-            // are bytes no other thread touches.
+            // SAFETY: as above; every value written here has the `n_rows`
+            // rows of the slabbed axis 0, so each thread's rows
+            // (`for_each_chunk` hands out disjoint ones) are bytes no other
+            // thread touches.
             unsafe { TBlobMut::from_raw(ptr.cast_mut(), values[v].dtype, shape) }
         };
         // SAFETY (both): the slab buffer is this thread's own and at least

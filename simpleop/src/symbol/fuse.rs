@@ -26,10 +26,11 @@
 //! out-elementwise-fusable op (`dot`) whose output only the program reads
 //! and whose rows follow its first input's runs ahead of it slab by slab
 //! ([`SlabHead`]), so its output never reaches main memory. Any other
-//! complex op (a `dot` with `transpose_a`, a reduction over axis 0, of a
-//! 1-d input, or whose input is also read elsewhere) runs unfused before
-//! (dot) or after (reduction) the program, with its own input or output
-//! materialised.
+//! complex op runs unfused before (dot) or after (reduction) the program,
+//! with its output or input materialised: a `dot` with `transpose_a`, a
+//! `batch_dot`, a 1-d first operand or an output read outside the group;
+//! a reduction over axis 0, of a 1-d input, or whose input is also read
+//! elsewhere; either with rows longer than a slab.
 
 use std::collections::HashMap;
 
@@ -292,8 +293,9 @@ pub(crate) struct SlabHead {
     pub(crate) scratch: ValueId,
     /// Rows (of axis 0) per slab.
     pub(crate) rows: usize,
-    /// Estimated work per output element (the first input's row length:
-    /// the multiply-adds of a matrix product), for the thread split.
+    /// Estimated work per output element, for the thread split: the first
+    /// input's row length (the multiply-adds of a 2-d product; an
+    /// overestimate for an N-d first operand).
     pub(crate) cost: usize,
 }
 
