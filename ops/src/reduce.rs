@@ -389,7 +389,13 @@ pub(crate) fn reduce_blob(
         // Outputs are independent: split them over threads when each
         // thread gets enough elements to read.
         simpleop::kernel::par_chunks_mut(ys, n, |start, ys| {
-            for (y, &base) in ys.iter_mut().zip(&plan.outer[start..]) {
+            let outer = &plan.outer[start..start + ys.len()];
+            for (o, (y, &base)) in ys.iter_mut().zip(outer).enumerate() {
+                // The next group while this one sums: a row is often one
+                // page, where the hardware prefetcher stops.
+                if contiguous && let Some(&next) = outer.get(o + 1) {
+                    simd::prefetch(&xs[next..next + n]);
+                }
                 let run = contiguous.then(|| reducer.reduce_run(&xs[base..base + n])).flatten();
                 let v = run.unwrap_or_else(|| {
                     reducer.reduce(plan.inner.iter().map(|&r| xs[base + r].to_f64()), n)

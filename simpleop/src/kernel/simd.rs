@@ -229,9 +229,10 @@ pub fn set_prefetch(on: bool) {
 }
 
 /// Asks for `data` to be brought into L1 ahead of use (nothing when
-/// prefetching is off).
+/// prefetching is off). For blob kernels that walk memory in pieces the
+/// hardware prefetcher does not follow across (rows of a page each).
 #[inline(always)]
-pub(crate) fn prefetch<T>(data: &[T]) {
+pub fn prefetch<T>(data: &[T]) {
     if !prefetch_enabled() {
         return;
     }
