@@ -301,6 +301,9 @@ impl Indexer {
     /// is one stride-1 run of the input (a bias row under a matrix row).
     fn single_run(&self, start: usize, len: usize) -> Option<usize> {
         let last = self.dims.len() - 1;
+        if self.strides[last] != 1 {
+            return None;
+        }
         let mut rem = start;
         let mut off = 0;
         let mut pos = 0;
@@ -312,7 +315,7 @@ impl Indexer {
             rem /= self.dims[d];
             off += c * self.strides[d];
         }
-        (self.strides[last] == 1 && pos + len <= self.dims[last]).then_some(off)
+        (pos + len <= self.dims[last]).then_some(off)
     }
 
     /// Calls `f(j, offset, run, stride)` for runs along the last axis
@@ -465,17 +468,26 @@ fn in_chunk<R>(f: impl FnOnce() -> R) -> R {
 /// reading `cost` inputs), with the elementwise drivers' grain rule.
 pub fn par_chunks_mut<T: Send>(out: &mut [T], cost: usize, f: impl Fn(usize, &mut [T]) + Sync) {
     let n = out.len();
-    let threads = rayon::current_num_threads();
-    let work = n.saturating_mul(cost.max(1));
-    if threads < 2 || work < PARALLEL_WORK || n < 2 || !may_split() {
+    let chunks = chunk_count(n, n.saturating_mul(cost.max(1)));
+    if chunks < 2 || !may_split() {
         f(0, out);
         return;
     }
-    let chunks = threads.min(work / (PARALLEL_WORK / 2)).min(n);
     let chunk = n.div_ceil(chunks);
     out.par_chunks_mut(chunk)
         .enumerate()
         .for_each(|(c, part)| in_chunk(|| f(c * chunk, part)));
+}
+
+/// How many chunks to split `units` independent pieces of total `work`
+/// into: one per thread, fewer when the work is small, and 1 when entering
+/// the pool would not pay for itself.
+fn chunk_count(units: usize, work: usize) -> usize {
+    let threads = rayon::current_num_threads();
+    if threads < 2 || work < PARALLEL_WORK || units < 2 {
+        return 1;
+    }
+    threads.min(work / (PARALLEL_WORK / 2)).min(units)
 }
 
 /// Runs `f` over `0..n`, split into one contiguous chunk per thread when
@@ -488,16 +500,12 @@ pub(crate) fn for_each_chunk(
     align: usize,
     f: impl Fn(Range<usize>) + Sync,
 ) {
-    let threads = rayon::current_num_threads();
-    let work = n.saturating_mul(cost.max(1));
-    if !parallel || threads < 2 || work < PARALLEL_WORK || n < 2 * MIN_CHUNK {
+    // Pieces of at least `MIN_CHUNK` elements.
+    let chunks = chunk_count(n / MIN_CHUNK, n.saturating_mul(cost.max(1)));
+    if !parallel || chunks < 2 {
         f(0..n);
         return;
     }
-    let chunks = threads
-        .min(work / (PARALLEL_WORK / 2))
-        .min(n / MIN_CHUNK)
-        .max(1);
     let chunk = n.div_ceil(chunks).div_ceil(align) * align;
     (0..chunks).into_par_iter().for_each(|c| {
         let start = (c * chunk).min(n);

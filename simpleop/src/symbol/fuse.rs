@@ -341,37 +341,16 @@ impl Fused {
     }
 }
 
-/// Whether reduction node `r` may run slab by slab over axis 0: its input
-/// has at least two dimensions, and for slabs of 1, 2 and 3 rows its shape
-/// function keeps the slab's rows in front of the full output's other
-/// dimensions. Several slab sizes, so that an output that merely happens
-/// to match one slab size (a reduced axis 0 kept as 1) is not taken; 1,
-/// because the last slab may have one row.
-fn row_separable(g: &Graph, r: usize, in_shape: &Shape, out_shape: &Shape) -> bool {
-    let Some(op) = g.nodes[r].op else {
-        return false;
-    };
-    let (dims, out) = (in_shape.dims(), out_shape.dims());
-    if dims.len() < 2 || out.is_empty() || out[0] != dims[0] || dims[0] < 2 {
-        return false;
-    }
-    [1usize, 2, 3].iter().all(|&rows| {
-        (op.infer_shape)(op, &[slab(in_shape, rows)], &g.nodes[r].env)
-            .is_ok_and(|s| s == slab(out_shape, rows))
-    })
-}
-
-/// Whether out-elementwise-fusable node `h` may run slab by slab over
-/// axis 0: its first input has at least two dimensions and as many rows as
-/// its output, and for 1, 2 and 3 rows of the first input (the other
-/// inputs whole) its shape function gives those rows of its output. A
-/// `dot` with `transpose_a`, or a `batch_dot` (whose second input would
-/// need slicing too), fails this.
-fn head_row_separable(g: &Graph, h: usize, ins: &[Shape], out_shape: &Shape) -> bool {
-    let Some(op) = g.nodes[h].op else {
-        return false;
-    };
-    let Some(first) = ins.first() else {
+/// Whether node `n` may run slab by slab over axis 0: its first input has
+/// at least two dimensions and as many rows as its output, and for 1, 2
+/// and 3 rows of that input (any other inputs whole) its shape function
+/// gives those rows of the full output. Several slab sizes, so that an
+/// output that merely happens to match one slab size (a reduced axis 0 kept
+/// as 1) is not taken; 1, because the last slab may have one row. A `dot`
+/// with `transpose_a`, or a `batch_dot` (whose second input would need
+/// slicing too), fails this.
+fn row_separable(g: &Graph, n: usize, ins: &[Shape], out_shape: &Shape) -> bool {
+    let (Some(op), Some(first)) = (g.nodes[n].op, ins.first()) else {
         return false;
     };
     let (dims, out) = (first.dims(), out_shape.dims());
@@ -381,8 +360,16 @@ fn head_row_separable(g: &Graph, h: usize, ins: &[Shape], out_shape: &Shape) -> 
     [1usize, 2, 3].iter().all(|&rows| {
         let mut sliced = ins.to_vec();
         sliced[0] = slab(first, rows);
-        (op.infer_shape)(op, &sliced, &g.nodes[h].env).is_ok_and(|s| s == slab(out_shape, rows))
+        (op.infer_shape)(op, &sliced, &g.nodes[n].env).is_ok_and(|s| s == slab(out_shape, rows))
     })
+}
+
+/// Rows per slab of a value of `shape`, or `None` when there is nothing to
+/// slab (empty rows) or a row is longer than a slab (each thread's buffer
+/// would be that row, far past the cache).
+fn slab_rows(shape: &Shape) -> Option<usize> {
+    let row = shape.size() / shape.dims()[0];
+    (row > 0 && row <= SLAB_ELEMENTS).then(|| SLAB_ELEMENTS / row)
 }
 
 /// `shape` with `rows` rows (axis 0 set to `rows`).
@@ -780,27 +767,22 @@ fn reduce_tail(
     let (v, out) = (plan.forward_value[input], plan.forward_value[r]);
     let value = &plan.values[v];
     let alone = reads[v] == 1 && writes[v] == 1 && value.loc == Loc::Unplaced;
-    if !alone || !row_separable(g, r, &value.shape, &plan.values[out].shape) {
-        return None;
-    }
-    // Empty values have nothing to slab; a row longer than a slab would
-    // make each thread's buffer that row, far past the cache.
-    let row = value.shape.size() / value.shape.dims()[0];
-    if row == 0 || row > SLAB_ELEMENTS {
+    let in_shape = std::slice::from_ref(&value.shape);
+    if !alone || !row_separable(g, r, in_shape, &plan.values[out].shape) {
         return None;
     }
     Some(ReduceTail {
         node: r,
         scratch: v,
         out,
-        rows: SLAB_ELEMENTS / row,
+        rows: slab_rows(&value.shape)?,
     })
 }
 
 /// The out-elementwise-fusable op of group `m` that can run slab by slab
 /// ahead of the group's program: its output is read by the program alone
 /// (not by a gradient, not a graph output), none of its inputs is made by
-/// the program, and it keeps axis 0 ([`head_row_separable`]).
+/// the program, and it keeps axis 0 ([`row_separable`]).
 fn slab_head(
     plan: &Plan,
     g: &Graph,
@@ -833,11 +815,7 @@ fn slab_head(
         .iter()
         .map(|&i| plan.values[i].shape.clone())
         .collect();
-    if !alone || !head_row_separable(g, h, &in_shapes, &value.shape) {
-        return None;
-    }
-    let row = value.shape.size() / value.shape.dims()[0];
-    if row == 0 || row > SLAB_ELEMENTS {
+    if !alone || !row_separable(g, h, &in_shapes, &value.shape) {
         return None;
     }
     let first = &in_shapes[0];
@@ -845,7 +823,7 @@ fn slab_head(
         node: h,
         inputs,
         scratch: v,
-        rows: SLAB_ELEMENTS / row,
+        rows: slab_rows(&value.shape)?,
         cost: first.size() / first.dims()[0],
     })
 }
