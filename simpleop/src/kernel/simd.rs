@@ -543,8 +543,9 @@ impl TileJob for F32ToBf16<'_> {
 /// How a storage type moves to and from its compute type, a tile at a time.
 ///
 /// f32 and f64 are their own compute type and are borrowed directly; f16
-/// converts with F16C where present; bf16 converts with integer ops that
-/// vectorise (it is the upper half of an f32).
+/// converts with F16C where present; bf16 widens with integer ops that
+/// vectorise (it is the upper half of an f32) and narrows with AVX-512
+/// BF16 where present.
 pub trait TileIo: Float {
     /// The slice itself, when the storage type is the compute type.
     fn as_compute(s: &[Self]) -> Option<&[Self::Compute]>;
@@ -699,6 +700,44 @@ mod x86 {
         n
     }
 
+    /// f32 → bf16 with AVX-512 BF16's conversion (nearest even, NaNs made
+    /// quiet as `round_bf16` does), adding to the old values first when
+    /// `add`. The instruction flushes subnormal inputs to zero, which
+    /// `half` does not; a vector holding one takes the integer rounding.
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")]
+    pub(super) fn f32_to_bf16_avx512bf16(src: &[f32], dst: &mut [half::bf16], add: bool) -> usize {
+        /// `_mm512_fpclass_ps_mask`'s class bit for subnormals.
+        const SUBNORMAL: i32 = 0x20;
+        let n = src.len().min(dst.len()) / 16 * 16;
+        for i in (0..n).step_by(16) {
+            // SAFETY: `i + 16 <= n` elements of both slices are in bounds;
+            // unaligned loads and stores are used, and `__m256bh` and
+            // `__m256i` are both 32 plain bytes.
+            unsafe {
+                let mut v = _mm512_loadu_ps(src.as_ptr().add(i));
+                if add {
+                    let old = _mm256_loadu_si256(dst.as_ptr().add(i).cast());
+                    let old = _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(old));
+                    v = _mm512_add_ps(_mm512_castsi512_ps(old), v);
+                }
+                if _mm512_fpclass_ps_mask::<SUBNORMAL>(v) != 0 {
+                    let mut lanes = [0.0f32; 16];
+                    _mm512_storeu_ps(lanes.as_mut_ptr(), v);
+                    for (d, x) in dst[i..i + 16].iter_mut().zip(lanes) {
+                        *d = half::bf16::from_bits(super::round_bf16(x));
+                    }
+                    continue;
+                }
+                let h = _mm512_cvtneps_pbh(v);
+                _mm256_storeu_si256(
+                    dst.as_mut_ptr().add(i).cast(),
+                    std::mem::transmute::<__m256bh, __m256i>(h),
+                );
+            }
+        }
+        n
+    }
+
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn f16_to_f32_avx2(src: &[half::f16], dst: &mut [f32]) -> usize {
         let n = src.len().min(dst.len()) / 8 * 8;
@@ -740,7 +779,21 @@ impl TileIo for half::bf16 {
     }
     #[inline]
     fn store(dst: &mut [Self], src: &[f32], add: bool) {
-        run(F32ToBf16 { src, dst, add });
+        let n = src.len().min(dst.len());
+        #[cfg(target_arch = "x86_64")]
+        let done = if active() == Isa::Avx512 && is_x86_feature_detected!("avx512bf16") {
+            // SAFETY: the CPU has AVX-512 (the active set) and AVX-512 BF16.
+            unsafe { x86::f32_to_bf16_avx512bf16(&src[..n], &mut dst[..n], add) }
+        } else {
+            0
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let done = 0;
+        run(F32ToBf16 {
+            src: &src[done..n],
+            dst: &mut dst[done..n],
+            add,
+        });
     }
 }
 
@@ -870,6 +923,40 @@ mod tests {
                     assert_eq!(g.to_bits(), want.to_bits(), "{isa:?} {x}");
                 }
                 assert_eq!(b.to_bits(), g.to_f32().to_bits(), "{isa:?}");
+            }
+        }
+        set_active(before).unwrap();
+    }
+
+    #[test]
+    fn bf16_stores_match_half_with_and_without_add() {
+        // Every field, subnormals included (AVX-512 BF16 flushes them, so
+        // this checks the fallback), at lengths with and without a tail.
+        let xs: Vec<f32> = (0..100_003u32)
+            .map(|i| f32::from_bits(i.wrapping_mul(0x9e37_79b9)))
+            .chain([f32::from_bits(1), -1.0e-39, 1.1754942e-38, f32::NAN])
+            .collect();
+        let olds: Vec<half::bf16> = xs
+            .iter()
+            .rev()
+            .map(|x| half::bf16::from_f32(x * 0.5))
+            .collect();
+        let before = active();
+        for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+            if set_active(isa).is_err() {
+                continue;
+            }
+            for len in [xs.len(), 16, 15, 33] {
+                let mut got = vec![half::bf16::ZERO; len];
+                <half::bf16 as TileIo>::store(&mut got, &xs[..len], false);
+                let mut summed = olds[..len].to_vec();
+                <half::bf16 as TileIo>::store(&mut summed, &xs[..len], true);
+                for (j, x) in xs[..len].iter().enumerate() {
+                    let want = half::bf16::from_f32(*x);
+                    assert_eq!(got[j].to_bits(), want.to_bits(), "{isa:?} {x:e}");
+                    let want = half::bf16::from_f32(olds[j].to_f32() + x);
+                    assert_eq!(summed[j].to_bits(), want.to_bits(), "{isa:?} add {x:e}");
+                }
             }
         }
         set_active(before).unwrap();
