@@ -21,8 +21,10 @@
 //! * `chain6/fused`: the same chain as a graph with fusion on (one pass:
 //!   read x and y, write the result), against one `elemwise_add`;
 //!   `chain6/fused/bandwidth` is the same time against `stream/triad`
-//!   (same bytes); `chain6/unfused`: fusion off, against `chain6/fused`
-//!   (the ratio is what fusion buys).
+//!   (same bytes); `chain6/fused/cached-stores`: streaming stores of the
+//!   output off ([`simd::set_stream_stores`]), against `chain6/fused`;
+//!   `chain6/unfused`: fusion off, against `chain6/fused` (the ratio is
+//!   what fusion buys).
 //! * `smooth_l1/composed-fused`: `smooth_l1` written as `where(|x| < 1,
 //!   0.5 x², |x| - 0.5)` from six primitive ops, fused, against the
 //!   registered op.
@@ -331,6 +333,14 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
         })?;
         report(&b);
         b.push("chain6/fused/bandwidth", fused_ms, Some("stream/triad"));
+        report(&b);
+        let before = simd::stream_stores_enabled();
+        simd::set_stream_stores(false);
+        let r = b.time("chain6/fused/cached-stores", Some("chain6/fused"), || {
+            fused.forward(false)
+        });
+        simd::set_stream_stores(before);
+        r?;
         report(&b);
         b.time("chain6/unfused", Some("chain6/fused"), || {
             unfused.forward(false)

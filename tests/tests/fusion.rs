@@ -496,6 +496,55 @@ fn gradient_chains_fuse_and_match_unfused() {
 }
 
 #[test]
+fn outputs_past_the_caches_are_streamed_and_match_unfused() {
+    simpleop_ops::link();
+    // Outputs (and gradients) of 8 MiB and more are written with streaming
+    // stores; 2^21 + 123 elements also leave a tail that is not a line.
+    let x = Symbol::var("x");
+    let y = Symbol::var("y");
+    let c = op_with("_mul_scalar", "s1", &[&x], Attrs::new().with("scalar", 0.5));
+    let c = op("tanh", "s2", &[&c]);
+    let c = op("elemwise_mul", "s3", &[&c, &y]);
+    let c = op("elemwise_add", "s4", &[&c, &x]);
+    let n = (1 << 21) + 123;
+    let shapes: &[(&str, &[usize])] = &[("x", &[n]), ("y", &[n])];
+    check_same(&c, shapes, DType::F32);
+    check_same(&c, shapes, DType::F64);
+    // `AddTo` gradients are read first, so they never stream: accumulate
+    // twice, fused and not.
+    let mut runs = Vec::new();
+    for fusion in [true, false] {
+        let mut args = HashMap::new();
+        let mut grads = HashMap::new();
+        let mut reqs = HashMap::new();
+        for (i, name) in ["x", "y"].into_iter().enumerate() {
+            let a = NDArray::random_uniform([n], -1.0, 1.0, DType::F32, 3 + i as u64).unwrap();
+            args.insert(name.to_string(), a);
+            grads.insert(name.to_string(), NDArray::ones([n], DType::F32));
+            reqs.insert(name.to_string(), GradReq::Add);
+        }
+        let config = BindConfig {
+            fusion,
+            ..BindConfig::default()
+        };
+        let mut exe = c.bind_with(args, grads, reqs, config).unwrap();
+        for _ in 0..2 {
+            exe.forward(true).unwrap();
+            exe.backward(&[]).unwrap();
+        }
+        runs.push((
+            bits(&exe.outputs()[0]),
+            bits(exe.grad("x").unwrap()),
+            bits(exe.grad("y").unwrap()),
+        ));
+    }
+    assert!(
+        runs[0] == runs[1],
+        "AddTo gradients differ fused and unfused"
+    );
+}
+
+#[test]
 fn gradient_chains_are_listed_and_drawn() {
     simpleop_ops::link();
     let c = exp_relu_tanh();

@@ -228,6 +228,73 @@ pub fn set_prefetch(on: bool) {
     PREFETCH.store(if on { 2 } else { 1 }, Ordering::Relaxed);
 }
 
+/// 0 = not read yet, 1 = off, 2 = on.
+static STREAM: AtomicU8 = AtomicU8::new(0);
+
+/// Whether long loops may write results that are large and read by no one
+/// soon with streaming (non-temporal) stores (on unless
+/// `SIMPLEOP_STREAM=0` at the first use, or [`set_stream_stores`]).
+#[inline]
+pub fn stream_stores_enabled() -> bool {
+    match STREAM.load(Ordering::Relaxed) {
+        0 => {
+            let on = std::env::var("SIMPLEOP_STREAM").map_or(true, |v| v.trim() != "0");
+            STREAM.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+            on
+        }
+        v => v == 2,
+    }
+}
+
+/// Turns streaming stores on or off for later loops, which is how the
+/// benchmark shows what they buy.
+pub fn set_stream_stores(on: bool) {
+    STREAM.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+}
+
+/// Copies `src` into `dst` (same length) with streaming stores where the
+/// CPU has them: whole cache lines go to memory without first being read
+/// for ownership, and without evicting the caller's working set. The
+/// unaligned head and the tail use plain stores. Stores made this way are
+/// weakly ordered: the writing thread calls [`stream_fence`] before
+/// anything else may read `dst`.
+pub fn stream_copy<T: bytemuck::Pod>(dst: &mut [T], src: &[T]) {
+    let n = dst.len().min(src.len());
+    let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut dst[..n]);
+    let src: &[u8] = bytemuck::cast_slice(&src[..n]);
+    #[cfg(target_arch = "x86_64")]
+    let (from, to) = {
+        // Lines start where `dst`'s address is a multiple of 64.
+        let head = dst.as_ptr().align_offset(64).min(dst.len());
+        let lines = (dst.len() - head) / 64 * 64;
+        let span = head..head + lines;
+        match active() {
+            // SAFETY: `active` only returns instruction sets the CPU has,
+            // and `span` starts on a 64-byte boundary of `dst`.
+            Isa::Avx512 => unsafe { x86::stream_avx512(&mut dst[span.clone()], &src[span]) },
+            // SAFETY: as above (64 is a multiple of AVX2's 32).
+            Isa::Avx2 => unsafe { x86::stream_avx2(&mut dst[span.clone()], &src[span]) },
+            _ => return dst.copy_from_slice(src),
+        }
+        (head, head + lines)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let (from, to) = (0, 0);
+    dst[..from].copy_from_slice(&src[..from]);
+    dst[to..].copy_from_slice(&src[to..]);
+}
+
+/// Orders this thread's earlier [`stream_copy`] stores before its later
+/// stores (and so before it signals that its work is done).
+#[inline]
+pub fn stream_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `sfence` only orders stores (SSE, in the x86-64 baseline).
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
+}
+
 /// Asks for `data` to be brought into L1 ahead of use (nothing when
 /// prefetching is off). For blob kernels that walk memory in pieces the
 /// hardware prefetcher does not follow across (rows of a page each).
@@ -738,6 +805,33 @@ mod x86 {
         n
     }
 
+    /// `dst = src` in 64-byte lines with non-temporal stores; `dst` starts
+    /// on a line and both are `dst.len()` bytes, a multiple of 64.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn stream_avx512(dst: &mut [u8], src: &[u8]) {
+        for i in (0..dst.len().min(src.len()) / 64 * 64).step_by(64) {
+            // SAFETY: `i + 64` bytes of both are in bounds, and `dst + i`
+            // is 64-byte aligned (the caller's contract).
+            unsafe {
+                let v = _mm512_loadu_si512(src.as_ptr().add(i).cast());
+                _mm512_stream_si512(dst.as_mut_ptr().add(i).cast(), v);
+            }
+        }
+    }
+
+    /// As [`stream_avx512`], 32 bytes at a time.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn stream_avx2(dst: &mut [u8], src: &[u8]) {
+        for i in (0..dst.len().min(src.len()) / 32 * 32).step_by(32) {
+            // SAFETY: `i + 32` bytes of both are in bounds, and `dst + i`
+            // is 32-byte aligned (the caller's contract).
+            unsafe {
+                let v = _mm256_loadu_si256(src.as_ptr().add(i).cast());
+                _mm256_stream_si256(dst.as_mut_ptr().add(i).cast(), v);
+            }
+        }
+    }
+
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn f16_to_f32_avx2(src: &[half::f16], dst: &mut [f32]) -> usize {
         let n = src.len().min(dst.len()) / 8 * 8;
@@ -923,6 +1017,35 @@ mod tests {
                     assert_eq!(g.to_bits(), want.to_bits(), "{isa:?} {x}");
                 }
                 assert_eq!(b.to_bits(), g.to_f32().to_bits(), "{isa:?}");
+            }
+        }
+        set_active(before).unwrap();
+    }
+
+    #[test]
+    fn stream_copy_copies_every_byte_at_any_alignment() {
+        let src: Vec<f32> = (0..3000).map(|i| i as f32 * 0.25 - 7.0).collect();
+        let before = active();
+        for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+            if set_active(isa).is_err() {
+                continue;
+            }
+            for offset in [0, 1, 3, 15, 16] {
+                for len in [0, 1, 15, 16, 17, 64, 1000, 2900] {
+                    let mut dst = vec![-1.0f32; 3100];
+                    stream_copy(&mut dst[offset..offset + len], &src[..len]);
+                    stream_fence();
+                    assert_eq!(
+                        &dst[offset..offset + len],
+                        &src[..len],
+                        "{isa:?} {offset} {len}"
+                    );
+                    assert!(dst[..offset].iter().all(|&v| v == -1.0), "{isa:?} before");
+                    assert!(
+                        dst[offset + len..].iter().all(|&v| v == -1.0),
+                        "{isa:?} after"
+                    );
+                }
             }
         }
         set_active(before).unwrap();
