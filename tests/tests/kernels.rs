@@ -209,3 +209,48 @@ fn small_direct_calls_match_the_tiled_path() {
         assert_eq!(out.to_f64_vec(), want, "elemwise_add {dtype} aliased");
     }
 }
+
+#[test]
+fn large_outputs_of_cheap_ops_stream_with_the_same_bits() {
+    simpleop_ops::link();
+    // 8 MiB and more of f32/f64 written whole by a cheap kernel go out
+    // with streaming stores; 2^21 + 123 elements leave a tail past the
+    // last line. Streaming off must give the same bits, and so must
+    // `AddTo` and in-place calls, which never stream.
+    let n = (1 << 21) + 123;
+    for dtype in [DType::F32, DType::F64] {
+        let x = NDArray::random_uniform([n], -1.0, 1.0, dtype, 5).unwrap();
+        let y = NDArray::random_uniform([n], -1.0, 1.0, dtype, 6).unwrap();
+        let (xs, ys) = (x.to_f64_vec(), y.to_f64_vec());
+        let relu = run("relu", &x, &Attrs::new());
+        let want: Vec<f64> = xs.iter().map(|v| v.max(0.0)).collect();
+        assert!(relu.to_f64_vec() == want, "{dtype:?} relu");
+        let add = eager::invoke("elemwise_add", &[&x, &y], &Attrs::new()).unwrap();
+        let want: Vec<f64> = xs
+            .iter()
+            .zip(&ys)
+            .map(|(a, b)| match dtype {
+                DType::F32 => f64::from(*a as f32 + *b as f32),
+                _ => a + b,
+            })
+            .collect();
+        assert!(add.to_f64_vec() == want, "{dtype:?} add");
+        let mut acc = y.clone();
+        eager::invoke_into_by_name("relu", &[&x], &Attrs::new(), &mut acc, OpReqType::AddTo)
+            .unwrap();
+        let want: Vec<f64> = xs
+            .iter()
+            .zip(&ys)
+            .map(|(a, b)| match dtype {
+                DType::F32 => f64::from(a.max(0.0) as f32 + *b as f32),
+                _ => a.max(0.0) + b,
+            })
+            .collect();
+        assert!(acc.to_f64_vec() == want, "{dtype:?} relu AddTo");
+        let before = simd::stream_stores_enabled();
+        simd::set_stream_stores(false);
+        let plain = run("relu", &x, &Attrs::new());
+        simd::set_stream_stores(before);
+        assert_eq!(bits(&plain), bits(&relu), "{dtype:?} streaming off");
+    }
+}

@@ -17,7 +17,9 @@ use std::ops::Range;
 use super::{
     DisjointMut, Src, TILE, TileFns, alias_of, source_for, store, try_for_each_chunk, with_buffers,
 };
-use crate::kernel::simd::{TileIo, prefetch, stream_copy, stream_fence, stream_stores_enabled};
+use crate::kernel::simd::{
+    STREAM_MIN_BYTES, TileIo, prefetch, stream_copy, stream_fence, stream_stores_enabled,
+};
 use crate::{
     EnvArguments, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, dispatch_float,
 };
@@ -153,11 +155,6 @@ impl TileProgram<'_> {
         Ok(())
     }
 }
-
-/// Outputs of at least this many bytes are written with streaming stores
-/// (twice the L2 of a typical server core: such an output leaves the
-/// private caches before anyone reads it).
-const STREAM_MIN_BYTES: usize = 8 << 20;
 
 /// Runs `prog` over every element of `outputs[0]`'s shape. All arrays share
 /// one float dtype; outputs share one shape; inputs broadcast to it and may

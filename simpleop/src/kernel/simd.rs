@@ -228,6 +228,11 @@ pub fn set_prefetch(on: bool) {
     PREFETCH.store(if on { 2 } else { 1 }, Ordering::Relaxed);
 }
 
+/// Outputs of at least this many bytes are written with streaming stores
+/// (twice the L2 of a typical server core: such an output leaves the
+/// private caches before anyone reads it).
+pub const STREAM_MIN_BYTES: usize = 8 << 20;
+
 /// 0 = not read yet, 1 = off, 2 = on.
 static STREAM: AtomicU8 = AtomicU8::new(0);
 
@@ -410,6 +415,56 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for MapTileMut<'_, K, C, N> 
             kernel: self.kernel,
             ins: self.ins.map(bytemuck::cast_slice_mut::<C, C::Fma>),
             out: bytemuck::cast_slice_mut::<C, C::Fma>(self.out),
+        }
+        .run()
+    }
+}
+
+/// As [`MapTile`] for outputs written with streaming stores: a tile at a
+/// time into the L1 buffer `res`, then [`stream_copy`] to `out`, asking
+/// for the next tile's inputs meanwhile. The caller calls
+/// [`stream_fence`] after.
+pub struct StreamMap<'a, K, C, const N: usize> {
+    /// The op's forward kernel.
+    pub kernel: &'a K,
+    /// The inputs, each `out.len()` long.
+    pub ins: [&'a [C]; N],
+    /// The result.
+    pub out: &'a mut [C],
+    /// The tile buffer; its length is the tile size.
+    pub res: &'a mut [C],
+}
+
+impl<K: MapFn<N>, C: Float, const N: usize> TileJob for StreamMap<'_, K, C, N> {
+    #[inline(always)]
+    fn run(self) {
+        let cap = self.res.len().max(1);
+        let n = self.out.len();
+        let mut start = 0;
+        while start < n {
+            let len = cap.min(n - start);
+            let ahead = (start + len)..(start + 2 * len).min(n);
+            for x in &self.ins {
+                prefetch(&x[ahead.clone()]);
+            }
+            MapTile {
+                kernel: self.kernel,
+                ins: self.ins.map(|x| &x[start..start + len]),
+                out: &mut self.res[..len],
+            }
+            .run();
+            stream_copy(&mut self.out[start..start + len], &self.res[..len]);
+            start += len;
+        }
+    }
+
+    #[inline(always)]
+    fn run_fma(self) {
+        StreamMap {
+            kernel: self.kernel,
+            ins: self.ins.map(bytemuck::cast_slice::<C, C::Fma>),
+            out: bytemuck::cast_slice_mut::<C, C::Fma>(self.out),
+            res: bytemuck::cast_slice_mut::<C, C::Fma>(self.res),
         }
         .run()
     }
