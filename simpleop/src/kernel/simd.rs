@@ -261,9 +261,10 @@ pub fn set_stream_stores(on: bool) {
 /// CPU has them: whole cache lines go to memory without first being read
 /// for ownership, and without evicting the caller's working set. The
 /// unaligned head and the tail use plain stores. Stores made this way are
-/// weakly ordered: the writing thread calls [`stream_fence`] before
-/// anything else may read `dst`.
-pub fn stream_copy<T: bytemuck::Pod>(dst: &mut [T], src: &[T]) {
+/// weakly ordered: the writing thread must call [`stream_fence`] before
+/// `dst` is touched again, by it or by any other thread (Rust counts an
+/// unfenced access as a data race), which is why this is crate-private.
+pub(crate) fn stream_copy<T: bytemuck::Pod>(dst: &mut [T], src: &[T]) {
     let n = dst.len().min(src.len());
     let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut dst[..n]);
     let src: &[u8] = bytemuck::cast_slice(&src[..n]);
@@ -275,7 +276,8 @@ pub fn stream_copy<T: bytemuck::Pod>(dst: &mut [T], src: &[T]) {
         let span = head..head + lines;
         match active() {
             // SAFETY: `active` only returns instruction sets the CPU has,
-            // and `span` starts on a 64-byte boundary of `dst`.
+            // and `span` starts on a 64-byte boundary of `dst`. The stores'
+            // weak ordering is this function's callers' to fence (above).
             Isa::Avx512 => unsafe { x86::stream_avx512(&mut dst[span.clone()], &src[span]) },
             // SAFETY: as above (64 is a multiple of AVX2's 32).
             Isa::Avx2 => unsafe { x86::stream_avx2(&mut dst[span.clone()], &src[span]) },
@@ -292,7 +294,7 @@ pub fn stream_copy<T: bytemuck::Pod>(dst: &mut [T], src: &[T]) {
 /// Orders this thread's earlier [`stream_copy`] stores before its later
 /// stores (and so before it signals that its work is done).
 #[inline]
-pub fn stream_fence() {
+pub(crate) fn stream_fence() {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `sfence` only orders stores (SSE, in the x86-64 baseline).
     unsafe {
@@ -422,9 +424,9 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for MapTileMut<'_, K, C, N> 
 
 /// As [`MapTile`] for outputs written with streaming stores: a tile at a
 /// time into the L1 buffer `res`, then [`stream_copy`] to `out`, asking
-/// for the next tile's inputs meanwhile. The caller calls
-/// [`stream_fence`] after.
-pub struct StreamMap<'a, K, C, const N: usize> {
+/// for the next tile's inputs meanwhile. The caller must call
+/// [`stream_fence`] after, on the same thread (crate-private for that).
+pub(crate) struct StreamMap<'a, K, C, const N: usize> {
     /// The op's forward kernel.
     pub kernel: &'a K,
     /// The inputs, each `out.len()` long.
