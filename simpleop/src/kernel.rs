@@ -855,14 +855,7 @@ impl<S: TileIo, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {
                 std::array::from_fn(|i| S::as_compute(ins[i]).expect("storage is compute"));
             let out = S::as_compute_mut(out).expect("storage is compute");
             if self.stream {
-                // The fence runs on every way out, unwinding included.
-                struct Fence;
-                impl Drop for Fence {
-                    fn drop(&mut self) {
-                        simd::stream_fence();
-                    }
-                }
-                let _fence = Fence;
+                let _fence = simd::StreamFence;
                 with_tile_buffers::<S::Compute, 0, _>(TILE.min(range.len()), |_, res| {
                     simd::run(simd::StreamMap {
                         kernel: self.kernel,

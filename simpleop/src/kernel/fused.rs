@@ -18,7 +18,7 @@ use super::{
     DisjointMut, Src, TILE, TileFns, alias_of, source_for, store, try_for_each_chunk, with_buffers,
 };
 use crate::kernel::simd::{
-    STREAM_MIN_BYTES, TileIo, prefetch, stream_copy, stream_fence, stream_stores_enabled,
+    STREAM_MIN_BYTES, StreamFence, TileIo, prefetch, stream_copy, stream_stores_enabled,
 };
 use crate::{
     EnvArguments, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, dispatch_float,
@@ -365,17 +365,8 @@ where
         direct,
         streamed,
     } = outs;
-    // Streamed stores are ordered before this chunk reports back, on every
-    // way out.
-    struct Fence(bool);
-    impl Drop for Fence {
-        fn drop(&mut self) {
-            if self.0 {
-                stream_fence();
-            }
-        }
-    }
-    let _fence = Fence(streamed.contains(&true));
+    // Streamed stores are ordered before this chunk reports back.
+    let _fence = streamed.contains(&true).then_some(StreamFence);
     let mut half = vec![S::zero(); TILE];
     let mut start = range.start;
     let mut tiles: Vec<&mut [S]> = Vec::with_capacity(dsts.len());

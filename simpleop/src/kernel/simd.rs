@@ -205,27 +205,52 @@ const BLOCK: usize = 256;
 /// without prefetching.
 const PREFETCH_MIN: usize = 64 * 1024;
 
-/// 0 = not read yet, 1 = off, 2 = on.
-static PREFETCH: AtomicU8 = AtomicU8::new(0);
+/// A switch that is on unless its environment variable is `0` at the
+/// first read, and that the program may flip later.
+struct Switch {
+    var: &'static str,
+    /// 0 = not read yet, 1 = off, 2 = on.
+    state: AtomicU8,
+}
+
+impl Switch {
+    const fn new(var: &'static str) -> Switch {
+        Switch {
+            var,
+            state: AtomicU8::new(0),
+        }
+    }
+
+    #[inline]
+    fn get(&self) -> bool {
+        match self.state.load(Ordering::Relaxed) {
+            0 => {
+                let on = std::env::var(self.var).map_or(true, |v| v.trim() != "0");
+                self.set(on);
+                on
+            }
+            v => v == 2,
+        }
+    }
+
+    fn set(&self, on: bool) {
+        self.state.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+    }
+}
+
+static PREFETCH: Switch = Switch::new("SIMPLEOP_PREFETCH");
 
 /// Whether long loops ask for their next block ahead (on unless
 /// `SIMPLEOP_PREFETCH=0` at the first use, or [`set_prefetch`]).
 #[inline]
 pub fn prefetch_enabled() -> bool {
-    match PREFETCH.load(Ordering::Relaxed) {
-        0 => {
-            let on = std::env::var("SIMPLEOP_PREFETCH").map_or(true, |v| v.trim() != "0");
-            PREFETCH.store(if on { 2 } else { 1 }, Ordering::Relaxed);
-            on
-        }
-        v => v == 2,
-    }
+    PREFETCH.get()
 }
 
 /// Turns software prefetching of the next block on or off for later
 /// loops, which is how the benchmark shows what it buys.
 pub fn set_prefetch(on: bool) {
-    PREFETCH.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+    PREFETCH.set(on);
 }
 
 /// Outputs of at least this many bytes are written with streaming stores
@@ -233,28 +258,20 @@ pub fn set_prefetch(on: bool) {
 /// private caches before anyone reads it).
 pub const STREAM_MIN_BYTES: usize = 8 << 20;
 
-/// 0 = not read yet, 1 = off, 2 = on.
-static STREAM: AtomicU8 = AtomicU8::new(0);
+static STREAM: Switch = Switch::new("SIMPLEOP_STREAM");
 
 /// Whether long loops may write results that are large and read by no one
 /// soon with streaming (non-temporal) stores (on unless
 /// `SIMPLEOP_STREAM=0` at the first use, or [`set_stream_stores`]).
 #[inline]
 pub fn stream_stores_enabled() -> bool {
-    match STREAM.load(Ordering::Relaxed) {
-        0 => {
-            let on = std::env::var("SIMPLEOP_STREAM").map_or(true, |v| v.trim() != "0");
-            STREAM.store(if on { 2 } else { 1 }, Ordering::Relaxed);
-            on
-        }
-        v => v == 2,
-    }
+    STREAM.get()
 }
 
 /// Turns streaming stores on or off for later loops, which is how the
 /// benchmark shows what they buy.
 pub fn set_stream_stores(on: bool) {
-    STREAM.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+    STREAM.set(on);
 }
 
 /// Copies `src` into `dst` (same length) with streaming stores where the
@@ -289,6 +306,16 @@ pub(crate) fn stream_copy<T: bytemuck::Pod>(dst: &mut [T], src: &[T]) {
     let (from, to) = (0, 0);
     dst[..from].copy_from_slice(&src[..from]);
     dst[to..].copy_from_slice(&src[to..]);
+}
+
+/// Calls [`stream_fence`] when dropped, so a thread's streamed stores are
+/// fenced on every way out of its work, unwinding included.
+pub(crate) struct StreamFence;
+
+impl Drop for StreamFence {
+    fn drop(&mut self) {
+        stream_fence();
+    }
 }
 
 /// Orders this thread's earlier [`stream_copy`] stores before its later
