@@ -512,9 +512,107 @@ impl<'a> Builder<'a> {
                 Instr::Store { slot, .. } => *slot = map[*slot],
             }
         }
+        self.f.slots = reuse_slots(&mut instrs, n_in, next);
         self.f.instrs = instrs;
         (self.f, internal)
     }
+}
+
+impl Instr {
+    /// Slots this instruction reads.
+    fn reads(&self) -> Vec<usize> {
+        match self {
+            Instr::Forward { ins, .. } => ins.clone(),
+            Instr::Backward { dy, y, xs, .. } => std::iter::once(*dy)
+                .chain(*y)
+                .chain(xs.iter().flatten().copied())
+                .collect(),
+            Instr::Store { slot, .. } => vec![*slot],
+        }
+    }
+    /// Slots this instruction writes.
+    fn writes(&self) -> Vec<usize> {
+        match self {
+            Instr::Forward { out, .. } => vec![*out],
+            Instr::Backward { grads, .. } => grads.clone(),
+            Instr::Store { .. } => Vec::new(),
+        }
+    }
+    fn rename(&mut self, map: &[usize]) {
+        match self {
+            Instr::Forward { ins, out, .. } => {
+                ins.iter_mut().for_each(|s| *s = map[*s]);
+                *out = map[*out];
+            }
+            Instr::Backward {
+                dy, y, xs, grads, ..
+            } => {
+                *dy = map[*dy];
+                if let Some(y) = y {
+                    *y = map[*y];
+                }
+                xs.iter_mut().flatten().for_each(|s| *s = map[*s]);
+                grads.iter_mut().for_each(|s| *s = map[*s]);
+            }
+            Instr::Store { slot, .. } => *slot = map[*slot],
+        }
+    }
+}
+
+/// Gives values whose lives do not overlap the same slot, so that a
+/// program's working set is its widest point, not its length: every slot
+/// is a tile that should stay in L1. Input slots (`0..n_in`) keep theirs.
+/// So does a result that no op reads (only stored): the kernel driver may
+/// compute it straight into its output, or hand its buffer to a streamed
+/// store that runs during the next tile. Returns the number of slots.
+fn reuse_slots(instrs: &mut [Instr], n_in: usize, slots: usize) -> usize {
+    let mut last = vec![None; slots];
+    let mut op_read = vec![false; slots];
+    for (i, ins) in instrs.iter().enumerate() {
+        for s in ins.reads() {
+            last[s] = Some(i);
+            op_read[s] |= !matches!(ins, Instr::Store { .. });
+        }
+    }
+    let mut map: Vec<usize> = (0..slots)
+        .map(|s| if s < n_in { s } else { usize::MAX })
+        .collect();
+    let mut free: Vec<usize> = Vec::new();
+    let mut count = n_in;
+    for (i, ins) in instrs.iter().enumerate() {
+        // Results take a slot before this instruction's last reads free
+        // theirs: a result never shares a slot with its own inputs.
+        // Only-stored results take a slot of their own.
+        for w in ins.writes() {
+            map[w] = match free.pop() {
+                Some(f) if op_read[w] => f,
+                f => {
+                    free.extend(f);
+                    count += 1;
+                    count - 1
+                }
+            };
+        }
+        let ended = ins
+            .reads()
+            .into_iter()
+            .chain(ins.writes())
+            .filter(|&s| s >= n_in && op_read[s] && last[s].is_none_or(|l| l <= i));
+        let mut ended: Vec<usize> = ended.collect();
+        ended.sort_unstable();
+        ended.dedup();
+        // Scratch gradients nobody reads end where they are written.
+        for s in ins.writes() {
+            if last[s].is_none() && !ended.contains(&s) {
+                ended.push(s);
+            }
+        }
+        free.extend(ended.into_iter().map(|s| map[s]).rev());
+    }
+    for ins in instrs.iter_mut() {
+        ins.rename(&map);
+    }
+    count
 }
 
 /// Per-value counts of reading and writing steps.
@@ -858,5 +956,93 @@ fn grads_of(st: &Step) -> Vec<(ValueId, OpReqType)> {
     match st {
         Step::Backward { grads, .. } => grads.iter().flatten().copied().collect(),
         _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fwd(ins: &[usize], out: usize) -> Instr {
+        Instr::Forward {
+            node: 0,
+            ins: ins.to_vec(),
+            out,
+        }
+    }
+    fn store(slot: usize, output: usize) -> Instr {
+        Instr::Store {
+            slot,
+            output,
+            req: OpReqType::WriteTo,
+        }
+    }
+
+    /// No instruction writes a slot it reads, and no value is overwritten
+    /// while it will still be read.
+    fn check_lives(before: &[Instr], after: &[Instr]) {
+        // Per logical slot (before), the physical one (after).
+        let mut phys = HashMap::new();
+        for (b, a) in before.iter().zip(after) {
+            for (l, p) in b.reads().into_iter().zip(a.reads()) {
+                assert_eq!(*phys.entry(l).or_insert(p), p, "read of {l} moved");
+            }
+            for w in a.writes() {
+                assert!(!a.reads().contains(&w), "{a:?} writes a slot it reads");
+            }
+            for (l, p) in b.writes().into_iter().zip(a.writes()) {
+                phys.insert(l, p);
+            }
+        }
+    }
+
+    #[test]
+    fn a_chain_reuses_two_slots_and_an_only_stored_result_keeps_its_own() {
+        // 0, 1 inputs; 2..=7 a chain of six ops; 7 stored only; 4 also
+        // stored on the way (and read after).
+        let before = vec![
+            fwd(&[0], 2),
+            fwd(&[2], 3),
+            fwd(&[3], 4),
+            store(4, 0),
+            fwd(&[4, 1], 5),
+            fwd(&[5], 6),
+            fwd(&[6, 0], 7),
+            store(7, 1),
+        ];
+        let mut after = before.clone();
+        let slots = reuse_slots(&mut after, 2, 8);
+        assert_eq!(slots, 5, "{after:?}");
+        check_lives(&before, &after);
+        let Instr::Store { slot, .. } = after[7] else {
+            unreachable!()
+        };
+        let uses = after
+            .iter()
+            .flat_map(|i| i.reads().into_iter().chain(i.writes()))
+            .filter(|&s| s == slot)
+            .count();
+        assert_eq!(uses, 2, "only the last op and its store use slot {slot}");
+    }
+
+    #[test]
+    fn scratch_gradients_are_freed_and_gradients_never_alias_their_inputs() {
+        let before = vec![
+            fwd(&[0], 2),
+            Instr::Backward {
+                node: 0,
+                dy: 1,
+                y: Some(2),
+                xs: vec![Some(0), Some(2)],
+                grads: vec![3, 4],
+            },
+            fwd(&[3], 5),
+            store(5, 0),
+        ];
+        let mut after = before.clone();
+        let slots = reuse_slots(&mut after, 2, 6);
+        check_lives(&before, &after);
+        // 2, then 3 and 4 beside it; 5 (only stored) takes a fresh slot.
+        assert_eq!(slots, 6, "{after:?}");
     }
 }
