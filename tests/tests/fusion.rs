@@ -510,6 +510,27 @@ fn outputs_past_the_caches_are_streamed_and_match_unfused() {
     let shapes: &[(&str, &[usize])] = &[("x", &[n]), ("y", &[n])];
     check_same(&c, shapes, DType::F32);
     check_same(&c, shapes, DType::F64);
+    // Several streamed outputs: `s2` and `s4` are also read by later ops in
+    // the program (stored at once), `s5` only stored (written out during
+    // the next tile).
+    let s2 = op(
+        "tanh",
+        "t2",
+        &[&op_with(
+            "_mul_scalar",
+            "t1",
+            &[&x],
+            Attrs::new().with("scalar", 0.5),
+        )],
+    );
+    let s4 = op(
+        "elemwise_add",
+        "t4",
+        &[&op("elemwise_mul", "t3", &[&s2, &y]), &x],
+    );
+    let s5 = op("square", "t5", &[&s4]);
+    let g = Symbol::group(&[s2, s4, s5]);
+    check_same(&g, shapes, DType::F32);
     // `AddTo` gradients are read first, so they never stream: accumulate
     // twice, fused and not.
     let mut runs = Vec::new();
