@@ -802,7 +802,7 @@ struct ForwardJob<'a, 'b, S: Float, K, const N: usize> {
     dsts: &'a [DisjointMut<'b, S>],
     reqs: &'a [OpReqType],
     states: &'a [usize],
-    /// Write an f32/f64 output with streaming stores.
+    /// Write the output with streaming stores.
     stream: bool,
 }
 
@@ -873,13 +873,23 @@ impl<S: TileIo, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {
             });
             return true;
         }
-        with_tile_buffers::<S::Compute, N, _>(TILE.min(range.len()), |bufs, res| {
+        let cap = TILE.min(range.len());
+        // One more buffer, to stage the narrowed result for streaming.
+        with_buffers::<S::Compute, _>(N + 2, cap, |mut b| {
+            let bufs: [&mut [S::Compute]; N] = std::array::from_fn(|_| b.next());
+            let res = b.next();
+            let staged = self.stream.then(|| {
+                let buf: &mut [S] = bytemuck::cast_slice_mut(b.next());
+                &mut buf[..cap]
+            });
+            let _fence = self.stream.then_some(simd::StreamFence);
             simd::run(ConvertMap {
                 kernel: self.kernel,
                 ins,
                 out,
                 bufs,
                 res,
+                staged,
             });
         });
         true

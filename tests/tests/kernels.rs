@@ -213,12 +213,20 @@ fn small_direct_calls_match_the_tiled_path() {
 #[test]
 fn large_outputs_of_cheap_ops_stream_with_the_same_bits() {
     simpleop_ops::link();
-    // 8 MiB and more of f32/f64 written whole by a cheap kernel go out
-    // with streaming stores; 2^21 + 123 elements leave a tail past the
-    // last line. Streaming off must give the same bits; `AddTo` (which
-    // never streams) is checked against exact values alongside.
-    let n = (1 << 21) + 123;
-    for dtype in [DType::F32, DType::F64] {
+    // 8 MiB and more written whole by a cheap kernel go out with
+    // streaming stores (half types through a staging tile); 2^21 + 123
+    // elements (2^22 + 123 for half types) leave a tail past the last
+    // line. Streaming off must give the same bits; `AddTo` (which never
+    // streams) is checked against exact values alongside.
+    for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+        let n = (8 << 20) / dtype.size() + 123;
+        // The sum of two values, rounded as the kernel does: in the
+        // compute type (f32 for half types), then to the storage type.
+        let round = |v: f32| match dtype {
+            DType::F16 => f64::from(simpleop::f16::from_f32(v)),
+            DType::BF16 => f64::from(simpleop::bf16::from_f32(v)),
+            _ => f64::from(v),
+        };
         let x = NDArray::random_uniform([n], -1.0, 1.0, dtype, 5).unwrap();
         let y = NDArray::random_uniform([n], -1.0, 1.0, dtype, 6).unwrap();
         let (xs, ys) = (x.to_f64_vec(), y.to_f64_vec());
@@ -230,8 +238,8 @@ fn large_outputs_of_cheap_ops_stream_with_the_same_bits() {
             .iter()
             .zip(&ys)
             .map(|(a, b)| match dtype {
-                DType::F32 => f64::from(*a as f32 + *b as f32),
-                _ => a + b,
+                DType::F64 => a + b,
+                _ => round(*a as f32 + *b as f32),
             })
             .collect();
         assert!(add.to_f64_vec() == want, "{dtype:?} add");
@@ -242,8 +250,8 @@ fn large_outputs_of_cheap_ops_stream_with_the_same_bits() {
             .iter()
             .zip(&ys)
             .map(|(a, b)| match dtype {
-                DType::F32 => f64::from(a.max(0.0) as f32 + *b as f32),
-                _ => a.max(0.0) + b,
+                DType::F64 => a.max(0.0) + b,
+                _ => round(a.max(0.0) as f32 + *b as f32),
             })
             .collect();
         assert!(acc.to_f64_vec() == want, "{dtype:?} relu AddTo");

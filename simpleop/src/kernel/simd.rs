@@ -502,7 +502,9 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for StreamMap<'_, K, C, N> {
 /// `out[j] = kernel(ins[0][j], ..)` over storage slices whose type is not
 /// its compute type (f16, bf16): a tile at a time, each input converted
 /// into its L1 buffer, the kernel run into `res`, and the result converted
-/// back, all inside one dispatch.
+/// back, all inside one dispatch. With `staged`, the result is converted
+/// into that L1 buffer and [`stream_copy`]'d out; the caller must then
+/// call [`stream_fence`] on the same thread.
 pub struct ConvertMap<'a, K, S: TileIo, const N: usize> {
     /// The op's forward kernel.
     pub kernel: &'a K,
@@ -514,6 +516,9 @@ pub struct ConvertMap<'a, K, S: TileIo, const N: usize> {
     pub bufs: [&'a mut [S::Compute]; N],
     /// The tile's result; its length is the tile size.
     pub res: &'a mut [S::Compute],
+    /// A buffer of at least `res.len()` elements to convert the result
+    /// into and stream out from, for outputs past the caches.
+    pub staged: Option<&'a mut [S]>,
 }
 
 impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
@@ -522,6 +527,7 @@ impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
         let cap = self.res.len().max(1);
         let n = self.out.len();
         let mut bufs = self.bufs;
+        let mut staged = self.staged;
         let mut start = 0;
         while start < n {
             let len = cap.min(n - start);
@@ -541,7 +547,13 @@ impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
             } else {
                 tile.run()
             }
-            S::store(&mut self.out[start..start + len], &self.res[..len], false);
+            match staged.as_deref_mut() {
+                Some(buf) => {
+                    S::store(&mut buf[..len], &self.res[..len], false);
+                    stream_copy(&mut self.out[start..start + len], &buf[..len]);
+                }
+                None => S::store(&mut self.out[start..start + len], &self.res[..len], false),
+            }
             start += len;
         }
     }
