@@ -517,8 +517,10 @@ pub struct ConvertMap<'a, K, S: TileIo, const N: usize> {
     /// The tile's result; its length is the tile size.
     pub res: &'a mut [S::Compute],
     /// A buffer of at least `res.len()` elements to convert the result
-    /// into and stream out from, for outputs past the caches.
-    pub staged: Option<&'a mut [S]>,
+    /// into and stream out from, for outputs past the caches. Crate-private
+    /// (so only the crate builds a `ConvertMap`): streamed stores need the
+    /// fence that safe callers could forget.
+    pub(crate) staged: Option<&'a mut [S]>,
 }
 
 impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
