@@ -548,9 +548,8 @@ where
         .max(1);
     // Slices of equal size per op: weighting them by the ops' costs
     // bunched them before the costly op, 1.2x slower on `chain6`. Sizes
-    // are worked out once per tile (a division per op per input was a
-    // tenth of a cheap op's time on a tile); pending writes go in whole
-    // cache lines.
+    // are worked out once per tile, not with two divisions per op and
+    // input; pending writes go in whole cache lines.
     let line = 64 / std::mem::size_of::<S::Compute>();
     let ahead_part = ahead.first().map_or(0, |a| a.len().div_ceil(steps));
     let pending_part = pending
