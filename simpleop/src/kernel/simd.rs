@@ -502,9 +502,9 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for StreamMap<'_, K, C, N> {
 /// `out[j] = kernel(ins[0][j], ..)` over storage slices whose type is not
 /// its compute type (f16, bf16): a tile at a time, each input converted
 /// into its L1 buffer, the kernel run into `res`, and the result converted
-/// back, all inside one dispatch. With `staged`, the result is converted
-/// into that L1 buffer and [`stream_copy`]'d out; the caller must then
-/// call [`stream_fence`] on the same thread.
+/// back, all inside one dispatch. With `staged` (crate-internal), the
+/// result is converted into that L1 buffer and copied out with streaming
+/// stores, which the caller then fences on the same thread.
 pub struct ConvertMap<'a, K, S: TileIo, const N: usize> {
     /// The op's forward kernel.
     pub kernel: &'a K,
