@@ -399,9 +399,16 @@ fn a_dot_runs_slab_by_slab_ahead_of_its_elementwise_consumers() {
     // = 1,000; a last slab of one row): close, not bitwise, and the same
     // bits on any number of threads, because slabs start at fixed rows.
     type Shapes<'a> = &'a [(&'a str, &'a [usize])];
-    let cases: [(Shapes, DType, f64); 3] = [
+    let cases: [(Shapes, DType, f64); 4] = [
         (
             &[("a", &[8320, 1000]), ("w", &[1000, 64])],
+            DType::F32,
+            1e-5,
+        ),
+        // An output of 9.8 MB: each slab of it is streamed (the whole
+        // array decides), and the last slab is partial.
+        (
+            &[("a", &[4100, 64]), ("w", &[64, 600])],
             DType::F32,
             1e-5,
         ),

@@ -166,6 +166,21 @@ pub fn run_program(
     outputs: &mut [TBlobMut<'_>],
     parallel: bool,
 ) -> Result<()> {
+    run_program_within(prog, inputs, outputs, parallel, &[])
+}
+
+/// [`run_program`] over part of larger arrays (a slab of rows): output `k`
+/// is one piece of an array of `whole[k]` elements (its own length when
+/// `whole` is shorter), which decides whether it is written with streaming
+/// stores: a slab of a huge output leaves the caches as surely as the
+/// whole output does.
+pub(crate) fn run_program_within(
+    prog: &TileProgram<'_>,
+    inputs: &[TBlob<'_>],
+    outputs: &mut [TBlobMut<'_>],
+    parallel: bool,
+    whole: &[usize],
+) -> Result<()> {
     let Some(first) = outputs.first() else {
         return Ok(());
     };
@@ -204,7 +219,12 @@ pub fn run_program(
         }
         aliases.push(alias_of("fused", "input", x, &dst_info)?);
     }
-    dispatch_float!(dtype, S => run_typed::<S>(prog, inputs, &aliases, outputs, &shape, parallel),
+    let whole: Vec<usize> = outputs
+        .iter()
+        .enumerate()
+        .map(|(k, o)| whole.get(k).copied().unwrap_or(0).max(o.shape().size()))
+        .collect();
+    dispatch_float!(dtype, S => run_typed::<S>(prog, inputs, &aliases, outputs, &shape, parallel, &whole),
         _ => unreachable!("checked float above"))
 }
 
@@ -215,6 +235,7 @@ fn run_typed<S>(
     outputs: &mut [TBlobMut<'_>],
     shape: &Shape,
     parallel: bool,
+    whole: &[usize],
 ) -> Result<()>
 where
     S: TileIo,
@@ -256,12 +277,10 @@ where
     // are streamed to memory: a plain store first reads each line it
     // writes, and a fused chain ran 10-20% slower here for it.
     let same_type = std::mem::size_of::<S>() == std::mem::size_of::<S::Compute>();
-    let streamed: Vec<bool> = dsts
+    let streamed: Vec<bool> = whole
         .iter()
-        .map(|d| {
-            same_type
-                && stream_stores_enabled()
-                && d.len * std::mem::size_of::<S>() >= STREAM_MIN_BYTES
+        .map(|&n| {
+            same_type && stream_stores_enabled() && n * std::mem::size_of::<S>() >= STREAM_MIN_BYTES
         })
         .collect();
     let direct = direct_slots::<S>(prog, inputs.len(), &streamed);

@@ -6,7 +6,7 @@ use super::fuse::{self, FusionGroup, Instr, slab};
 use super::graph::Graph;
 use super::infer;
 use super::plan::{self, Loc, Plan, PlanInput, Step, ValueId};
-use crate::kernel::fused::{TileInstr, TileProgram, run_program};
+use crate::kernel::fused::{TileInstr, TileProgram, run_program, run_program_within};
 use crate::pool::Buffer;
 use crate::{
     DType, Device, EnvArguments, Error, GradArgs, KernelRegistration, NDArray, OpCall, OpReqType,
@@ -999,6 +999,13 @@ impl Slabs<'_> {
         let buffer_view_mut = |rows: usize| unsafe {
             TBlobMut::from_raw(buffer_ptr, space.dtype, slab(&space.shape, rows))
         };
+        // The arrays the program's outputs are slabs of (the slab buffer,
+        // read again at once, counts as itself).
+        let whole: Vec<usize> = self
+            .outputs
+            .iter()
+            .map(|o| o.map_or(0, |(v, _)| values[v].shape.size()))
+            .collect();
         let mut r0 = rows.start;
         while r0 < rows.end {
             let r1 = (r0 + self.rows).min(rows.end);
@@ -1039,7 +1046,8 @@ impl Slabs<'_> {
                     None => buffer_view_mut(r1 - r0),
                 })
                 .collect();
-            run_program(self.prog, &ins, &mut outs, false).map_err(SlabError::Program)?;
+            run_program_within(self.prog, &ins, &mut outs, false, &whole)
+                .map_err(SlabError::Program)?;
             drop(outs);
             if let Some(t) = &self.tail {
                 let (v, base) = t.values[0];
