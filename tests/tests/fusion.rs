@@ -407,11 +407,7 @@ fn a_dot_runs_slab_by_slab_ahead_of_its_elementwise_consumers() {
         ),
         // An output of 9.8 MB: each slab of it is streamed (the whole
         // array decides), and the last slab is partial.
-        (
-            &[("a", &[4100, 64]), ("w", &[64, 600])],
-            DType::F32,
-            1e-5,
-        ),
+        (&[("a", &[4100, 64]), ("w", &[64, 600])], DType::F32, 1e-5),
         (
             &[("a", &[4160, 1000]), ("w", &[1000, 64])],
             DType::F32,
