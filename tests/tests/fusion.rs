@@ -534,6 +534,19 @@ fn outputs_past_the_caches_are_streamed_and_match_unfused() {
     let s5 = op("square", "t5", &[&s4]);
     let g = Symbol::group(&[s2, s4, s5]);
     check_same(&g, shapes, DType::F32);
+    // In training, values kept for the gradients are stored and also read
+    // by later ops, whose results may take their slots (the unit test in
+    // `kernel::fused` checks such stores are never deferred).
+    let a = op("tanh", "u1", &[&x]);
+    let e = op("exp", "u2", &[&a]);
+    let neg = op_with(
+        "_mul_scalar",
+        "u3",
+        &[&e],
+        Attrs::new().with("scalar", -1.0),
+    );
+    let b = op("square", "u4", &[&neg]);
+    check_same(&b, &[("x", &[n])], DType::F32);
     // `AddTo` gradients are read first, so they never stream: accumulate
     // twice, fused and not.
     let mut runs = Vec::new();

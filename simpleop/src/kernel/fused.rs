@@ -323,9 +323,17 @@ struct Pending<'s, 'd, C> {
 }
 
 impl<C: Copy + bytemuck::Pod> Pending<'_, '_, C> {
-    /// Streams the next `part` elements (all of them for `usize::MAX`).
+    /// Streams at least the next `part` elements (all of them for
+    /// `usize::MAX`), ending on a cache line of `dst` so that no line is
+    /// written partly by one slice and partly by the next.
     fn write(&mut self, part: usize) {
-        let to = self.done.saturating_add(part).min(self.dst.len());
+        let line = (64 / std::mem::size_of::<C>()).max(1);
+        let head = self.dst.as_ptr().align_offset(64).min(self.dst.len());
+        let mut to = self.done.saturating_add(part);
+        if to > head && to < self.dst.len() {
+            to = head + (to - head).next_multiple_of(line);
+        }
+        let to = to.min(self.dst.len());
         stream_copy(&mut self.dst[self.done..to], &self.buf[self.done..to]);
         self.done = to;
     }
@@ -397,8 +405,8 @@ fn direct_slots<S: TileIo>(
 }
 
 /// Per slot, the streamed output whose store waits for the next tile: a
-/// computed slot stored once, with `WriteTo`, into a streamed output that
-/// no other store writes. It is
+/// slot written by one op, read by none, and stored once, with `WriteTo`,
+/// into a streamed output that no other store writes. It is
 /// written out in slices between the next tile's ops, so that the writes
 /// overlap the compute; stored at once, they stall the core after it.
 fn deferred_slots(
@@ -407,12 +415,29 @@ fn deferred_slots(
     streamed: &[bool],
 ) -> Vec<Option<usize>> {
     let mut stores = vec![0usize; prog.slots];
+    // Op reads and writes: the slot must hold the stored value until the
+    // tile ends (a shared slot would hold a later value by then).
+    let mut uses = vec![0usize; prog.slots];
     let mut into = vec![0usize; streamed.len()];
     for ins in &prog.instrs {
-        if let TileInstr::Store { slot, output, .. } = ins {
-            stores[*slot] += 1;
-            if let Some(n) = into.get_mut(*output) {
-                *n += 1;
+        match ins {
+            TileInstr::Store { slot, output, .. } => {
+                stores[*slot] += 1;
+                if let Some(n) = into.get_mut(*output) {
+                    *n += 1;
+                }
+            }
+            TileInstr::Forward { ins, out, .. } => {
+                ins.iter().for_each(|&i| uses[i] += 1);
+                uses[*out] += 1;
+            }
+            TileInstr::Backward {
+                dy, y, xs, grads, ..
+            } => {
+                let read = std::iter::once(*dy)
+                    .chain(*y)
+                    .chain(xs.iter().flatten().copied());
+                read.chain(grads.iter().copied()).for_each(|s| uses[s] += 1);
             }
         }
     }
@@ -423,6 +448,7 @@ fn deferred_slots(
         if let TileInstr::Store { slot, output, req } = ins
             && *slot >= n_inputs
             && stores[*slot] == 1
+            && uses[*slot] == 1
             && into.get(*output) == Some(&1)
             && *req == OpReqType::WriteTo
             && streamed.get(*output).copied().unwrap_or(false)
@@ -480,7 +506,7 @@ where
                 src.fill(start, len, &tiles, slot);
             }
         }
-        run_instrs::<S>(
+        let r = run_instrs::<S>(
             prog,
             slots,
             &ext,
@@ -495,7 +521,12 @@ where
                 deferred,
                 pending: &mut pending,
             },
-        )?;
+        );
+        if r.is_err() {
+            // Earlier tiles' results still reach memory (and the fence).
+            pending.iter_mut().for_each(|p| p.write(usize::MAX));
+        }
+        r?;
         for mut p in pending.drain(..) {
             p.write(usize::MAX);
             spares.push(p.buf);
@@ -568,12 +599,9 @@ where
     // Slices of equal size per op: weighting them by the ops' costs
     // bunched them before the costly op, 1.2x slower on `chain6`. Sizes
     // are worked out once per tile, not with two divisions per op and
-    // input; pending writes go in whole cache lines.
-    let line = 64 / std::mem::size_of::<S::Compute>();
+    // input.
     let ahead_part = ahead.first().map_or(0, |a| a.len().div_ceil(steps));
-    let pending_part = pending
-        .first()
-        .map_or(0, |p| p.dst.len().div_ceil(steps).next_multiple_of(line));
+    let pending_part = pending.first().map_or(0, |p| p.dst.len().div_ceil(steps));
     let mut step = 0;
     for instr in &prog.instrs {
         if !matches!(instr, TileInstr::Store { .. }) {
@@ -708,4 +736,60 @@ where
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn noop32(_: &EnvArguments, _: &[&[f32]], _: &mut [f32]) -> Result<()> {
+        Ok(())
+    }
+    fn noop64(_: &EnvArguments, _: &[&[f64]], _: &mut [f64]) -> Result<()> {
+        Ok(())
+    }
+
+    #[test]
+    fn only_a_result_no_op_reads_waits_for_the_next_tile() {
+        let env = EnvArguments::none();
+        let fns = TileFns {
+            forward_f32: noop32,
+            forward_f64: noop64,
+            backward_f32: None,
+            backward_f64: None,
+        };
+        let fwd = |ins: Vec<usize>, out| TileInstr::Forward {
+            fns,
+            env: &env,
+            ins,
+            out,
+        };
+        let store = |slot, output| TileInstr::Store {
+            slot,
+            output,
+            req: OpReqType::WriteTo,
+        };
+        // Slot 1 is stored and then read; slot 2 only stored; slots 3
+        // and 4 stored into one output.
+        let prog = TileProgram {
+            slots: 5,
+            instrs: vec![
+                fwd(vec![0], 1),
+                store(1, 0),
+                fwd(vec![1], 2),
+                store(2, 1),
+                fwd(vec![1], 3),
+                fwd(vec![3], 4),
+                store(4, 2),
+                store(3, 2),
+            ],
+            cost: 4,
+        };
+        let all = [true; 3];
+        assert_eq!(
+            deferred_slots(&prog, 1, &all),
+            [None, None, Some(1), None, None]
+        );
+        assert_eq!(deferred_slots(&prog, 1, &[true, false, true]), [None; 5]);
+    }
 }
