@@ -274,10 +274,14 @@ fn huge_pages_enabled() -> bool {
 fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
     #[cfg(target_os = "linux")]
     {
-        const PAGE: usize = 4096;
+        // SAFETY: `sysconf` only reads a system constant.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+            .ok()
+            .filter(|&p| p > 0)
+            .unwrap_or(4096);
         let start = ptr as usize;
-        let from = start.next_multiple_of(PAGE);
-        let to = (start + bytes) / PAGE * PAGE;
+        let from = start.next_multiple_of(page);
+        let to = (start + bytes) / page * page;
         if to > from {
             // SAFETY: `from..to` is page-aligned and inside the caller's
             // allocation; MADV_HUGEPAGE changes how the kernel backs those
@@ -291,8 +295,11 @@ fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
     let _ = (ptr, bytes);
 }
 
-/// Buffers of at least this size ask for huge pages (see `take`).
-pub const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
+/// Buffers of at least this size ask for huge pages (see `fresh`): glibc
+/// maps every request this large on its own (its mmap threshold grows to
+/// 32 MiB at most), so the advice never lands on heap memory that smaller
+/// allocations reuse later.
+pub const HUGE_PAGE_MIN_BYTES: usize = 32 << 20;
 
 /// Gives a buffer back for reuse (or frees it, per the trim policy).
 pub(crate) fn give(buf: Vec<Line>) {
@@ -379,7 +386,8 @@ mod tests {
         buf[last].0[LINE - 1] = 9;
         buf[0].0[0] = 1;
         assert_eq!((buf[0].0[0], buf[last].0[LINE - 1]), (1, 9));
-        // freed with the layout it was made with (valgrind checks this)
+        // freed through the global allocator (valgrind checks that the
+        // allocation and the free match)
         drop(buf);
         assert!(fresh(3).iter().all(|l| l.0 == [0; LINE]));
     }
