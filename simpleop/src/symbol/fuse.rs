@@ -978,20 +978,21 @@ mod tests {
         }
     }
 
-    /// No instruction writes a slot it reads, and no value is overwritten
-    /// while it will still be read.
-    fn check_lives(before: &[Instr], after: &[Instr]) {
-        // Per logical slot (before), the physical one (after).
-        let mut phys = HashMap::new();
+    /// No instruction writes a slot it reads, and every read finds the
+    /// value it read before renaming: the slots are simulated, each
+    /// holding the logical value last written to it (inputs hold
+    /// themselves).
+    fn check_lives(before: &[Instr], after: &[Instr], n_in: usize) {
+        let mut holds: HashMap<usize, usize> = (0..n_in).map(|s| (s, s)).collect();
         for (b, a) in before.iter().zip(after) {
             for (l, p) in b.reads().into_iter().zip(a.reads()) {
-                assert_eq!(*phys.entry(l).or_insert(p), p, "read of {l} moved");
+                assert_eq!(holds.get(&p), Some(&l), "{a:?}: slot {p} lost value {l}");
             }
             for w in a.writes() {
                 assert!(!a.reads().contains(&w), "{a:?} writes a slot it reads");
             }
             for (l, p) in b.writes().into_iter().zip(a.writes()) {
-                phys.insert(l, p);
+                holds.insert(p, l);
             }
         }
     }
@@ -1013,7 +1014,7 @@ mod tests {
         let mut after = before.clone();
         let slots = reuse_slots(&mut after, 2, 8);
         assert_eq!(slots, 5, "{after:?}");
-        check_lives(&before, &after);
+        check_lives(&before, &after, 2);
         let Instr::Store { slot, .. } = after[7] else {
             unreachable!()
         };
@@ -1041,7 +1042,7 @@ mod tests {
         ];
         let mut after = before.clone();
         let slots = reuse_slots(&mut after, 2, 6);
-        check_lives(&before, &after);
+        check_lives(&before, &after, 2);
         // 2, then 3 and 4 beside it; 5 (only stored) takes a fresh slot.
         assert_eq!(slots, 6, "{after:?}");
     }
