@@ -283,8 +283,9 @@ where
             same_type && stream_stores_enabled() && n * std::mem::size_of::<S>() >= STREAM_MIN_BYTES
         })
         .collect();
-    let direct = direct_slots::<S>(prog, inputs.len(), &streamed);
-    let deferred = deferred_slots(prog, inputs.len(), &streamed);
+    let uses = SlotUses::of(prog, dsts.len());
+    let direct = direct_slots::<S>(prog, &uses, inputs.len(), &streamed);
+    let deferred = deferred_slots(prog, &uses, inputs.len(), &streamed);
     let spares = deferred.iter().flatten().count();
     try_for_each_chunk(shape.size(), prog.cost, parallel, TILE, |range| {
         // Slots and the zero tile start on cache lines (see `Buffers`).
@@ -356,12 +357,65 @@ struct Outs<'a, 'b, 'c, 'd, S: TileIo> {
     pending: &'a mut [Pending<'c, 'd, S::Compute>],
 }
 
+/// How a program uses each slot, and how many stores each output gets:
+/// the facts `direct_slots` and `deferred_slots` decide on.
+struct SlotUses {
+    /// Reads by ops (not by stores).
+    reads: Vec<usize>,
+    /// Writes by ops.
+    writes: Vec<usize>,
+    /// Whether a forward step writes the slot.
+    forward_out: Vec<bool>,
+    /// Stores of the slot.
+    stores: Vec<usize>,
+    /// Stores into each output.
+    into: Vec<usize>,
+}
+
+impl SlotUses {
+    fn of(prog: &TileProgram<'_>, n_outputs: usize) -> SlotUses {
+        let mut u = SlotUses {
+            reads: vec![0; prog.slots],
+            writes: vec![0; prog.slots],
+            forward_out: vec![false; prog.slots],
+            stores: vec![0; prog.slots],
+            into: vec![0; n_outputs],
+        };
+        for ins in &prog.instrs {
+            match ins {
+                TileInstr::Forward { ins, out, .. } => {
+                    ins.iter().for_each(|&i| u.reads[i] += 1);
+                    u.writes[*out] += 1;
+                    u.forward_out[*out] = true;
+                }
+                TileInstr::Backward {
+                    dy, y, xs, grads, ..
+                } => {
+                    std::iter::once(*dy)
+                        .chain(*y)
+                        .chain(xs.iter().flatten().copied())
+                        .for_each(|s| u.reads[s] += 1);
+                    grads.iter().for_each(|&g| u.writes[g] += 1);
+                }
+                TileInstr::Store { slot, output, .. } => {
+                    u.stores[*slot] += 1;
+                    if let Some(n) = u.into.get_mut(*output) {
+                        *n += 1;
+                    }
+                }
+            }
+        }
+        u
+    }
+}
+
 /// Per slot, the output a forward result may be computed straight into:
 /// the storage type is the compute type, the slot is stored once with
 /// `WriteTo`/`WriteInplace` (not into a `streamed` output) and read by no
 /// op.
 fn direct_slots<S: TileIo>(
     prog: &TileProgram<'_>,
+    uses: &SlotUses,
     n_inputs: usize,
     streamed: &[bool],
 ) -> Vec<Option<usize>> {
@@ -369,32 +423,12 @@ fn direct_slots<S: TileIo>(
     if std::mem::size_of::<S>() != std::mem::size_of::<S::Compute>() {
         return direct;
     }
-    let mut reads = vec![0usize; prog.slots];
-    let mut stores = vec![0usize; prog.slots];
-    let mut forward_out = vec![false; prog.slots];
-    for ins in &prog.instrs {
-        match ins {
-            TileInstr::Forward { ins, out, .. } => {
-                ins.iter().for_each(|&i| reads[i] += 1);
-                forward_out[*out] = true;
-            }
-            TileInstr::Backward { dy, y, xs, .. } => {
-                for s in std::iter::once(*dy)
-                    .chain(*y)
-                    .chain(xs.iter().flatten().copied())
-                {
-                    reads[s] += 1;
-                }
-            }
-            TileInstr::Store { slot, .. } => stores[*slot] += 1,
-        }
-    }
     for ins in &prog.instrs {
         if let TileInstr::Store { slot, output, req } = ins
             && *slot >= n_inputs
-            && forward_out[*slot]
-            && reads[*slot] == 0
-            && stores[*slot] == 1
+            && uses.forward_out[*slot]
+            && uses.reads[*slot] == 0
+            && uses.stores[*slot] == 1
             && matches!(req, OpReqType::WriteTo | OpReqType::WriteInplace)
             && !(*req == OpReqType::WriteTo && streamed.get(*output).copied().unwrap_or(false))
         {
@@ -406,50 +440,25 @@ fn direct_slots<S: TileIo>(
 
 /// Per slot, the streamed output whose store waits for the next tile: a
 /// slot written by one op, read by none, and stored once, with `WriteTo`,
-/// into a streamed output that no other store writes. It is
+/// into a streamed output that no other store writes (a shared slot would
+/// hold a later value by the end of the tile). It is
 /// written out in slices between the next tile's ops, so that the writes
 /// overlap the compute; stored at once, they stall the core after it.
 fn deferred_slots(
     prog: &TileProgram<'_>,
+    uses: &SlotUses,
     n_inputs: usize,
     streamed: &[bool],
 ) -> Vec<Option<usize>> {
-    let mut stores = vec![0usize; prog.slots];
-    // Op reads and writes: the slot must hold the stored value until the
-    // tile ends (a shared slot would hold a later value by then).
-    let mut uses = vec![0usize; prog.slots];
-    let mut into = vec![0usize; streamed.len()];
-    for ins in &prog.instrs {
-        match ins {
-            TileInstr::Store { slot, output, .. } => {
-                stores[*slot] += 1;
-                if let Some(n) = into.get_mut(*output) {
-                    *n += 1;
-                }
-            }
-            TileInstr::Forward { ins, out, .. } => {
-                ins.iter().for_each(|&i| uses[i] += 1);
-                uses[*out] += 1;
-            }
-            TileInstr::Backward {
-                dy, y, xs, grads, ..
-            } => {
-                let read = std::iter::once(*dy)
-                    .chain(*y)
-                    .chain(xs.iter().flatten().copied());
-                read.chain(grads.iter().copied()).for_each(|s| uses[s] += 1);
-            }
-        }
-    }
     let mut deferred = vec![None; prog.slots];
     for ins in &prog.instrs {
         // An output stored into twice (a gradient summed over two paths)
         // must see the first store before the second adds to it.
         if let TileInstr::Store { slot, output, req } = ins
             && *slot >= n_inputs
-            && stores[*slot] == 1
-            && uses[*slot] == 1
-            && into.get(*output) == Some(&1)
+            && uses.stores[*slot] == 1
+            && uses.reads[*slot] + uses.writes[*slot] == 1
+            && uses.into.get(*output) == Some(&1)
             && *req == OpReqType::WriteTo
             && streamed.get(*output).copied().unwrap_or(false)
         {
@@ -785,11 +794,15 @@ mod tests {
             ],
             cost: 4,
         };
+        let uses = SlotUses::of(&prog, 3);
         let all = [true; 3];
         assert_eq!(
-            deferred_slots(&prog, 1, &all),
+            deferred_slots(&prog, &uses, 1, &all),
             [None, None, Some(1), None, None]
         );
-        assert_eq!(deferred_slots(&prog, 1, &[true, false, true]), [None; 5]);
+        assert_eq!(
+            deferred_slots(&prog, &uses, 1, &[true, false, true]),
+            [None; 5]
+        );
     }
 }

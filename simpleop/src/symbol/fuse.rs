@@ -494,23 +494,7 @@ impl<'a> Builder<'a> {
             }
         }
         for ins in &mut instrs {
-            match ins {
-                Instr::Forward { ins, out, .. } => {
-                    ins.iter_mut().for_each(|s| *s = map[*s]);
-                    *out = map[*out];
-                }
-                Instr::Backward {
-                    dy, y, xs, grads, ..
-                } => {
-                    *dy = map[*dy];
-                    if let Some(y) = y {
-                        *y = map[*y];
-                    }
-                    xs.iter_mut().flatten().for_each(|s| *s = map[*s]);
-                    grads.iter_mut().for_each(|s| *s = map[*s]);
-                }
-                Instr::Store { slot, .. } => *slot = map[*slot],
-            }
+            ins.rename(&map);
         }
         self.f.slots = reuse_slots(&mut instrs, n_in, next);
         self.f.instrs = instrs;
@@ -538,6 +522,7 @@ impl Instr {
             Instr::Store { .. } => Vec::new(),
         }
     }
+    /// Replaces every slot `s` it names with `map[s]`.
     fn rename(&mut self, map: &[usize]) {
         match self {
             Instr::Forward { ins, out, .. } => {
