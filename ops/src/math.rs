@@ -149,7 +149,7 @@ pub mod cbrt {
 }
 
 /// Exponential: `e^x`.
-#[simple_op(inplace = "InOut, OutIn")]
+#[simple_op(inplace = "InOut, OutIn", vector = simpleop::kernel::vector::EXP)]
 pub mod exp {
     use simpleop::prelude::*;
     /// `e^x`.
@@ -177,7 +177,7 @@ pub mod expm1 {
 }
 
 /// Natural logarithm: `ln x`.
-#[simple_op(inplace = "OutIn")]
+#[simple_op(inplace = "OutIn", vector = simpleop::kernel::vector::LN)]
 pub mod log {
     use simpleop::prelude::*;
     /// `ln x`.
@@ -345,7 +345,7 @@ pub mod cosh {
 }
 
 /// Hyperbolic tangent.
-#[simple_op(inplace = "InOut, OutIn")]
+#[simple_op(inplace = "InOut, OutIn", vector = simpleop::kernel::vector::TANH)]
 pub mod tanh {
     use simpleop::prelude::*;
     /// `tanh x`.
@@ -359,7 +359,7 @@ pub mod tanh {
 }
 
 /// Logistic sigmoid: `1 / (1 + e^-x)`.
-#[simple_op(inplace = "InOut, OutIn")]
+#[simple_op(inplace = "InOut, OutIn", vector = simpleop::kernel::vector::SIGMOID)]
 pub mod sigmoid {
     use simpleop::prelude::*;
     /// `1 / (1 + e^-x)`, accurate for large |x| too.

@@ -118,6 +118,14 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
                     }
                 });
             } else {
+                let vector = m.vector.as_ref().map(|v| {
+                    quote! {
+                        #[inline(always)]
+                        fn vector(&self) -> ::core::option::Option<::simpleop::kernel::VectorForm> {
+                            ::core::option::Option::Some(#v)
+                        }
+                    }
+                });
                 generated.extend(quote! {
                     impl ::simpleop::kernel::MapFn<#arity> for __Kernel<'_> {
                         #[inline(always)]
@@ -125,6 +133,7 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
                             let [#(#binds),*] = x;
                             forward::<__T>(#(#fwd_args),*)
                         }
+                        #vector
                     }
                 });
             }

@@ -78,6 +78,8 @@ pub struct OpModel {
     pub dtype: Option<Kernel>,
     /// Estimated work per element (see [`estimate_cost`]).
     pub cost: u32,
+    /// The `VectorForm` the kernel names, if any.
+    pub vector: Option<syn::Path>,
 }
 
 impl OpModel {
@@ -350,6 +352,28 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
             "`inputs = N` is for the blob form; an elementwise op's inputs are its forward's `T` parameters",
         );
     }
+    if let Some(v) = &opts.vector {
+        let states = forward.roles.iter().any(|r| matches!(r, Role::State(_)));
+        if form == Form::Blob
+            || arity != 1
+            || !matches!(params, Params::None)
+            || opts.rng.is_some()
+            || states
+        {
+            err(
+                errors,
+                v.span,
+                format!(
+                    "`vector` is for elementwise ops with one input and no scalar, kwargs, rng or state (a vector form sees only the input), but `{name}` has {arity} input(s){}",
+                    if matches!(params, Params::None) {
+                        ""
+                    } else {
+                        " and parameters"
+                    }
+                ),
+            );
+        }
+    }
     if let Some(b) = opts.broadcast {
         if form == Form::Blob || arity < 2 {
             err(
@@ -480,6 +504,7 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
         shape,
         dtype,
         cost: find_fn(module, "forward").map_or(1, estimate_cost),
+        vector: opts.vector.as_ref().map(|v| v.value.clone()),
     })
 }
 

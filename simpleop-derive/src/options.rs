@@ -39,10 +39,11 @@ pub struct Options {
     pub broadcast: Option<Span>,
     pub blob: Option<Span>,
     pub inputs: Option<At<usize>>,
+    pub vector: Option<At<Path>>,
 }
 
 const KNOWN: &str =
-    "name, alias, inplace, scalar, kwargs, resources, pattern, broadcast, blob, inputs";
+    "name, alias, inplace, scalar, kwargs, resources, pattern, broadcast, blob, inputs, vector";
 
 pub const PATTERNS: [&str; 6] = [
     "elementwise",
@@ -134,6 +135,24 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<syn::Error>) -> Options {
                 _ => errors.push(syn::Error::new(
                     span,
                     "`kwargs` takes a type path: `kwargs = MyParams`",
+                )),
+            },
+            "vector" => match &meta {
+                Meta::NameValue(nv) => match &nv.value {
+                    Expr::Path(p) => {
+                        opts.vector = Some(At {
+                            value: p.path.clone(),
+                            span: nv.value.span(),
+                        })
+                    }
+                    other => errors.push(syn::Error::new_spanned(
+                        other,
+                        "`vector` takes the path of a `VectorForm` constant: `vector = simpleop::kernel::vector::EXP`",
+                    )),
+                },
+                _ => errors.push(syn::Error::new(
+                    span,
+                    "`vector` takes the path of a `VectorForm` constant: `vector = simpleop::kernel::vector::EXP`",
                 )),
             },
             "resources" => match &meta {

@@ -32,6 +32,7 @@ use smallvec::SmallVec;
 
 pub mod fused;
 pub mod simd;
+pub mod vector;
 
 use crate::blob::overlaps;
 use crate::pool::Line;
@@ -40,6 +41,7 @@ use crate::{
     dispatch_float,
 };
 use simd::{ConvertMap, GradTile, MapTile, MapTileMut, TileIo};
+pub use vector::VectorForm;
 
 /// Elements per tile: small enough that a few tiles stay in L1.
 pub const TILE: usize = 1024;
@@ -65,6 +67,14 @@ pub const RNG_BLOCK: usize = 4 * TILE;
 pub trait MapFn<const N: usize>: Sync + Copy {
     /// Computes one element, in the compute type `T`.
     fn apply<T: Float>(&self, x: &mut [T; N]) -> T;
+
+    /// The kernel's hand-vectorised form, which the tile loops run instead
+    /// of [`MapFn::apply`] where it covers the CPU (unary kernels only;
+    /// `#[simple_op(vector = ...)]`).
+    #[inline(always)]
+    fn vector(&self) -> Option<VectorForm> {
+        None
+    }
 }
 
 /// A backward kernel of arity `N`: the gradient of each input at one element.

@@ -68,6 +68,9 @@
 
 use std::f32::consts::{LN_2, LOG2_E};
 
+#[cfg(target_arch = "x86_64")]
+pub mod avx512;
+
 /// `1.5 * 2^23`: adding and subtracting it rounds an `f32` with |v| < 2^22
 /// to the nearest integer (ties to even); the integer is then in the low
 /// mantissa bits of the sum.

@@ -1,6 +1,6 @@
 //! Ops defined in a test crate: the ternary elementwise form with
-//! broadcasting, and a kernel that branches, each through the gradient
-//! checker and the eager API.
+//! broadcasting, a kernel that branches, and one that names a built-in
+//! vector form, each through the gradient checker and the eager API.
 
 use simpleop::gradcheck::GradCheck;
 use simpleop::{DType, NDArray, OpReqType, simple_op};
@@ -26,6 +26,55 @@ mod leaky {
     }
     pub fn backward<T: Float>(dy: OutGrad<T>, y: OutValue<T>, slope: T) -> T {
         if *y > T::zero() { *dy } else { dy * slope }
+    }
+}
+
+/// A user's e^x that names the built-in AVX-512 form of its kernel.
+#[simple_op(name = "_test_vexp", inplace = "InOut, OutIn", vector = simpleop::kernel::vector::EXP)]
+mod vexp {
+    use simpleop::prelude::*;
+    pub fn forward<T: Float>(x: T) -> T {
+        x.exp()
+    }
+    pub fn backward<T: Float>(dy: OutGrad<T>, y: OutValue<T>) -> T {
+        dy * *y
+    }
+}
+
+/// Breaks the vector-form contract on purpose (its scalar kernel is e^x),
+/// to show which one runs.
+#[simple_op(name = "_test_wrong_vector", vector = simpleop::kernel::vector::SIGMOID)]
+mod wrong_vector {
+    use simpleop::prelude::*;
+    pub fn forward<T: Float>(x: T) -> T {
+        x.exp()
+    }
+}
+
+#[test]
+fn a_user_op_can_name_a_vector_form() {
+    simpleop_ops::link();
+    for dtype in DType::FLOATS {
+        // odd length, split over threads
+        let x = NDArray::random_uniform([3 * 65_537], -20.0, 20.0, dtype, 3).unwrap();
+        let mine = simpleop::eager::invoke("_test_vexp", &[&x], &Default::default()).unwrap();
+        let builtin = simpleop::eager::invoke("exp", &[&x], &Default::default()).unwrap();
+        assert_eq!(mine.to_f64_vec(), builtin.to_f64_vec(), "{dtype}");
+    }
+    GradCheck::new("_test_vexp")
+        .shapes(&[&[2, 9]])
+        .run()
+        .unwrap();
+
+    // Where the form covers the CPU, it is what runs, on every storage type.
+    let runs_vector = simpleop::kernel::simd::active() == simpleop::kernel::simd::Isa::Avx512;
+    for dtype in [DType::F32, DType::F16, DType::BF16] {
+        let x = NDArray::random_uniform([4099], -3.0, 3.0, dtype, 4).unwrap();
+        let got =
+            simpleop::eager::invoke("_test_wrong_vector", &[&x], &Default::default()).unwrap();
+        let want = if runs_vector { "sigmoid" } else { "exp" };
+        let want = simpleop::eager::invoke(want, &[&x], &Default::default()).unwrap();
+        assert_eq!(got.to_f64_vec(), want.to_f64_vec(), "{dtype}");
     }
 }
 

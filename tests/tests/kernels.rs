@@ -125,6 +125,63 @@ fn large_outputs_honour_every_request() {
     assert!(null.to_vec::<f32>().unwrap().iter().all(|&v| v == 3.0));
 }
 
+/// exp, tanh, sigmoid and log name AVX-512 vector forms, which convert f16/bf16
+/// in registers: every request, on every float type, over an output split
+/// between threads with a tail, against the scalar FMA form per element.
+/// (Within the bound `every_isa_agrees_with_the_scalar_build` allows, as
+/// that test may switch this process to the scalar build meanwhile.)
+#[test]
+fn vector_forms_honour_every_request_on_every_type() {
+    simpleop_ops::link();
+    let n = 4 * PARALLEL_WORK + 37;
+    type Scalar = fn(f32) -> f32;
+    let ops: [(&str, Scalar); 4] = [
+        ("exp", simpleop::vmath::fma::exp),
+        ("tanh", simpleop::vmath::fma::tanh),
+        ("sigmoid", simpleop::vmath::fma::sigmoid),
+        ("log", simpleop::vmath::fma::ln),
+    ];
+    for dtype in [DType::F32, DType::F16, DType::BF16] {
+        let x = NDArray::random_uniform([n], -12.0, 12.0, dtype, 9).unwrap();
+        let xs = x.to_f64_vec();
+        let bound = if dtype == DType::F32 { 4 } else { 1 };
+        for (op, f) in ops {
+            let want: Vec<f64> = xs.iter().map(|&v| f64::from(f(v as f32))).collect();
+            let check = |got: &NDArray, plus: f64, how: &str| {
+                for ((g, w), v) in got.to_f64_vec().iter().zip(&want).zip(&xs) {
+                    // the sum is rounded to the type like the store rounds it
+                    let w = match dtype {
+                        DType::F32 => f64::from((w + plus) as f32),
+                        DType::F16 => simpleop::f16::from_f64(w + plus).to_f64(),
+                        _ => simpleop::bf16::from_f64(w + plus).to_f64(),
+                    };
+                    let close = ulps(dtype, *g, w) <= bound || (g.is_nan() && w.is_nan());
+                    assert!(close, "{op} {dtype} {how} at {v}: {g}, want {w}");
+                }
+            };
+            check(&run(op, &x, &Attrs::new()), 0.0, "fresh");
+            let mut out = NDArray::full([n], 7.0, dtype);
+            eager::invoke_into_by_name(op, &[&x], &Attrs::new(), &mut out, OpReqType::WriteTo)
+                .unwrap();
+            check(&out, 0.0, "write");
+            let mut acc = NDArray::full([n], 1.0, dtype);
+            eager::invoke_into_by_name(op, &[&x], &Attrs::new(), &mut acc, OpReqType::AddTo)
+                .unwrap();
+            check(&acc, 1.0, "add");
+            let mut inplace = x.deep_copy();
+            eager::invoke_inplace_by_name(op, &mut inplace, &[], &Attrs::new()).unwrap();
+            check(&inplace, 0.0, "in place");
+            let mut null = NDArray::full([n], 3.0, dtype);
+            eager::invoke_into_by_name(op, &[&x], &Attrs::new(), &mut null, OpReqType::Null)
+                .unwrap();
+            assert!(
+                null.to_f64_vec().iter().all(|&v| v == 3.0),
+                "{op} {dtype} null"
+            );
+        }
+    }
+}
+
 #[test]
 fn f32_ops_use_the_accurate_vector_math() {
     simpleop_ops::link();

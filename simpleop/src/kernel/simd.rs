@@ -22,8 +22,9 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use super::vector::{Avx512Loops, VectorLoop};
 use super::{MapFn, MapGrad};
-use crate::{Error, Float, Result};
+use crate::{DType, Error, Float, Result};
 
 /// An instruction set the tile loops are compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -152,6 +153,18 @@ pub trait TileJob: Sized {
     fn run_fma(self) {
         self.run()
     }
+
+    /// Runs the loop inside the AVX-512 dispatch; jobs whose kernels have
+    /// a [`VectorForm`](super::VectorForm) run it here, the rest as
+    /// [`TileJob::run_fma`].
+    ///
+    /// # Safety
+    /// The CPU must have what [`Isa::Avx512`] stands for (AVX-512F, BW,
+    /// DQ and VL, with AVX2, FMA and F16C).
+    #[inline(always)]
+    unsafe fn run_avx512(self) {
+        self.run_fma()
+    }
 }
 
 /// Runs `job` compiled for the active instruction set.
@@ -175,7 +188,8 @@ pub fn run<J: TileJob>(job: J) {
     enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,bmi1,bmi2,lzcnt,popcnt"
 )]
 fn run_avx512<J: TileJob>(job: J) {
-    job.run_fma()
+    // SAFETY: this function's own features include AVX-512F.
+    unsafe { job.run_avx512() }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -412,6 +426,35 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for MapTile<'_, K, C, N> {
         }
         .run()
     }
+
+    /// f32 tiles of a kernel with an AVX-512 vector form run that form, a
+    /// block at a time with the next block's input asked for on long
+    /// loops, as in [`TileJob::run`].
+    #[inline(always)]
+    unsafe fn run_avx512(self) {
+        let form = match self.kernel.vector() {
+            Some(v) if N == 1 && C::DTYPE == DType::F32 => v.avx512().map(|l| l.f32),
+            _ => None,
+        };
+        let Some(simd_loop) = form else {
+            return self.run_fma();
+        };
+        let out: &mut [f32] = bytemuck::cast_slice_mut(self.out);
+        let x: &[f32] = &bytemuck::cast_slice(self.ins[0])[..out.len()];
+        if std::mem::size_of_val(out) < PREFETCH_MIN {
+            // SAFETY: the caller guarantees AVX-512 (F, BW, VL); the
+            // slices are one length.
+            unsafe { simd_loop(x, out) };
+            return;
+        }
+        let n = x.len();
+        for (b, (xb, ob)) in x.chunks(BLOCK).zip(out.chunks_mut(BLOCK)).enumerate() {
+            let next = ((b + 1) * BLOCK).min(n)..((b + 2) * BLOCK).min(n);
+            prefetch(&x[next]);
+            // SAFETY: as above.
+            unsafe { simd_loop(xb, ob) };
+        }
+    }
 }
 
 /// As [`MapTile`], for kernels that also update their inputs in place: the
@@ -464,9 +507,19 @@ pub(crate) struct StreamMap<'a, K, C, const N: usize> {
     pub res: &'a mut [C],
 }
 
-impl<K: MapFn<N>, C: Float, const N: usize> TileJob for StreamMap<'_, K, C, N> {
+/// Which of its loops a job that builds [`MapTile`]s runs them with.
+#[derive(Clone, Copy)]
+enum Mode {
+    Plain,
+    Fma,
+    /// Only ever set inside [`TileJob::run_avx512`], so it vouches for the
+    /// CPU.
+    Avx512,
+}
+
+impl<K: MapFn<N>, C: Float, const N: usize> StreamMap<'_, K, C, N> {
     #[inline(always)]
-    fn run(self) {
+    fn go(self, mode: Mode) {
         let cap = self.res.len().max(1);
         let n = self.out.len();
         let mut start = 0;
@@ -476,26 +529,38 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for StreamMap<'_, K, C, N> {
             for x in &self.ins {
                 prefetch(&x[ahead.clone()]);
             }
-            MapTile {
+            let tile = MapTile {
                 kernel: self.kernel,
                 ins: self.ins.map(|x| &x[start..start + len]),
                 out: &mut self.res[..len],
+            };
+            match mode {
+                Mode::Plain => tile.run(),
+                Mode::Fma => tile.run_fma(),
+                // SAFETY: `Avx512` comes from `run_avx512`, whose caller
+                // guarantees AVX-512F.
+                Mode::Avx512 => unsafe { tile.run_avx512() },
             }
-            .run();
             stream_copy(&mut self.out[start..start + len], &self.res[..len]);
             start += len;
         }
     }
+}
+
+impl<K: MapFn<N>, C: Float, const N: usize> TileJob for StreamMap<'_, K, C, N> {
+    #[inline(always)]
+    fn run(self) {
+        self.go(Mode::Plain)
+    }
 
     #[inline(always)]
     fn run_fma(self) {
-        StreamMap {
-            kernel: self.kernel,
-            ins: self.ins.map(bytemuck::cast_slice::<C, C::Fma>),
-            out: bytemuck::cast_slice_mut::<C, C::Fma>(self.out),
-            res: bytemuck::cast_slice_mut::<C, C::Fma>(self.res),
-        }
-        .run()
+        self.go(Mode::Fma)
+    }
+
+    #[inline(always)]
+    unsafe fn run_avx512(self) {
+        self.go(Mode::Avx512)
     }
 }
 
@@ -525,15 +590,36 @@ pub struct ConvertMap<'a, K, S: TileIo, const N: usize> {
 
 impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
     #[inline(always)]
-    fn go(self, fma: bool) {
+    fn go(self, mode: Mode) {
         let cap = self.res.len().max(1);
         let n = self.out.len();
         let mut bufs = self.bufs;
         let mut staged = self.staged;
+        // A vector form converts in registers, skipping the tile buffers
+        // (not for staged stores, which go through a buffer anyway).
+        let simd_loop = match (mode, self.kernel.vector()) {
+            (Mode::Avx512, Some(v)) if N == 1 && staged.is_none() => {
+                v.avx512().and_then(S::avx512_loop)
+            }
+            _ => None,
+        };
         let mut start = 0;
         while start < n {
             let len = cap.min(n - start);
             let ahead = (start + len)..(start + 2 * len).min(n);
+            if let Some(simd_loop) = simd_loop {
+                prefetch(&self.ins[0][ahead]);
+                // SAFETY: `Avx512` comes from `run_avx512`, whose caller
+                // guarantees AVX-512; both slices are `len` long.
+                unsafe {
+                    simd_loop(
+                        &self.ins[0][start..start + len],
+                        &mut self.out[start..start + len],
+                    )
+                };
+                start += len;
+                continue;
+            }
             for (buf, x) in bufs.iter_mut().zip(&self.ins) {
                 prefetch(&x[ahead.clone()]);
                 S::load(&x[start..start + len], &mut buf[..len]);
@@ -544,10 +630,11 @@ impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
                 ins,
                 out: &mut self.res[..len],
             };
-            if fma {
-                tile.run_fma()
-            } else {
-                tile.run()
+            match mode {
+                Mode::Plain => tile.run(),
+                Mode::Fma => tile.run_fma(),
+                // SAFETY: as in `StreamMap::go`.
+                Mode::Avx512 => unsafe { tile.run_avx512() },
             }
             match staged.as_deref_mut() {
                 Some(buf) => {
@@ -564,12 +651,17 @@ impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
 impl<K: MapFn<N>, S: TileIo, const N: usize> TileJob for ConvertMap<'_, K, S, N> {
     #[inline(always)]
     fn run(self) {
-        self.go(false)
+        self.go(Mode::Plain)
     }
 
     #[inline(always)]
     fn run_fma(self) {
-        self.go(true)
+        self.go(Mode::Fma)
+    }
+
+    #[inline(always)]
+    unsafe fn run_avx512(self) {
+        self.go(Mode::Avx512)
     }
 }
 
@@ -720,6 +812,13 @@ pub trait TileIo: Float {
     fn load(src: &[Self], dst: &mut [Self::Compute]);
     /// Writes `src` into `dst`, or adds it when `add`.
     fn store(dst: &mut [Self], src: &[Self::Compute], add: bool);
+    /// A vector form's AVX-512 loop over storage of this (non-compute)
+    /// type, which converts in registers; `None` for f32/f64, whose tiles
+    /// need no conversion.
+    #[inline(always)]
+    fn avx512_loop(_: &Avx512Loops) -> Option<VectorLoop<Self>> {
+        None
+    }
 }
 
 macro_rules! native_tile_io {
@@ -754,6 +853,10 @@ native_tile_io!(f32, f64);
 const CONVERT_CHUNK: usize = 256;
 
 impl TileIo for half::f16 {
+    #[inline(always)]
+    fn avx512_loop(loops: &Avx512Loops) -> Option<VectorLoop<Self>> {
+        loops.f16
+    }
     fn as_compute(_: &[Self]) -> Option<&[f32]> {
         None
     }
@@ -959,6 +1062,10 @@ mod x86 {
 }
 
 impl TileIo for half::bf16 {
+    #[inline(always)]
+    fn avx512_loop(loops: &Avx512Loops) -> Option<VectorLoop<Self>> {
+        loops.bf16
+    }
     fn as_compute(_: &[Self]) -> Option<&[f32]> {
         None
     }

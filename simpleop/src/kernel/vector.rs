@@ -1,0 +1,501 @@
+//! Hand-vectorised forms of unary kernels, one per instruction set.
+//!
+//! An op's scalar `forward` runs everywhere, auto-vectorised. Where the
+//! compiler cannot reach an instruction that matters (AVX-512's `vscalefps`
+//! for exp), an elementwise op with one input can also name a
+//! [`VectorForm`] with `#[simple_op(vector = ...)]`. The tile loops then
+//! call it on CPUs it covers, in eager calls and fused programs alike: on
+//! f32 tiles, and on f16/bf16 storage directly, converting in registers
+//! instead of through f32 tile buffers. It must compute what the scalar
+//! form computes in the FMA tile loops, bit for bit, since which one runs
+//! depends on the machine.
+
+use half::{bf16, f16};
+
+/// A loop `out[j] = f(x[j])` over two slices of one length.
+pub type VectorLoop<T> = unsafe fn(&[T], &mut [T]);
+
+/// A unary function over slices, in explicit vector code for the
+/// instruction sets it covers (today AVX-512F), on f32 and on f16/bf16
+/// storage (computing in f32).
+#[derive(Clone, Copy, Debug)]
+pub struct VectorForm {
+    name: &'static str,
+    avx512: Option<Avx512Loops>,
+}
+
+/// The AVX-512 loops of a [`VectorForm`].
+#[derive(Clone, Copy, Debug)]
+pub struct Avx512Loops {
+    /// Over f32.
+    pub f32: VectorLoop<f32>,
+    /// Over f16 storage: widen, compute in f32, narrow to nearest even.
+    pub f16: Option<VectorLoop<f16>>,
+    /// Over bf16 storage: widen, compute in f32, narrow to nearest even
+    /// (NaNs quiet), as `half::bf16::from_f32` does.
+    pub bf16: Option<VectorLoop<bf16>>,
+}
+
+impl VectorForm {
+    /// A form with AVX-512 loops.
+    ///
+    /// # Safety
+    /// Each loop must be sound to call on any CPU with AVX-512F, AVX-512BW
+    /// and AVX-512VL with two slices of equal length, and write to every
+    /// `out[j]` bit for bit what the op's scalar `forward` gives for
+    /// `x[j]` with `T = Float::Fma` of f32 (converted as documented on
+    /// [`Avx512Loops`] for the half types).
+    pub const unsafe fn with_avx512(name: &'static str, loops: Avx512Loops) -> Self {
+        VectorForm {
+            name,
+            avx512: Some(loops),
+        }
+    }
+
+    /// A form with no vector code, so the scalar kernel always runs (the
+    /// built-in forms on other architectures).
+    pub const fn scalar_only(name: &'static str) -> Self {
+        VectorForm { name, avx512: None }
+    }
+
+    /// The function's name, for diagnostics.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The AVX-512 loops, if the form has them.
+    pub(crate) fn avx512(&self) -> Option<&Avx512Loops> {
+        self.avx512.as_ref()
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use half::{bf16, f16};
+
+    /// How one storage type goes to and from 16 f32 lanes.
+    pub(super) trait Lanes {
+        /// The storage type.
+        type Elem;
+        /// The lanes `m` selects from `p` (others zero).
+        ///
+        /// # Safety
+        /// The caller is compiled for the features the type needs (see
+        /// [`map`]); every selected lane is readable.
+        unsafe fn load(p: *const Self::Elem, m: __mmask16) -> __m512;
+        /// Stores the lanes `m` selects to `p`.
+        ///
+        /// # Safety
+        /// As for `load`; every selected lane is writable.
+        unsafe fn store(p: *mut Self::Elem, m: __mmask16, v: __m512);
+    }
+
+    pub(super) struct F32;
+    pub(super) struct F16;
+    /// bf16 narrowed with integer operations.
+    pub(super) struct Bf16;
+    /// bf16 narrowed by AVX-512 BF16's `vcvtneps2bf16`.
+    pub(super) struct Bf16Native;
+
+    impl Lanes for F32 {
+        type Elem = f32;
+        #[inline(always)]
+        unsafe fn load(p: *const f32, m: __mmask16) -> __m512 {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_maskz_loadu_ps(m, p) }
+        }
+        #[inline(always)]
+        unsafe fn store(p: *mut f32, m: __mmask16, v: __m512) {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_mask_storeu_ps(p, m, v) }
+        }
+    }
+
+    impl Lanes for F16 {
+        type Elem = f16;
+        #[inline(always)]
+        unsafe fn load(p: *const f16, m: __mmask16) -> __m512 {
+            // SAFETY: the caller's contract; f16 is 16 plain bits.
+            unsafe { _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p.cast())) }
+        }
+        #[inline(always)]
+        unsafe fn store(p: *mut f16, m: __mmask16, v: __m512) {
+            // SAFETY: as above.
+            unsafe {
+                let h = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(v);
+                _mm256_mask_storeu_epi16(p.cast(), m, h)
+            }
+        }
+    }
+
+    impl Lanes for Bf16 {
+        type Elem = bf16;
+        #[inline(always)]
+        unsafe fn load(p: *const bf16, m: __mmask16) -> __m512 {
+            // SAFETY: the caller's contract; bf16 is the top half of an f32.
+            unsafe {
+                let h = _mm256_maskz_loadu_epi16(m, p.cast());
+                _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
+            }
+        }
+        /// `round_bf16` in lanes: nearest even by adding 0x7fff plus the
+        /// kept lowest bit, NaNs made quiet instead.
+        #[inline(always)]
+        unsafe fn store(p: *mut bf16, m: __mmask16, v: __m512) {
+            // SAFETY: the caller's contract.
+            unsafe {
+                let b = _mm512_castps_si512(v);
+                let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(b), _mm512_set1_epi32(1));
+                let rounded = _mm512_add_epi32(b, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+                let quiet = _mm512_or_si512(b, _mm512_set1_epi32(0x0040_0000));
+                let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
+                let bits = _mm512_mask_blend_epi32(nan, rounded, quiet);
+                let h = _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(bits));
+                _mm256_mask_storeu_epi16(p.cast(), m, h)
+            }
+        }
+    }
+
+    impl Lanes for Bf16Native {
+        type Elem = bf16;
+        #[inline(always)]
+        unsafe fn load(p: *const bf16, m: __mmask16) -> __m512 {
+            // SAFETY: the caller's contract.
+            unsafe { Bf16::load(p, m) }
+        }
+        /// The instruction flushes subnormal inputs to zero, which `half`
+        /// does not, so a vector holding one narrows as [`Bf16`] does.
+        #[inline(always)]
+        unsafe fn store(p: *mut bf16, m: __mmask16, v: __m512) {
+            /// `fpclass`'s class bit for subnormals.
+            const SUBNORMAL: i32 = 0x20;
+            // SAFETY: the caller's contract (which includes AVX-512 BF16);
+            // `__m256bh` and `__m256i` are both 32 plain bytes.
+            unsafe {
+                if _mm512_mask_fpclass_ps_mask::<SUBNORMAL>(m, v) != 0 {
+                    return Bf16::store(p, m, v);
+                }
+                let h = std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(v));
+                _mm256_mask_storeu_epi16(p.cast(), m, h)
+            }
+        }
+    }
+
+    /// `out[j] = f(x[j])`, sixteen lanes at a time; the tail runs masked
+    /// (lanes past the end are computed on zeros and not stored).
+    ///
+    /// # Safety
+    /// The caller is compiled for AVX-512F, BW, DQ and VL (and BF16 for
+    /// [`Bf16Native`]), so that everything here inlines into it, and the
+    /// CPU has them.
+    ///
+    /// # Panics
+    /// If the lengths differ.
+    #[inline(always)]
+    pub(super) unsafe fn map<L: Lanes>(
+        f: impl Fn(__m512) -> __m512,
+        x: &[L::Elem],
+        out: &mut [L::Elem],
+    ) {
+        assert_eq!(x.len(), out.len(), "vector loop over slices of one length");
+        let n = x.len();
+        let mut i = 0;
+        while i + 16 <= n {
+            // SAFETY: lanes i..i+16 lie inside both slices; the features
+            // are the caller's contract.
+            unsafe {
+                L::store(
+                    out.as_mut_ptr().add(i),
+                    !0,
+                    f(L::load(x.as_ptr().add(i), !0)),
+                )
+            };
+            i += 16;
+        }
+        if i < n {
+            let m: __mmask16 = (1u16 << (n - i)) - 1;
+            // SAFETY: the mask selects exactly the n - i (< 16) lanes left
+            // inside both slices; masked-off lanes are not accessed.
+            unsafe { L::store(out.as_mut_ptr().add(i), m, f(L::load(x.as_ptr().add(i), m))) };
+        }
+    }
+}
+
+/// Defines a built-in form from a `vmath::avx512` function.
+macro_rules! builtin {
+    ($(#[$doc:meta])* $name:ident, $f:ident) => {
+        $(#[$doc])*
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: each loop is compiled for, and so requires, AVX-512F/BW/
+        // VL, and checks the lengths; `vmath::avx512::$f` matches
+        // `vmath::fma::$f` bit for bit and the conversions match `half`'s
+        // (both tested).
+        pub const $name: VectorForm = unsafe {
+            VectorForm::with_avx512(stringify!($f), Avx512Loops {
+                f32: {
+                    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+                    fn simd_loop(x: &[f32], out: &mut [f32]) {
+                        // SAFETY: compiled for what `map` needs.
+                        unsafe { x86::map::<x86::F32>(|v| crate::vmath::avx512::$f(v), x, out) }
+                    }
+                    simd_loop
+                },
+                f16: Some({
+                    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+                    fn simd_loop(x: &[f16], out: &mut [f16]) {
+                        // SAFETY: as above.
+                        unsafe { x86::map::<x86::F16>(|v| crate::vmath::avx512::$f(v), x, out) }
+                    }
+                    simd_loop
+                }),
+                bf16: Some({
+                    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")]
+                    fn native(x: &[bf16], out: &mut [bf16]) {
+                        // SAFETY: as above, BF16 included.
+                        unsafe { x86::map::<x86::Bf16Native>(|v| crate::vmath::avx512::$f(v), x, out) }
+                    }
+                    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+                    fn simd_loop(x: &[bf16], out: &mut [bf16]) {
+                        if std::arch::is_x86_feature_detected!("avx512bf16") {
+                            // SAFETY: the CPU has AVX-512 BF16, and the
+                            // rest (this function's features).
+                            unsafe { native(x, out) }
+                        } else {
+                            // SAFETY: compiled for what `map` needs.
+                            unsafe { x86::map::<x86::Bf16>(|v| crate::vmath::avx512::$f(v), x, out) }
+                        }
+                    }
+                    simd_loop
+                }),
+            })
+        };
+        $(#[$doc])*
+        #[cfg(not(target_arch = "x86_64"))]
+        pub const $name: VectorForm = VectorForm::scalar_only(stringify!($f));
+    };
+}
+
+builtin!(
+    /// e^x ([`crate::vmath::fma::exp`]).
+    EXP, exp
+);
+builtin!(
+    /// tanh x ([`crate::vmath::fma::tanh`]).
+    TANH, tanh
+);
+builtin!(
+    /// 1/(1 + e^-x) ([`crate::vmath::fma::sigmoid`]).
+    SIGMOID, sigmoid
+);
+builtin!(
+    /// ln x ([`crate::vmath::fma::ln`]).
+    LN, ln
+);
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+    use crate::kernel::simd::Isa;
+    use crate::vmath;
+
+    type Scalar = fn(f32) -> f32;
+    const FORMS: [(VectorForm, Scalar); 4] = [
+        (EXP, vmath::fma::exp),
+        (TANH, vmath::fma::tanh),
+        (SIGMOID, vmath::fma::sigmoid),
+        (LN, vmath::fma::ln),
+    ];
+
+    fn avx512() -> bool {
+        let on = Isa::Avx512.is_supported();
+        if !on {
+            eprintln!("skipped: this CPU (or valgrind) shows no AVX-512");
+        }
+        on
+    }
+
+    fn same(a: f32, b: f32) -> bool {
+        a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+    }
+
+    /// Every 4099th bit pattern (about 10^6, every exponent of both signs)
+    /// and the edges of each function's clamps and scalings.
+    fn inputs() -> Vec<f32> {
+        let mut xs: Vec<f32> = (0..=u32::MAX).step_by(4099).map(f32::from_bits).collect();
+        for x in [
+            0.0,
+            f32::MIN_POSITIVE,
+            1e-40,
+            1e-45,
+            0.0309,
+            0.0626,
+            9.0,
+            9.1,
+            9.2,
+            40.0,
+            41.0,
+            87.3,
+            88.72,
+            88.73,
+            89.0,
+            103.9,
+            104.0,
+            105.0,
+            0.5,
+            // ln's reduction switches at the f32 nearest sqrt(1/2)
+            f32::from_bits(std::f32::consts::FRAC_1_SQRT_2.to_bits() - 1),
+            std::f32::consts::FRAC_1_SQRT_2,
+            f32::from_bits(std::f32::consts::FRAC_1_SQRT_2.to_bits() + 1),
+            1.0,
+            std::f32::consts::SQRT_2,
+            2.0,
+            f32::MAX,
+            f32::INFINITY,
+            f32::NAN,
+        ] {
+            xs.extend([x, -x]);
+        }
+        xs
+    }
+
+    #[test]
+    fn f32_loops_match_the_scalar_fma_forms_bit_for_bit() {
+        if !avx512() {
+            return;
+        }
+        let xs = inputs();
+        for (form, scalar) in FORMS {
+            let simd_loop = form.avx512().expect("built in").f32;
+            // whole vectors, and masked tails of every length
+            for len in [xs.len(), 1, 7, 15, 16, 17, 31] {
+                let x = &xs[xs.len() - len..];
+                let mut out = vec![0.0; len];
+                // SAFETY: the CPU has AVX-512; equal lengths.
+                unsafe { simd_loop(x, &mut out) };
+                for (&x, &y) in x.iter().zip(&out) {
+                    let want = scalar(x);
+                    assert!(
+                        same(y, want),
+                        "{} at {x:e} ({:#010x}): {y:e}, scalar form {want:e}",
+                        form.name(),
+                        x.to_bits()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn half_loops_widen_compute_in_f32_and_narrow_to_nearest() {
+        if !avx512() {
+            return;
+        }
+        for (form, scalar) in FORMS {
+            let loops = form.avx512().expect("built in");
+            let xs: Vec<f16> = (0..=u16::MAX).map(f16::from_bits).collect();
+            let mut out = vec![f16::ZERO; xs.len() - 3];
+            // SAFETY: as above.
+            unsafe { loops.f16.expect("built in")(&xs[3..], &mut out) };
+            for (&x, &y) in xs[3..].iter().zip(&out) {
+                let want = f16::from_f32(scalar(x.to_f32()));
+                assert!(
+                    same(y.to_f32(), want.to_f32()),
+                    "f16 {} at {x}: {y}, want {want}",
+                    form.name()
+                );
+            }
+            let xs: Vec<bf16> = (0..=u16::MAX).map(bf16::from_bits).collect();
+            let mut out = vec![bf16::ZERO; xs.len() - 5];
+            // SAFETY: as above.
+            unsafe { loops.bf16.expect("built in")(&xs[5..], &mut out) };
+            for (&x, &y) in xs[5..].iter().zip(&out) {
+                let want = bf16::from_f32(scalar(x.to_f32()));
+                assert!(
+                    same(y.to_f32(), want.to_f32()),
+                    "bf16 {} at {x}: {y}, want {want}",
+                    form.name()
+                );
+            }
+        }
+    }
+
+    /// Both bf16 narrowings, whichever the CPU picks, against `half` on
+    /// ties, subnormals, NaNs and a spread of patterns.
+    #[test]
+    fn both_bf16_narrowings_match_half() {
+        if !avx512() {
+            return;
+        }
+        #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+        fn integer(x: &[bf16], out: &mut [bf16], xs: &[f32]) {
+            // the "function" puts the test's f32 bits in the lanes: load
+            // them from `xs` by position instead of from `x`
+            let _ = x;
+            let at = std::cell::Cell::new(0);
+            // SAFETY: compiled for what `map` needs.
+            unsafe {
+                x86::map::<x86::Bf16>(
+                    |_| {
+                        let i = at.replace(at.get() + 16);
+                        std::arch::x86_64::_mm512_loadu_ps(xs[i..i + 16].as_ptr())
+                    },
+                    x,
+                    out,
+                )
+            }
+        }
+        #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")]
+        fn native(x: &[bf16], out: &mut [bf16], xs: &[f32]) {
+            let at = std::cell::Cell::new(0);
+            // SAFETY: compiled for what `map` needs, BF16 included.
+            unsafe {
+                x86::map::<x86::Bf16Native>(
+                    |_| {
+                        let i = at.replace(at.get() + 16);
+                        std::arch::x86_64::_mm512_loadu_ps(xs[i..i + 16].as_ptr())
+                    },
+                    x,
+                    out,
+                )
+            }
+        }
+        let mut xs: Vec<f32> = (0..=u32::MAX).step_by(65_537).map(f32::from_bits).collect();
+        for b in [
+            0x3f80_8000u32,
+            0x3f81_8000,
+            0x0000_8000,
+            0x0001_8000,
+            0x007f_ffff,
+            0x7fc0_0001,
+            0xff80_0001,
+            0x7f7f_ffff,
+        ] {
+            xs.extend([f32::from_bits(b), f32::from_bits(b ^ 0x8000_0000)]);
+        }
+        xs.truncate(xs.len() / 16 * 16);
+        let want: Vec<bf16> = xs.iter().map(|&x| bf16::from_f32(x)).collect();
+        let dummy = vec![bf16::ZERO; xs.len()];
+        let mut out = vec![bf16::ZERO; xs.len()];
+        // SAFETY: the CPU has AVX-512.
+        unsafe { integer(&dummy, &mut out, &xs) };
+        let mut runs = vec![("integer", out.clone())];
+        if std::arch::is_x86_feature_detected!("avx512bf16") {
+            // SAFETY: and AVX-512 BF16.
+            unsafe { native(&dummy, &mut out, &xs) };
+            runs.push(("vcvtneps2bf16", out));
+        }
+        for (how, got) in runs {
+            for ((x, g), w) in xs.iter().zip(&got).zip(&want) {
+                assert!(
+                    g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                    "{how}: {x:e} ({:#010x}) -> {:#06x}, half gives {:#06x}",
+                    x.to_bits(),
+                    g.to_bits(),
+                    w.to_bits()
+                );
+            }
+        }
+    }
+}
