@@ -26,8 +26,9 @@ mod options;
 ///
 /// Options: `name = "..."`, `inplace = "InOut, OutIn"`, `scalar`,
 /// `kwargs = Params`, `resources(rng, temp)`, `pattern = "injective"`,
-/// `broadcast`, `blob`, `inputs = N` (blob form). See the `simpleop` crate
-/// documentation for the full contract.
+/// `broadcast`, `blob`, `inputs = N` (blob form), `vector = path` (a
+/// `simpleop::kernel::VectorForm` for a one-input elementwise kernel). See
+/// the `simpleop` crate documentation for the full contract.
 #[proc_macro_attribute]
 pub fn simple_op(attr: TokenStream, item: TokenStream) -> TokenStream {
     let item2: proc_macro2::TokenStream = item.clone().into();

@@ -354,24 +354,26 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
     }
     if let Some(v) = &opts.vector {
         let states = forward.roles.iter().any(|r| matches!(r, Role::State(_)));
-        if form == Form::Blob
-            || arity != 1
-            || !matches!(params, Params::None)
-            || opts.rng.is_some()
-            || states
-        {
-            err(
-                errors,
-                v.span,
+        let why = if form == Form::Blob {
+            Some("the blob form".to_string())
+        } else if arity != 1 {
+            Some(format!("{arity} inputs"))
+        } else if !matches!(params, Params::None) {
+            Some("a scalar or kwargs".to_string())
+        } else if opts.rng.is_some() {
+            Some("a random stream".to_string())
+        } else if states {
+            Some("an input it updates in place".to_string())
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            errors.push(syn::Error::new_spanned(
+                &v.value,
                 format!(
-                    "`vector` is for elementwise ops with one input and no scalar, kwargs, rng or state (a vector form sees only the input), but `{name}` has {arity} input(s){}",
-                    if matches!(params, Params::None) {
-                        ""
-                    } else {
-                        " and parameters"
-                    }
+                    "`vector` is for elementwise ops with one input and no scalar, kwargs, rng or state (a vector form sees only that input), but `{name}` has {why}"
                 ),
-            );
+            ));
         }
     }
     if let Some(b) = opts.broadcast {

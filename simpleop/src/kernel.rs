@@ -69,7 +69,8 @@ pub trait MapFn<const N: usize>: Sync + Copy {
     fn apply<T: Float>(&self, x: &mut [T; N]) -> T;
 
     /// The kernel's hand-vectorised form, which the tile loops run instead
-    /// of [`MapFn::apply`] where it covers the CPU (unary kernels only;
+    /// of [`MapFn::apply`] where it covers the CPU, on f32 tiles and
+    /// f16/bf16 storage (unary kernels only, never f64;
     /// `#[simple_op(vector = ...)]`).
     #[inline(always)]
     fn vector(&self) -> Option<VectorForm> {

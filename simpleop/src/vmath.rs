@@ -11,6 +11,9 @@
 //! bits on every target; the [`fma`] form ([`fma::exp`], ...) fuses it into
 //! one multiply-add, which is about 1.5× faster where the CPU has FMA and is
 //! what the AVX2 and AVX-512 tile loops use.  Both meet the bounds below.
+//! [`avx512`] has explicit 16-lane forms of `exp`, `tanh`, `sigmoid` and
+//! `ln` that return the [`fma`] forms' bits with fewer instructions; the
+//! built-in ops run them through [`crate::kernel::vector`].
 //!
 //! Polynomial coefficients were fitted for this module (near-minimax via
 //! Lawson-iterated, error-weighted least squares on Chebyshev nodes with the

@@ -38,13 +38,15 @@ fn every_isa_agrees_with_the_scalar_build() {
     simpleop_ops::link();
     let before = simd::active();
     // (op, attrs, uses f32 vector math)
-    let ops: [(&str, Attrs, bool); 6] = [
+    let ops: [(&str, Attrs, bool); 7] = [
         ("relu", Attrs::new(), false),
         ("smooth_l1", Attrs::from([("scalar", "1.0")]), false),
         ("tanh", Attrs::new(), true),
         ("exp", Attrs::new(), true),
         ("sigmoid", Attrs::new(), true),
         ("erf", Attrs::new(), true),
+        // NaN for the negative inputs
+        ("log", Attrs::new(), true),
     ];
     let mut fma_differs = 0;
     // Odd length: every loop has a remainder after its vectors.

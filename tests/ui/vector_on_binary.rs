@@ -18,4 +18,14 @@ mod my_exp_times {
     }
 }
 
+// ... nor an input updated in place.
+#[simple_op(vector = simpleop::kernel::vector::EXP)]
+mod my_state {
+    use simpleop::prelude::*;
+    pub fn forward<T: Float>(x: &mut T) -> T {
+        *x = x.exp();
+        *x
+    }
+}
+
 fn main() {}

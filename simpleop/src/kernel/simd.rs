@@ -188,7 +188,8 @@ pub fn run<J: TileJob>(job: J) {
     enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,bmi1,bmi2,lzcnt,popcnt"
 )]
 fn run_avx512<J: TileJob>(job: J) {
-    // SAFETY: this function's own features include AVX-512F.
+    // SAFETY: `run` calls this only when `active()` is `Isa::Avx512`,
+    // which `set_active` and `choose` allow only where it is supported.
     unsafe { job.run_avx512() }
 }
 
@@ -442,8 +443,8 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for MapTile<'_, K, C, N> {
         let out: &mut [f32] = bytemuck::cast_slice_mut(self.out);
         let x: &[f32] = &bytemuck::cast_slice(self.ins[0])[..out.len()];
         if std::mem::size_of_val(out) < PREFETCH_MIN {
-            // SAFETY: the caller guarantees AVX-512 (F, BW, VL); the
-            // slices are one length.
+            // SAFETY: the caller guarantees what `Isa::Avx512` stands
+            // for; the slices are one length.
             unsafe { simd_loop(x, out) };
             return;
         }
@@ -512,14 +513,16 @@ pub(crate) struct StreamMap<'a, K, C, const N: usize> {
 enum Mode {
     Plain,
     Fma,
-    /// Only ever set inside [`TileJob::run_avx512`], so it vouches for the
-    /// CPU.
+    /// Only passed by [`TileJob::run_avx512`], whose caller vouches for
+    /// the CPU.
     Avx512,
 }
 
 impl<K: MapFn<N>, C: Float, const N: usize> StreamMap<'_, K, C, N> {
+    /// # Safety
+    /// `Mode::Avx512` only on a CPU with what [`Isa::Avx512`] stands for.
     #[inline(always)]
-    fn go(self, mode: Mode) {
+    unsafe fn go(self, mode: Mode) {
         let cap = self.res.len().max(1);
         let n = self.out.len();
         let mut start = 0;
@@ -537,8 +540,7 @@ impl<K: MapFn<N>, C: Float, const N: usize> StreamMap<'_, K, C, N> {
             match mode {
                 Mode::Plain => tile.run(),
                 Mode::Fma => tile.run_fma(),
-                // SAFETY: `Avx512` comes from `run_avx512`, whose caller
-                // guarantees AVX-512F.
+                // SAFETY: the caller's contract.
                 Mode::Avx512 => unsafe { tile.run_avx512() },
             }
             stream_copy(&mut self.out[start..start + len], &self.res[..len]);
@@ -550,17 +552,20 @@ impl<K: MapFn<N>, C: Float, const N: usize> StreamMap<'_, K, C, N> {
 impl<K: MapFn<N>, C: Float, const N: usize> TileJob for StreamMap<'_, K, C, N> {
     #[inline(always)]
     fn run(self) {
-        self.go(Mode::Plain)
+        // SAFETY: not the AVX-512 mode.
+        unsafe { self.go(Mode::Plain) }
     }
 
     #[inline(always)]
     fn run_fma(self) {
-        self.go(Mode::Fma)
+        // SAFETY: not the AVX-512 mode.
+        unsafe { self.go(Mode::Fma) }
     }
 
     #[inline(always)]
     unsafe fn run_avx512(self) {
-        self.go(Mode::Avx512)
+        // SAFETY: the caller guarantees the CPU.
+        unsafe { self.go(Mode::Avx512) }
     }
 }
 
@@ -589,8 +594,10 @@ pub struct ConvertMap<'a, K, S: TileIo, const N: usize> {
 }
 
 impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
+    /// # Safety
+    /// `Mode::Avx512` only on a CPU with what [`Isa::Avx512`] stands for.
     #[inline(always)]
-    fn go(self, mode: Mode) {
+    unsafe fn go(self, mode: Mode) {
         let cap = self.res.len().max(1);
         let n = self.out.len();
         let mut bufs = self.bufs;
@@ -609,8 +616,8 @@ impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
             let ahead = (start + len)..(start + 2 * len).min(n);
             if let Some(simd_loop) = simd_loop {
                 prefetch(&self.ins[0][ahead]);
-                // SAFETY: `Avx512` comes from `run_avx512`, whose caller
-                // guarantees AVX-512; both slices are `len` long.
+                // SAFETY: `Avx512` only on such a CPU (the caller's
+                // contract); both slices are `len` long.
                 unsafe {
                     simd_loop(
                         &self.ins[0][start..start + len],
@@ -633,7 +640,7 @@ impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
             match mode {
                 Mode::Plain => tile.run(),
                 Mode::Fma => tile.run_fma(),
-                // SAFETY: as in `StreamMap::go`.
+                // SAFETY: the caller's contract.
                 Mode::Avx512 => unsafe { tile.run_avx512() },
             }
             match staged.as_deref_mut() {
@@ -651,17 +658,20 @@ impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
 impl<K: MapFn<N>, S: TileIo, const N: usize> TileJob for ConvertMap<'_, K, S, N> {
     #[inline(always)]
     fn run(self) {
-        self.go(Mode::Plain)
+        // SAFETY: not the AVX-512 mode.
+        unsafe { self.go(Mode::Plain) }
     }
 
     #[inline(always)]
     fn run_fma(self) {
-        self.go(Mode::Fma)
+        // SAFETY: not the AVX-512 mode.
+        unsafe { self.go(Mode::Fma) }
     }
 
     #[inline(always)]
     unsafe fn run_avx512(self) {
-        self.go(Mode::Avx512)
+        // SAFETY: the caller guarantees the CPU.
+        unsafe { self.go(Mode::Avx512) }
     }
 }
 
