@@ -119,42 +119,16 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<syn::Error>) -> Options {
                     opts.blob = Some(span);
                 }
             }
-            "kwargs" => match &meta {
-                Meta::NameValue(nv) => match &nv.value {
-                    Expr::Path(p) => {
-                        opts.kwargs = Some(At {
-                            value: p.path.clone(),
-                            span: nv.value.span(),
-                        })
-                    }
-                    other => errors.push(syn::Error::new_spanned(
-                        other,
-                        "`kwargs` takes a type path: `kwargs = MyParams`",
-                    )),
-                },
-                _ => errors.push(syn::Error::new(
-                    span,
-                    "`kwargs` takes a type path: `kwargs = MyParams`",
-                )),
-            },
-            "vector" => match &meta {
-                Meta::NameValue(nv) => match &nv.value {
-                    Expr::Path(p) => {
-                        opts.vector = Some(At {
-                            value: p.path.clone(),
-                            span: nv.value.span(),
-                        })
-                    }
-                    other => errors.push(syn::Error::new_spanned(
-                        other,
-                        "`vector` takes the path of a `VectorForm` constant: `vector = simpleop::kernel::vector::EXP`",
-                    )),
-                },
-                _ => errors.push(syn::Error::new(
-                    span,
-                    "`vector` takes the path of a `VectorForm` constant: `vector = simpleop::kernel::vector::EXP`",
-                )),
-            },
+            "kwargs" => {
+                opts.kwargs = path_value(&meta, "a type path: `kwargs = MyParams`", errors);
+            }
+            "vector" => {
+                opts.vector = path_value(
+                    &meta,
+                    "the path of a `VectorForm` constant: `vector = simpleop::kernel::vector::EXP`",
+                    errors,
+                );
+            }
             "resources" => match &meta {
                 Meta::List(list) => {
                     match list
@@ -235,6 +209,34 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<syn::Error>) -> Options {
         }
     }
     opts
+}
+
+/// The path of a `key = path` option; otherwise an error saying the option
+/// takes `what`.
+fn path_value(meta: &Meta, what: &str, errors: &mut Vec<syn::Error>) -> Option<At<Path>> {
+    let key = quote::ToTokens::to_token_stream(meta.path()).to_string();
+    match meta {
+        Meta::NameValue(nv) => match &nv.value {
+            Expr::Path(p) => Some(At {
+                value: p.path.clone(),
+                span: nv.value.span(),
+            }),
+            other => {
+                errors.push(syn::Error::new_spanned(
+                    other,
+                    format!("`{key}` takes {what}"),
+                ));
+                None
+            }
+        },
+        _ => {
+            errors.push(syn::Error::new(
+                meta.path().span(),
+                format!("`{key}` takes {what}"),
+            ));
+            None
+        }
+    }
 }
 
 fn lit_str(meta: &Meta, errors: &mut Vec<syn::Error>) -> Option<LitStr> {

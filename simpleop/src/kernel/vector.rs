@@ -398,31 +398,45 @@ mod tests {
         }
         for (form, scalar) in FORMS {
             let loops = form.avx512().expect("built in");
-            // every pattern, then a masked tail
-            let xs: Vec<f16> = (0..=u16::MAX).chain(0..13).map(f16::from_bits).collect();
-            let mut out = vec![f16::ZERO; xs.len()];
-            // SAFETY: as above.
-            unsafe { loops.f16.expect("built in")(&xs, &mut out) };
-            for (&x, &y) in xs.iter().zip(&out) {
-                let want = f16::from_f32(scalar(x.to_f32()));
-                assert!(
-                    same(y.to_f32(), want.to_f32()),
-                    "f16 {} at {x}: {y}, want {want}",
-                    form.name()
-                );
-            }
-            let xs: Vec<bf16> = (0..=u16::MAX).chain(0..11).map(bf16::from_bits).collect();
-            let mut out = vec![bf16::ZERO; xs.len()];
-            // SAFETY: as above.
-            unsafe { loops.bf16.expect("built in")(&xs, &mut out) };
-            for (&x, &y) in xs.iter().zip(&out) {
-                let want = bf16::from_f32(scalar(x.to_f32()));
-                assert!(
-                    same(y.to_f32(), want.to_f32()),
-                    "bf16 {} at {x}: {y}, want {want}",
-                    form.name()
-                );
-            }
+            check_half(
+                form,
+                scalar,
+                loops.f16.expect("built in"),
+                f16::from_f32,
+                13,
+            );
+            check_half(
+                form,
+                scalar,
+                loops.bf16.expect("built in"),
+                bf16::from_f32,
+                11,
+            );
+        }
+    }
+
+    /// `simd_loop` over every pattern of a half type, then a masked tail of
+    /// `tail` lanes, against widen -> scalar form -> `narrow` (`half`'s
+    /// `from_f32`: its bf16 `from_f64` misrounds some exact f32 values).
+    fn check_half<H: crate::Float + bytemuck::Pod>(
+        form: VectorForm,
+        scalar: Scalar,
+        simd_loop: VectorLoop<H>,
+        narrow: fn(f32) -> H,
+        tail: u16,
+    ) {
+        let xs: Vec<H> = (0..=u16::MAX).chain(0..tail).map(bytemuck::cast).collect();
+        let mut out = vec![H::zero(); xs.len()];
+        // SAFETY: the caller checked for AVX-512; equal lengths.
+        unsafe { simd_loop(&xs, &mut out) };
+        for (&x, &y) in xs.iter().zip(&out) {
+            let want = narrow(scalar(x.to_f64() as f32));
+            assert!(
+                same(y.to_f64() as f32, want.to_f64() as f32),
+                "{} {} at {x:?}: {y:?}, want {want:?}",
+                H::DTYPE,
+                form.name()
+            );
         }
     }
 
