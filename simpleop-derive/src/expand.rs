@@ -126,6 +126,16 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
                         }
                     }
                 });
+                // One table per op over each half type, built at first use.
+                let tables = m.pure_unary().then(|| {
+                    quote! {
+                        #[inline(always)]
+                        fn half_tables(&self) -> ::core::option::Option<&'static ::simpleop::kernel::HalfTables> {
+                            static TABLES: ::simpleop::kernel::HalfTables = ::simpleop::kernel::HalfTables::new();
+                            ::core::option::Option::Some(&TABLES)
+                        }
+                    }
+                });
                 generated.extend(quote! {
                     impl ::simpleop::kernel::MapFn<#arity> for __Kernel<'_> {
                         #[inline(always)]
@@ -134,6 +144,7 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
                             forward::<__T>(#(#fwd_args),*)
                         }
                         #vector
+                        #tables
                     }
                 });
             }

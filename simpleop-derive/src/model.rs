@@ -86,6 +86,21 @@ impl OpModel {
     pub fn arity(&self) -> usize {
         self.input_names.len()
     }
+
+    /// An elementwise kernel whose result depends on its one input alone
+    /// (no scalar, kwargs, random stream or state): it can be tabulated
+    /// over a 16-bit type.
+    pub fn pure_unary(&self) -> bool {
+        self.form == Form::Elementwise
+            && self.arity() == 1
+            && matches!(self.params, Params::None)
+            && !self.rng
+            && !self
+                .forward
+                .roles
+                .iter()
+                .any(|r| matches!(r, Role::State(_)))
+    }
 }
 
 /// The most inputs an elementwise kernel takes (its tile buffers live on the stack).

@@ -9,7 +9,9 @@
 //! * `<op>/f32/out`: the op into an existing output (`out=`), against the
 //!   baseline for its bytes; `<op>/f32/fresh`: a new output per call,
 //!   against `out=` (the pooled allocator's job).
-//! * `<op>/f16/out`, `<op>/bf16/out`: against the f32 row (half the bytes).
+//! * `<op>/f16/out`, `<op>/bf16/out`: against the f32 row (half the bytes);
+//!   `tanh/<half>/computed`: lookup tables off ([`table::set_half_tables`]),
+//!   against the `out=` row: what reading a table instead of computing buys.
 //! * `<op>/f32/scalar-isa`: the same kernel compiled without SIMD
 //!   (`simd::Isa::Scalar`), against the vectorised row: what vectorising
 //!   the author's scalar code buys (`smooth_l1` has a branch).
@@ -49,6 +51,7 @@ use rayon::prelude::*;
 use std::collections::HashMap;
 
 use crate::kernel::simd::{self, Isa, TileJob};
+use crate::kernel::table;
 use crate::symbol::{BindConfig, Symbol};
 use crate::{Attrs, DType, NDArray, OpReqType, Result, eager};
 
@@ -293,16 +296,36 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
     for dtype in [DType::F16, DType::BF16] {
         let xh = x_signed.astype(dtype);
         let mut oh = NDArray::zeros([n], dtype);
+        let xpos = x.astype(dtype);
         for (op, attrs) in UNARY {
-            if !matches!(op, "relu" | "exp" | "tanh" | "sigmoid") {
-                continue;
-            }
             let attrs = Attrs::from_iter(attrs.iter().copied());
+            let input = if op == "log" { &xpos } else { &xh };
             let base = format!("{op}/f32/out");
-            b.time(&format!("{op}/{}/out", dtype.name()), Some(&base), || {
-                eager::invoke_into_by_name(op, &[&xh], &attrs, &mut oh, OpReqType::WriteTo)
+            let row = format!("{op}/{}/out", dtype.name());
+            b.time(&row, Some(&base), || {
+                eager::invoke_into_by_name(op, &[input], &attrs, &mut oh, OpReqType::WriteTo)
             })?;
             report(&b);
+            if op == "tanh" {
+                let before = table::half_tables_enabled();
+                table::set_half_tables(false);
+                let r = b.time(
+                    &format!("{op}/{}/computed", dtype.name()),
+                    Some(&row),
+                    || {
+                        eager::invoke_into_by_name(
+                            op,
+                            &[input],
+                            &attrs,
+                            &mut oh,
+                            OpReqType::WriteTo,
+                        )
+                    },
+                );
+                table::set_half_tables(before);
+                r?;
+                report(&b);
+            }
         }
     }
 

@@ -183,6 +183,23 @@ pub fn run<J: TileJob>(job: J) {
     }
 }
 
+/// Runs `job` compiled for `isa`, which was [`active`] when the caller
+/// read it (so that what it computed can be labelled with the set that
+/// computed it), or plainly if the CPU lacks `isa`.
+pub(crate) fn run_with<J: TileJob>(isa: Isa, job: J) {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: checked just now.
+        Isa::Avx512 if isa.is_supported() => unsafe { run_avx512(job) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: checked just now.
+        Isa::Avx2 if isa.is_supported() => unsafe { run_avx2(job) },
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => job.run_fma(),
+        _ => job.run(),
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(
     enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,bmi1,bmi2,lzcnt,popcnt"
@@ -222,14 +239,14 @@ const PREFETCH_MIN: usize = 64 * 1024;
 
 /// A switch that is on unless its environment variable is `0` at the
 /// first read, and that the program may flip later.
-struct Switch {
+pub(super) struct Switch {
     var: &'static str,
     /// 0 = not read yet, 1 = off, 2 = on.
     state: AtomicU8,
 }
 
 impl Switch {
-    const fn new(var: &'static str) -> Switch {
+    pub(super) const fn new(var: &'static str) -> Switch {
         Switch {
             var,
             state: AtomicU8::new(0),
@@ -237,7 +254,7 @@ impl Switch {
     }
 
     #[inline]
-    fn get(&self) -> bool {
+    pub(super) fn get(&self) -> bool {
         match self.state.load(Ordering::Relaxed) {
             0 => {
                 let on = std::env::var(self.var).map_or(true, |v| v.trim() != "0");
@@ -248,7 +265,7 @@ impl Switch {
         }
     }
 
-    fn set(&self, on: bool) {
+    pub(super) fn set(&self, on: bool) {
         self.state.store(if on { 2 } else { 1 }, Ordering::Relaxed);
     }
 }

@@ -1,0 +1,226 @@
+//! Lookup tables for one-input kernels over f16/bf16 (`kernel::table`):
+//! they return the compute path's bits, and they are what runs.
+//!
+//! A binary of its own: the instruction set stays the CPU's best here (a
+//! table built under another set is not used, see `HalfTables::get`).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use simpleop::kernel::table::TABLE_MIN_LEN;
+use simpleop::simple_op;
+use simpleop::{Attrs, DType, NDArray, OpReqType, bf16, eager, f16};
+
+/// Every bit pattern of a 16-bit type, `copies` times, the i-th copy
+/// rotated by `i * 7919` so that neighbours differ between copies.
+fn patterns(dtype: DType, copies: usize) -> NDArray {
+    let bits: Vec<u16> = (0..copies)
+        .flat_map(|c| (0..=u16::MAX).map(move |b| b.wrapping_add((c * 7919) as u16)))
+        .collect();
+    let n = bits.len();
+    match dtype {
+        DType::F16 => NDArray::from_vec(bits.into_iter().map(f16::from_bits).collect(), [n]),
+        _ => NDArray::from_vec(bits.into_iter().map(bf16::from_bits).collect(), [n]),
+    }
+    .unwrap()
+}
+
+fn bits(a: &NDArray) -> Vec<u16> {
+    match a.dtype() {
+        DType::F16 => a
+            .to_vec::<f16>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect(),
+        _ => a
+            .to_vec::<bf16>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect(),
+    }
+}
+
+/// `op` computed (calls shorter than `TABLE_MIN_LEN`, which never read a
+/// table), piece by piece.
+fn computed(op: &str, x: &NDArray) -> Vec<u16> {
+    let all = bits(x);
+    let piece = 1000;
+    assert!(piece < TABLE_MIN_LEN);
+    let mut out = Vec::with_capacity(all.len());
+    for chunk in all.chunks(piece) {
+        let part = match x.dtype() {
+            DType::F16 => NDArray::from_vec(
+                chunk.iter().map(|&b| f16::from_bits(b)).collect(),
+                [chunk.len()],
+            ),
+            _ => NDArray::from_vec(
+                chunk.iter().map(|&b| bf16::from_bits(b)).collect(),
+                [chunk.len()],
+            ),
+        }
+        .unwrap();
+        out.extend(bits(&eager::invoke(op, &[&part], &Attrs::new()).unwrap()));
+    }
+    out
+}
+
+/// Where two bit vectors differ: (count, first index).
+fn differ(a: &[u16], b: &[u16]) -> (usize, Option<usize>) {
+    let first = a.iter().zip(b).position(|(x, y)| x != y);
+    (a.iter().zip(b).filter(|(x, y)| x != y).count(), first)
+}
+
+#[test]
+fn tables_return_the_compute_paths_bits_for_every_pattern() {
+    simpleop_ops::link();
+    let ops = [
+        "relu",
+        "abs",
+        "sign",
+        "round",
+        "square",
+        "sqrt",
+        "rsqrt",
+        "cbrt",
+        "exp",
+        "expm1",
+        "log",
+        "log1p",
+        "log2",
+        "log10",
+        "sin",
+        "cos",
+        "tan",
+        "arcsin",
+        "arccos",
+        "arctan",
+        "sinh",
+        "cosh",
+        "tanh",
+        "sigmoid",
+        "softsign",
+        "reciprocal",
+        "erf",
+        "gamma",
+    ];
+    for dtype in [DType::F16, DType::BF16] {
+        // three copies: 196,608 elements, split over threads
+        let x = patterns(dtype, 3);
+        for op in ops {
+            let want = computed(op, &x);
+            // a fresh output, an existing one, and in place
+            let fresh = bits(&eager::invoke(op, &[&x], &Attrs::new()).unwrap());
+            assert_eq!(differ(&fresh, &want), (0, None), "{op} {dtype} fresh");
+            let mut out = NDArray::full([x.size()], 7.0, dtype);
+            eager::invoke_into_by_name(op, &[&x], &Attrs::new(), &mut out, OpReqType::WriteTo)
+                .unwrap();
+            assert_eq!(differ(&bits(&out), &want), (0, None), "{op} {dtype} write");
+            let mut inplace = x.deep_copy();
+            eager::invoke_inplace_by_name(op, &mut inplace, &[], &Attrs::new()).unwrap();
+            assert_eq!(
+                differ(&bits(&inplace), &want),
+                (0, None),
+                "{op} {dtype} in place"
+            );
+        }
+    }
+}
+
+#[test]
+fn tables_handle_tails_and_unaligned_starts() {
+    simpleop_ops::link();
+    for dtype in [DType::F16, DType::BF16] {
+        let x = patterns(dtype, 2);
+        let all = bits(&x);
+        let want = computed("tanh", &x);
+        // lengths past the threshold with every remainder mod 32, starting
+        // at odd offsets (one element = 2 bytes past a vector boundary)
+        for (start, len) in [(1, TABLE_MIN_LEN), (3, TABLE_MIN_LEN + 31), (17, 70_001)] {
+            let piece = match dtype {
+                DType::F16 => NDArray::from_vec(
+                    all[start..start + len]
+                        .iter()
+                        .map(|&b| f16::from_bits(b))
+                        .collect(),
+                    [len],
+                ),
+                _ => NDArray::from_vec(
+                    all[start..start + len]
+                        .iter()
+                        .map(|&b| bf16::from_bits(b))
+                        .collect(),
+                    [len],
+                ),
+            }
+            .unwrap();
+            let got = bits(&eager::invoke("tanh", &[&piece], &Attrs::new()).unwrap());
+            assert_eq!(
+                differ(&got, &want[start..start + len]),
+                (0, None),
+                "{dtype} {start}+{len}"
+            );
+        }
+    }
+}
+
+static CALLS: AtomicUsize = AtomicUsize::new(0);
+
+/// e^x that counts its evaluations (a test-only side effect: a kernel is
+/// meant to be a pure function, which is what lets the executor tabulate
+/// it).
+#[simple_op(name = "_test_counted_exp")]
+mod counted_exp {
+    use super::{CALLS, Ordering};
+    use simpleop::prelude::*;
+    pub fn forward<T: Float>(x: T) -> T {
+        CALLS.fetch_add(1, Ordering::Relaxed);
+        x.exp()
+    }
+}
+
+/// `x · s`, which depends on a scalar: never tabulated.
+#[simple_op(name = "_test_counted_scale", scalar)]
+mod counted_scale {
+    use super::{CALLS, Ordering};
+    use simpleop::prelude::*;
+    pub fn forward<T: Float>(x: T, s: T) -> T {
+        CALLS.fetch_add(1, Ordering::Relaxed);
+        (x * s).exp()
+    }
+}
+
+#[test]
+fn a_user_kernel_is_tabulated_once_per_half_type() {
+    // The only test in this binary that reads CALLS.
+    let n = 100_000;
+    let count = |op: &str, dtype: DType, len: usize, attrs: &Attrs| {
+        let x = NDArray::random_uniform([len], -3.0, 3.0, dtype, 5).unwrap();
+        let before = CALLS.load(Ordering::Relaxed);
+        let y = eager::invoke(op, &[&x], attrs).unwrap();
+        assert_eq!(y.size(), len);
+        CALLS.load(Ordering::Relaxed) - before
+    };
+    let none = Attrs::new();
+    let tabulates = simpleop::kernel::table::half_tables_enabled();
+    for dtype in [DType::F16, DType::BF16] {
+        let first = count("_test_counted_exp", dtype, n, &none);
+        let second = count("_test_counted_exp", dtype, n, &none);
+        if tabulates {
+            // the first call builds the table (one evaluation per
+            // pattern); the second only reads it
+            assert_eq!((first, second), (65_536, 0), "{dtype}");
+        } else {
+            assert_eq!((first, second), (n, n), "{dtype}");
+        }
+        // a short call computes
+        assert_eq!(count("_test_counted_exp", dtype, 1000, &none), 1000);
+        // a kernel with a scalar computes
+        let s = Attrs::from([("scalar", "0.5")]);
+        assert_eq!(count("_test_counted_scale", dtype, n, &s), n, "{dtype}");
+    }
+    // f32 and f64 compute
+    for dtype in [DType::F32, DType::F64] {
+        assert_eq!(count("_test_counted_exp", dtype, n, &none), n, "{dtype}");
+    }
+}
