@@ -742,10 +742,10 @@ pub fn map_forward<K: MapFn<N>, const N: usize>(
 
 /// The op's f16/bf16 lookup table ([`table`]) when this call should read
 /// it: a one-input kernel that has one, written (not accumulated) over at
-/// least [`table::TABLE_MIN_LEN`] elements, and either costly enough to
-/// gain in cache or over an output past the caches, where a gather is
-/// cheaper than converting even for relu (bf16 relu at 16M: 0.088 ns per
-/// element against 0.096; f16 relu 0.091 against 0.090).
+/// least [`table::TABLE_MIN_LEN`] elements, and costly enough to gain.
+/// (Reading relu's table past the caches measured 0.66x f32 for f16 and
+/// 0.76-0.88x for bf16 in `simpleop bench`, against 0.55 and 0.62 for
+/// converting and streaming the stores.)
 fn table_for<S: TileIo, K: MapFn<N>, const N: usize>(
     op: &crate::OpDef,
     kernel: &K,
@@ -757,8 +757,7 @@ fn table_for<S: TileIo, K: MapFn<N>, const N: usize>(
         && stateless
         && matches!(req, OpReqType::WriteTo | OpReqType::WriteInplace)
         && n >= table::TABLE_MIN_LEN
-        && (op.cost >= table::TABLE_MIN_COST
-            || n * std::mem::size_of::<S>() >= simd::STREAM_MIN_BYTES)
+        && op.cost >= table::TABLE_MIN_COST
         && table::half_tables_enabled();
     if !wanted {
         return None;

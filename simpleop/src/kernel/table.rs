@@ -15,7 +15,8 @@
 //! is bounded by the number of such ops a program uses). The executor reads
 //! it for writes (fresh, into an output, or in place) of at least
 //! [`TABLE_MIN_LEN`] elements, when the op costs at least
-//! [`TABLE_MIN_COST`] or the output is past the caches; accumulating
+//! [`TABLE_MIN_COST`] (cheaper ops convert and compute faster, and stream
+//! their stores past the caches); accumulating
 //! (`AddTo`) and broadcast calls compute. A table built under another
 //! instruction set than the active one is not read. [`set_half_tables`]
 //! (or `SIMPLEOP_HALF_TABLES=0`) turns the route off, which is how the
