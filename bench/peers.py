@@ -84,10 +84,11 @@ def numpy_rows(n, reps):
         rows[f"{name}/f32/fresh"] = timed(lambda: f(v), reps)
     rows["elemwise_add/f32/out"] = timed(lambda: np.add(x, y, out=o), reps)
     rows["elemwise_add/f32/fresh"] = timed(lambda: np.add(x, y), reps)
-    xh, oh = x.astype(np.float16), np.empty(n, np.float16)
-    for name in ["relu", "exp", "tanh", "sigmoid"]:
-        f = unary[name][0]
-        rows[f"{name}/float16/out"] = timed(lambda: f(xh, out=oh), reps)
+    oh = np.empty(n, np.float16)
+    for name, (f, v) in unary.items():
+        vh = v.astype(np.float16)
+        # smooth_l1 has no `out=` form: a fresh output
+        rows[f"{name}/float16/out"] = timed(lambda: f(vh, out=oh), reps)
 
     def chain():
         a = x * np.float32(0.5)
@@ -139,10 +140,14 @@ def torch_rows(n, reps):
     rows["elemwise_add/f32/out"] = timed(lambda: torch.add(x, y, out=o), reps)
     rows["elemwise_add/f32/fresh"] = timed(lambda: torch.add(x, y), reps)
     for dt, label in [(torch.float16, "float16"), (torch.bfloat16, "bfloat16")]:
-        xh, oh = x.to(dt), torch.empty(n, dtype=dt)
-        for name in ["relu", "exp", "tanh", "sigmoid"]:
-            f = unary[name][0]
-            rows[f"{name}/{label}/out"] = timed(lambda: f(xh, out=oh), reps)
+        oh = torch.empty(n, dtype=dt)
+        zh = zeros.to(dt)
+        for name, (f, v) in unary.items():
+            vh = v.to(dt)
+            if name == "smooth_l1":
+                # no `out=` form: a fresh output
+                f = lambda v, out=None: F.smooth_l1_loss(v, zh, reduction="none", beta=1.0)  # noqa: E731
+            rows[f"{name}/{label}/out"] = timed(lambda: f(vh, out=oh), reps)
 
     def chain():
         a = x * 0.5

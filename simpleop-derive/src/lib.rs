@@ -27,8 +27,10 @@ mod options;
 /// Options: `name = "..."`, `inplace = "InOut, OutIn"`, `scalar`,
 /// `kwargs = Params`, `resources(rng, temp)`, `pattern = "injective"`,
 /// `broadcast`, `blob`, `inputs = N` (blob form), `vector = path` (a
-/// `simpleop::kernel::VectorForm` for a one-input elementwise kernel). See
-/// the `simpleop` crate documentation for the full contract.
+/// `simpleop::kernel::VectorForm` for a one-input elementwise kernel),
+/// `impure` (the kernel reads state besides its arguments, or may panic on
+/// some input values: the executor then never tabulates it). See the
+/// `simpleop` crate documentation for the full contract.
 #[proc_macro_attribute]
 pub fn simple_op(attr: TokenStream, item: TokenStream) -> TokenStream {
     let item2: proc_macro2::TokenStream = item.clone().into();

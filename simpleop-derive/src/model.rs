@@ -80,6 +80,9 @@ pub struct OpModel {
     pub cost: u32,
     /// The `VectorForm` the kernel names, if any.
     pub vector: Option<syn::Path>,
+    /// The author declared that the kernel reads state besides its
+    /// arguments or may panic on some inputs (`impure`).
+    pub impure: bool,
 }
 
 impl OpModel {
@@ -88,10 +91,11 @@ impl OpModel {
     }
 
     /// An elementwise kernel whose result depends on its one input alone
-    /// (no scalar, kwargs, random stream or state): it can be tabulated
-    /// over a 16-bit type.
+    /// (no scalar, kwargs, random stream or state, and not declared
+    /// `impure`): it can be tabulated over a 16-bit type.
     pub fn pure_unary(&self) -> bool {
-        self.form == Form::Elementwise
+        !self.impure
+            && self.form == Form::Elementwise
             && self.arity() == 1
             && matches!(self.params, Params::None)
             && !self.rng
@@ -522,6 +526,7 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
         dtype,
         cost: find_fn(module, "forward").map_or(1, estimate_cost),
         vector: opts.vector.as_ref().map(|v| v.value.clone()),
+        impure: opts.impure.is_some(),
     })
 }
 

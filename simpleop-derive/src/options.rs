@@ -40,10 +40,10 @@ pub struct Options {
     pub blob: Option<Span>,
     pub inputs: Option<At<usize>>,
     pub vector: Option<At<Path>>,
+    pub impure: Option<Span>,
 }
 
-const KNOWN: &str =
-    "name, alias, inplace, scalar, kwargs, resources, pattern, broadcast, blob, inputs, vector";
+const KNOWN: &str = "name, alias, inplace, scalar, kwargs, resources, pattern, broadcast, blob, inputs, vector, impure";
 
 pub const PATTERNS: [&str; 6] = [
     "elementwise",
@@ -117,6 +117,11 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<syn::Error>) -> Options {
             "blob" => {
                 if flag(&meta, errors) {
                     opts.blob = Some(span);
+                }
+            }
+            "impure" => {
+                if flag(&meta, errors) {
+                    opts.impure = Some(span);
                 }
             }
             "kwargs" => {

@@ -82,8 +82,8 @@ pub trait MapFn<const N: usize>: Sync + Copy {
     /// The op's lookup tables over f16/bf16 ([`table`]), which the
     /// attribute declares for kernels whose result depends on their one
     /// input alone. The executor reads them (arity 1 only) in place of
-    /// running the kernel, so a kernel that returns one does not read any
-    /// other state.
+    /// running the kernel, so a kernel that returns one must be a pure
+    /// function of its input that does not panic on any value.
     #[inline(always)]
     fn half_tables(&self) -> Option<&'static HalfTables> {
         None
@@ -727,7 +727,10 @@ pub fn map_forward<K: MapFn<N>, const N: usize>(
         // or tanh (cost 11) streaming was 1.1-1.2x slower, so they don't.
         // A table lookup counts as a cheap kernel, whatever the op's cost,
         // but does not stream (1.15-1.2x slower with f16 tanh here).
-        let table = table_for::<S, K, N>(op, kernel, n, reqs[0], states.is_empty());
+        let own_shape = matches!(srcs.first(), Some(Src::Contig(_) | Src::Dst(0)));
+        let table = own_shape
+            .then(|| table_for::<S, K, N>(op, kernel, n, reqs[0], states.is_empty()))
+            .flatten();
         let cost = if table.is_some() { 2 } else { op.cost };
         let stream = reqs[0] == OpReqType::WriteTo
             && table.is_none()

@@ -24,6 +24,13 @@ fn patterns(dtype: DType, copies: usize) -> NDArray {
     .unwrap()
 }
 
+fn to_f64(dtype: DType, b: u16) -> f64 {
+    match dtype {
+        DType::F16 => f16::from_bits(b).to_f64(),
+        _ => bf16::from_bits(b).to_f64(),
+    }
+}
+
 fn bits(a: &NDArray) -> Vec<u16> {
     match a.dtype() {
         DType::F16 => a
@@ -74,35 +81,11 @@ fn differ(a: &[u16], b: &[u16]) -> (usize, Option<usize>) {
 #[test]
 fn tables_return_the_compute_paths_bits_for_every_pattern() {
     simpleop_ops::link();
+    // The built-in one-input ops that call a transcendental (cheaper ones
+    // compute; see `TABLE_MIN_COST`).
     let ops = [
-        "relu",
-        "abs",
-        "sign",
-        "round",
-        "square",
-        "sqrt",
-        "rsqrt",
-        "cbrt",
-        "exp",
-        "expm1",
-        "log",
-        "log1p",
-        "log2",
-        "log10",
-        "sin",
-        "cos",
-        "tan",
-        "arcsin",
-        "arccos",
-        "arctan",
-        "sinh",
-        "cosh",
-        "tanh",
-        "sigmoid",
-        "softsign",
-        "reciprocal",
-        "erf",
-        "gamma",
+        "sqrt", "rsqrt", "cbrt", "exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos",
+        "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "sigmoid", "erf", "gamma",
     ];
     for dtype in [DType::F16, DType::BF16] {
         // three copies: 196,608 elements, split over threads
@@ -123,19 +106,42 @@ fn tables_return_the_compute_paths_bits_for_every_pattern() {
                 (0, None),
                 "{op} {dtype} in place"
             );
+            // AddTo and Null never read the table; they still come out right
+            let mut acc = NDArray::zeros([x.size()], dtype);
+            eager::invoke_into_by_name(op, &[&x], &Attrs::new(), &mut acc, OpReqType::AddTo)
+                .unwrap();
+            // 0 + v rounds back to v, except that -0 becomes +0 and a NaN
+            // may change payload
+            let same_value = |a: u16, b: u16| {
+                let (a, b) = (to_f64(dtype, a), to_f64(dtype, b));
+                a == b || (a.is_nan() && b.is_nan())
+            };
+            let bad = bits(&acc)
+                .iter()
+                .zip(&want)
+                .filter(|(a, b)| !same_value(**a, **b))
+                .count();
+            assert_eq!(bad, 0, "{op} {dtype} add");
+            let mut null = NDArray::full([x.size()], 3.0, dtype);
+            eager::invoke_into_by_name(op, &[&x], &Attrs::new(), &mut null, OpReqType::Null)
+                .unwrap();
+            assert!(
+                null.to_f64_vec().iter().all(|&v| v == 3.0),
+                "{op} {dtype} null"
+            );
         }
     }
 }
 
 #[test]
-fn tables_handle_tails_and_unaligned_starts() {
+fn tables_handle_every_tail_length() {
     simpleop_ops::link();
     for dtype in [DType::F16, DType::BF16] {
         let x = patterns(dtype, 2);
         let all = bits(&x);
         let want = computed("tanh", &x);
-        // lengths past the threshold with every remainder mod 32, starting
-        // at odd offsets (one element = 2 bytes past a vector boundary)
+        // lengths past the threshold with several remainders mod 32, split
+        // over threads (odd addresses: the unit test in `kernel::table`)
         for (start, len) in [(1, TABLE_MIN_LEN), (3, TABLE_MIN_LEN + 31), (17, 70_001)] {
             let piece = match dtype {
                 DType::F16 => NDArray::from_vec(
@@ -190,6 +196,42 @@ mod counted_scale {
     }
 }
 
+/// The same e^x, declared `impure`: never tabulated.
+#[simple_op(name = "_test_counted_impure", impure)]
+mod counted_impure {
+    use super::{CALLS, Ordering};
+    use simpleop::prelude::*;
+    pub fn forward<T: Float>(x: T) -> T {
+        CALLS.fetch_add(1, Ordering::Relaxed);
+        x.exp()
+    }
+}
+
+/// Breaks the contract: panics on NaN, which the table build passes it.
+#[simple_op(name = "_test_panics_on_nan")]
+mod panics_on_nan {
+    use simpleop::prelude::*;
+    pub fn forward<T: Float>(x: T) -> T {
+        assert!(!x.is_nan(), "NaN input");
+        x.exp()
+    }
+}
+
+#[test]
+fn a_kernel_that_panics_in_the_build_computes_instead() {
+    simpleop_ops::link();
+    for dtype in [DType::F16, DType::BF16] {
+        let x = NDArray::random_uniform([100_000], -3.0, 3.0, dtype, 8).unwrap();
+        // twice: the first call's build panics (caught), the second must
+        // not try again
+        for _ in 0..2 {
+            let got = eager::invoke("_test_panics_on_nan", &[&x], &Attrs::new()).unwrap();
+            let want = eager::invoke("exp", &[&x], &Attrs::new()).unwrap();
+            assert_eq!(bits(&got), bits(&want), "{dtype}");
+        }
+    }
+}
+
 #[test]
 fn a_user_kernel_is_tabulated_once_per_half_type() {
     // The only test in this binary that reads CALLS.
@@ -215,9 +257,10 @@ fn a_user_kernel_is_tabulated_once_per_half_type() {
         }
         // a short call computes
         assert_eq!(count("_test_counted_exp", dtype, 1000, &none), 1000);
-        // a kernel with a scalar computes
+        // a kernel with a scalar computes, and so does an impure one
         let s = Attrs::from([("scalar", "0.5")]);
         assert_eq!(count("_test_counted_scale", dtype, n, &s), n, "{dtype}");
+        assert_eq!(count("_test_counted_impure", dtype, n, &none), n, "{dtype}");
     }
     // f32 and f64 compute
     for dtype in [DType::F32, DType::F64] {

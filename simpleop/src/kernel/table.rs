@@ -4,23 +4,32 @@
 //! its one input alone (no scalar, kwargs, random stream or state) is
 //! therefore a table of 65,536 results, which the executor builds once, by
 //! running the kernel over every bit pattern exactly as the compute path
-//! would (widen, the kernel in f32 on the best instruction set, round to
+//! would (widen, the kernel in f32 on the active instruction set, round to
 //! nearest even), and then reads with AVX-512 gathers: 0.14 ns per element
 //! in cache here, against 0.29 for computing f16 `tanh` in registers. The
-//! results are bit for bit those of the compute path, NaNs included,
-//! because they are its results.
+//! results are the compute path's bits, because they are its results (NaN
+//! payloads included for the built-in vector forms; a user `VectorForm`
+//! whose half-type loop differs from its f32 loop only in NaN bits may
+//! give another NaN).
 //!
-//! The attribute gives every such op one [`HalfTables`] (a `static`, 128 KB
-//! per half type once built, kept for the life of the process: the memory
-//! is bounded by the number of such ops a program uses). The executor reads
-//! it for writes (fresh, into an output, or in place) of at least
-//! [`TABLE_MIN_LEN`] elements, when the op costs at least
-//! [`TABLE_MIN_COST`] (cheaper ops convert and compute faster, and stream
-//! their stores past the caches); accumulating
-//! (`AddTo`) and broadcast calls compute. A table built under another
-//! instruction set than the active one is not read. [`set_half_tables`]
-//! (or `SIMPLEOP_HALF_TABLES=0`) turns the route off, which is how the
-//! benchmark shows what it buys.
+//! This relies on the kernel contract: a forward kernel is a pure function
+//! of its arguments that does not panic on any input value, since the
+//! build evaluates it on every pattern, including ones the program never
+//! passes. An op whose kernel reads other state, or checks its domain by
+//! panicking, says `#[simple_op(impure)]` and is never tabulated; a build
+//! that panics anyway is caught, and the op computes from then on.
+//!
+//! The attribute gives every other one-input elementwise op one
+//! [`HalfTables`] (a `static`, 128 KB per half type once built, kept for
+//! the life of the process: the memory is bounded by the number of such
+//! ops a program uses). The executor reads it for writes (fresh, into an
+//! output, or in place) of at least [`TABLE_MIN_LEN`] elements whose input
+//! has the output's shape, when the op costs at least [`TABLE_MIN_COST`]
+//! (cheaper ops convert and compute faster, and stream their stores past
+//! the caches); accumulating (`AddTo`) and broadcast calls compute. A table
+//! built under another instruction set than the active one is not read.
+//! [`set_half_tables`] (or `SIMPLEOP_HALF_TABLES=0`) turns the route off,
+//! which is how the benchmark shows what it buys.
 //!
 //! On a 2-core Xeon with AVX-512 (16M elements, `simpleop bench`): f16
 //! `tanh` went from 0.83x to 0.51x the f32 time, and bf16 `tanh` from
@@ -36,22 +45,36 @@ use crate::Float;
 const PATTERNS: usize = 1 << 16;
 
 /// Calls over fewer elements compute instead: building a table costs
-/// 65,536 evaluations once (about 20 µs for `tanh`), which a call of this
-/// size repays on its own.
+/// 65,536 evaluations once (about 20 µs for `tanh`), twice what the first
+/// call of this size computes, and repaid by the calls after it.
 pub const TABLE_MIN_LEN: usize = 1 << 15;
 
-/// Ops cheaper than this per element ([`crate::OpDef::cost`]: about one
-/// per cheap arithmetic op, ten per transcendental) compute instead: they
-/// are bound by memory, and converting in registers is cheaper than a
-/// gather.
+/// Ops cheaper than this per element ([`crate::OpDef::cost`]: 1, plus 10
+/// per transcendental call in the kernel) compute instead: they are bound
+/// by memory, and converting in registers is cheaper than a gather. So in
+/// practice a kernel is tabulated when it calls a transcendental.
 pub const TABLE_MIN_COST: u32 = 4;
 
 /// An op's tables, one per half type, each built at its first use. The
 /// attribute declares one per eligible op; see the module documentation.
-#[derive(Debug)]
 pub struct HalfTables {
-    f16: OnceLock<HalfTable>,
-    bf16: OnceLock<HalfTable>,
+    /// `None` once a build has panicked: the op computes from then on.
+    f16: OnceLock<Option<HalfTable>>,
+    bf16: OnceLock<Option<HalfTable>>,
+}
+
+impl std::fmt::Debug for HalfTables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = |t: &OnceLock<Option<HalfTable>>| match t.get() {
+            None => "not built",
+            Some(None) => "disabled (the build panicked)",
+            Some(Some(_)) => "built",
+        };
+        f.debug_struct("HalfTables")
+            .field("f16", &state(&self.f16))
+            .field("bf16", &state(&self.bf16))
+            .finish()
+    }
 }
 
 impl HalfTables {
@@ -65,7 +88,7 @@ impl HalfTables {
     }
 
     /// The slot for storage type `S` (`None` unless f16 or bf16).
-    fn slot<S: TileIo>(&self) -> Option<&OnceLock<HalfTable>> {
+    fn slot<S: TileIo>(&self) -> Option<&OnceLock<Option<HalfTable>>> {
         match S::DTYPE {
             crate::DType::F16 => Some(&self.f16),
             crate::DType::BF16 => Some(&self.bf16),
@@ -79,9 +102,15 @@ impl HalfTables {
         &self,
         kernel: &K,
     ) -> Option<&HalfTable> {
-        let table = self
-            .slot::<S>()?
-            .get_or_init(|| HalfTable::build::<S, K, N>(kernel));
+        let table = self.slot::<S>()?.get_or_init(|| {
+            // A kernel that breaks the contract and panics on some pattern
+            // loses its table, not the call: it computes from then on.
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                HalfTable::build::<S, K, N>(kernel)
+            }))
+            .ok()
+        });
+        let table = table.as_ref()?;
         // Built under another instruction set (which a program may pick
         // with `simd::set_active`): the plain and fused forms of the vector
         // math differ in the last bit, so compute instead.
@@ -92,7 +121,6 @@ impl HalfTables {
 /// The results of a kernel at every bit pattern of a 16-bit type, plus one
 /// padding entry: a gather reads 32 bits at the entry's address, so the
 /// last entry's read ends inside the table.
-#[derive(Debug)]
 pub(crate) struct HalfTable {
     entries: Box<[u16]>,
     /// The instruction set the entries were computed with.
@@ -133,6 +161,7 @@ impl HalfTable {
 
     /// `out[i] = table[x[i]]` (same lengths).
     pub(crate) fn lookup(&self, x: &[u16], out: &mut [u16]) {
+        debug_assert_eq!(x.len(), out.len());
         let n = x.len().min(out.len());
         // SAFETY: both pointers cover `n` elements; `out` is a unique
         // borrow, so it does not overlap `x`.
@@ -153,11 +182,21 @@ impl HalfTable {
     unsafe fn lookup_raw(&self, src: *const u16, dst: *mut u16, n: usize) {
         #[cfg(target_arch = "x86_64")]
         if simd::active() == simd::Isa::Avx512 {
-            // SAFETY: the CPU has AVX-512 (`active`); the table has
+            // SAFETY: the CPU has AVX-512 F, BW and VL (what `active`'s
+            // `Isa::Avx512` stands for); the table has
             // `PATTERNS + 1` entries (`build`); the ranges are the caller's.
             unsafe { x86::lookup(self.entries.as_ptr(), src, dst, n) };
             return;
         }
+        // SAFETY: the caller's contract.
+        unsafe { self.lookup_scalar(src, dst, n) }
+    }
+
+    /// The plain loop of [`HalfTable::lookup_raw`].
+    ///
+    /// # Safety
+    /// As for [`HalfTable::lookup_raw`].
+    unsafe fn lookup_scalar(&self, src: *const u16, dst: *mut u16, n: usize) {
         let table: &[u16; PATTERNS + 1] = (&*self.entries).try_into().expect("built with padding");
         for i in 0..n {
             // SAFETY: `i < n`, the caller's bounds. Element `i` is read
@@ -175,9 +214,10 @@ mod x86 {
     /// are in flight; the tail under a mask.
     ///
     /// # Safety
-    /// The CPU has AVX-512 F and BW; `table` holds 65,537 entries; `src`
-    /// and `dst` cover `n` elements and are the same or disjoint.
-    #[target_feature(enable = "avx512f,avx512bw")]
+    /// The CPU has AVX-512 F, BW and VL (the 256-bit masked loads and
+    /// stores); `table` holds 65,537 entries; `src` and `dst` cover `n`
+    /// elements and are the same or disjoint.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
     pub(super) unsafe fn lookup(table: *const u16, src: *const u16, dst: *mut u16, n: usize) {
         // Entry `k` is read as the 32 bits at byte `2k`: its own 16 bits
         // in the low half, which the narrowing keeps.
@@ -229,4 +269,51 @@ pub fn half_tables_enabled() -> bool {
 /// either way; the benchmark uses this to show the speed it buys.
 pub fn set_half_tables(on: bool) {
     HALF_TABLES.set(on);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A table whose entry `k` is `k` scrambled, so every lane's index shows.
+    fn table() -> HalfTable {
+        let mut entries: Vec<u16> = (0..=u16::MAX).map(|k| k.rotate_left(5) ^ 0x5a5a).collect();
+        entries.push(0);
+        HalfTable {
+            entries: entries.into_boxed_slice(),
+            isa: simd::active(),
+        }
+    }
+
+    #[test]
+    fn both_loops_look_up_at_odd_addresses_with_tails_and_in_place() {
+        let t = table();
+        let want = |x: u16| x.rotate_left(5) ^ 0x5a5a;
+        // Every pattern, then sub-slices at odd element offsets (2 bytes
+        // past a vector boundary) with every length mod 32 class.
+        let xs: Vec<u16> = (0..=u16::MAX).chain(0..200).collect();
+        for (start, len) in [(0, xs.len()), (1, 1000), (3, 31), (5, 33), (7, 16), (9, 1)] {
+            let x = &xs[start..start + len];
+            let mut out = vec![0u16; len + 2];
+            t.lookup(x, &mut out[1..=len]);
+            assert!(
+                x.iter().zip(&out[1..=len]).all(|(&a, &b)| b == want(a)),
+                "{start}+{len}"
+            );
+            assert_eq!(
+                (out[0], out[len + 1]),
+                (0, 0),
+                "{start}+{len}: wrote outside"
+            );
+            let mut inplace = x.to_vec();
+            t.lookup_in_place(&mut inplace[..]);
+            assert!(x.iter().zip(&inplace).all(|(&a, &b)| b == want(a)));
+            // The plain loop on its own: the calls above take the AVX-512
+            // loop where the CPU has it, and valgrind only sees this one.
+            let mut plain = vec![0u16; len];
+            // SAFETY: both cover `len` elements and do not overlap.
+            unsafe { t.lookup_scalar(x.as_ptr(), plain.as_mut_ptr(), len) };
+            assert!(x.iter().zip(&plain).all(|(&a, &b)| b == want(a)));
+        }
+    }
 }
