@@ -747,8 +747,9 @@ pub fn map_forward<K: MapFn<N>, const N: usize>(
 /// it: a one-input kernel that has one, written (not accumulated) over at
 /// least [`table::TABLE_MIN_LEN`] elements, and costly enough to gain.
 /// (Reading relu's table past the caches measured 0.66x f32 for f16 and
-/// 0.76-0.88x for bf16 in `simpleop bench`, against 0.55 and 0.62 for
-/// converting and streaming the stores.)
+/// 0.76-0.88x for bf16 in one set of `simpleop bench` runs, against 0.55
+/// and 0.62 for converting and streaming the stores; those rows turned out
+/// noisy either way, so the cheap ops keep the known path.)
 fn table_for<S: TileIo, K: MapFn<N>, const N: usize>(
     op: &crate::OpDef,
     kernel: &K,
