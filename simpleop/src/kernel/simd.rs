@@ -170,30 +170,35 @@ pub trait TileJob: Sized {
 /// Runs `job` compiled for the active instruction set.
 #[inline]
 pub fn run<J: TileJob>(job: J) {
-    match active() {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `active` only returns an instruction set the CPU supports.
-        Isa::Avx512 => unsafe { run_avx512(job) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above.
-        Isa::Avx2 => unsafe { run_avx2(job) },
-        #[cfg(target_arch = "aarch64")]
-        Isa::Neon => job.run_fma(),
-        _ => job.run(),
-    }
+    // SAFETY: `active` only returns an instruction set the CPU supports.
+    unsafe { run_on(active(), job) }
 }
 
 /// Runs `job` compiled for `isa`, which was [`active`] when the caller
 /// read it (so that what it computed can be labelled with the set that
 /// computed it), or plainly if the CPU lacks `isa`.
 pub(crate) fn run_with<J: TileJob>(isa: Isa, job: J) {
+    if isa.is_supported() {
+        // SAFETY: checked just now.
+        unsafe { run_on(isa, job) }
+    } else {
+        job.run()
+    }
+}
+
+/// The dispatch behind [`run`] and [`run_with`].
+///
+/// # Safety
+/// The CPU supports `isa`.
+#[inline(always)]
+unsafe fn run_on<J: TileJob>(isa: Isa, job: J) {
     match isa {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: checked just now.
-        Isa::Avx512 if isa.is_supported() => unsafe { run_avx512(job) },
+        // SAFETY: the caller's contract.
+        Isa::Avx512 => unsafe { run_avx512(job) },
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: checked just now.
-        Isa::Avx2 if isa.is_supported() => unsafe { run_avx2(job) },
+        // SAFETY: as above.
+        Isa::Avx2 => unsafe { run_avx2(job) },
         #[cfg(target_arch = "aarch64")]
         Isa::Neon => job.run_fma(),
         _ => job.run(),
@@ -205,8 +210,8 @@ pub(crate) fn run_with<J: TileJob>(isa: Isa, job: J) {
     enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,bmi1,bmi2,lzcnt,popcnt"
 )]
 fn run_avx512<J: TileJob>(job: J) {
-    // SAFETY: `run` calls this only when `active()` is `Isa::Avx512`,
-    // which `set_active` and `choose` allow only where it is supported.
+    // SAFETY: `run_on` calls this only for `Isa::Avx512` on a CPU that
+    // supports it (its caller's contract).
     unsafe { job.run_avx512() }
 }
 
@@ -1127,20 +1132,6 @@ impl TileIo for half::bf16 {
 mod tests {
     use super::*;
 
-    /// Runs `job` compiled for `isa` (as [`run`] does for the active one);
-    /// the plain loop where this CPU lacks `isa`.
-    fn run_on<J: TileJob>(isa: Isa, job: J) {
-        match isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the CPU supports the set (checked in the guard).
-            Isa::Avx512 if isa.is_supported() => unsafe { run_avx512(job) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above.
-            Isa::Avx2 if isa.is_supported() => unsafe { run_avx2(job) },
-            _ => job.run(),
-        }
-    }
-
     /// `x0 * 2 - x1`, with a branch, as an op author would write it.
     #[derive(Clone, Copy)]
     struct TwiceMinus;
@@ -1176,7 +1167,7 @@ mod tests {
                     xs: [&a[..], &b[..]],
                     out: [&mut g0[..], &mut g1[..]],
                 };
-                run_on(isa, job);
+                run_with(isa, job);
                 for j in 0..n {
                     assert_eq!(g0[j], dy[j] * 2.0 + y[j], "n = {n}, element {j}");
                     assert_eq!(g1[j], -dy[j] * b[j], "n = {n}, element {j}");
@@ -1199,7 +1190,7 @@ mod tests {
                     ins: [&a[..], &b[..]],
                     out: &mut out,
                 };
-                run_on(isa, job);
+                run_with(isa, job);
                 for j in 0..n {
                     let want = (a[j] * 2.0 - b[j]).abs();
                     assert_eq!(out[j], want, "n = {n}, element {j}, {}", isa.name());
@@ -1340,7 +1331,7 @@ mod tests {
             .collect();
         for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
             let mut got = vec![half::bf16::ZERO; xs.len()];
-            run_on(
+            run_with(
                 isa,
                 F32ToBf16 {
                     src: &xs,
@@ -1358,7 +1349,7 @@ mod tests {
                 );
             }
             let mut back = vec![0.0f32; xs.len()];
-            run_on(
+            run_with(
                 isa,
                 Bf16ToF32 {
                     src: &got,
