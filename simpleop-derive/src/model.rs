@@ -91,19 +91,45 @@ impl OpModel {
     }
 
     /// An elementwise kernel whose result depends on its one input alone
-    /// (no scalar, kwargs, random stream or state, and not declared
-    /// `impure`): it can be tabulated over a 16-bit type.
+    /// (not declared `impure`, and see [`not_unary`]): it can be tabulated
+    /// over a 16-bit type.
     pub fn pure_unary(&self) -> bool {
         !self.impure
-            && self.form == Form::Elementwise
-            && self.arity() == 1
-            && matches!(self.params, Params::None)
-            && !self.rng
-            && !self
-                .forward
-                .roles
-                .iter()
-                .any(|r| matches!(r, Role::State(_)))
+            && not_unary(
+                self.form,
+                self.arity(),
+                &self.params,
+                self.rng,
+                &self.forward,
+            )
+            .is_none()
+    }
+}
+
+/// Why a kernel's result does not depend on its one input alone (the blob
+/// form, another arity, a scalar or kwargs, a random stream, or an input it
+/// updates in place), or `None` when it does. Vector forms and half-type
+/// tables both need that.
+fn not_unary(
+    form: Form,
+    arity: usize,
+    params: &Params,
+    rng: bool,
+    forward: &Kernel,
+) -> Option<String> {
+    let states = forward.roles.iter().any(|r| matches!(r, Role::State(_)));
+    if form == Form::Blob {
+        Some("the blob form".to_string())
+    } else if arity != 1 {
+        Some(format!("{arity} inputs"))
+    } else if !matches!(params, Params::None) {
+        Some("a scalar or kwargs".to_string())
+    } else if rng {
+        Some("a random stream".to_string())
+    } else if states {
+        Some("an input it updates in place".to_string())
+    } else {
+        None
     }
 }
 
@@ -372,21 +398,7 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
         );
     }
     if let Some(v) = &opts.vector {
-        let states = forward.roles.iter().any(|r| matches!(r, Role::State(_)));
-        let why = if form == Form::Blob {
-            Some("the blob form".to_string())
-        } else if arity != 1 {
-            Some(format!("{arity} inputs"))
-        } else if !matches!(params, Params::None) {
-            Some("a scalar or kwargs".to_string())
-        } else if opts.rng.is_some() {
-            Some("a random stream".to_string())
-        } else if states {
-            Some("an input it updates in place".to_string())
-        } else {
-            None
-        };
-        if let Some(why) = why {
+        if let Some(why) = not_unary(form, arity, &params, opts.rng.is_some(), &forward) {
             errors.push(syn::Error::new_spanned(
                 &v.value,
                 format!(
