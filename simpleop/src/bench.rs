@@ -182,7 +182,27 @@ impl Bench {
         let ms = time_ms(self.opts.reps, f)?;
         Ok(self.push(name, ms, baseline))
     }
+
+    /// [`Bench::time`] with an on/off switch of the kernels (`get`, `set`)
+    /// turned off, and restored afterwards whatever happens.
+    fn time_switched_off(
+        &mut self,
+        name: &str,
+        baseline: Option<&str>,
+        (get, set): Switch,
+        f: impl FnMut() -> Result<()>,
+    ) -> Result<f64> {
+        let before = get();
+        set(false);
+        let r = self.time(name, baseline, f);
+        set(before);
+        r
+    }
 }
+
+/// A kernel switch's getter and setter (`simd::prefetch_enabled` and
+/// `simd::set_prefetch`, ...).
+type Switch = (fn() -> bool, fn(bool));
 
 /// The unary rows: op name and its string attributes.
 const UNARY: [(&str, &[(&str, &str)]); 6] = [
@@ -250,13 +270,12 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
         })?;
         report(&b);
         if op == "relu" || op == "exp" || op == "tanh" {
-            let before = simd::prefetch_enabled();
-            simd::set_prefetch(false);
-            let r = b.time(&format!("{op}/f32/no-prefetch"), Some(&out_row), || {
-                eager::invoke_into_by_name(op, &[input], &attrs, &mut out, OpReqType::WriteTo)
-            });
-            simd::set_prefetch(before);
-            r?;
+            b.time_switched_off(
+                &format!("{op}/f32/no-prefetch"),
+                Some(&out_row),
+                (simd::prefetch_enabled, simd::set_prefetch),
+                || eager::invoke_into_by_name(op, &[input], &attrs, &mut out, OpReqType::WriteTo),
+            )?;
             report(&b);
         }
         if op == "relu" || op == "smooth_l1" {
@@ -302,28 +321,17 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
             let input = if op == "log" { &xpos } else { &xh };
             let base = format!("{op}/f32/out");
             let row = format!("{op}/{}/out", dtype.name());
-            b.time(&row, Some(&base), || {
-                eager::invoke_into_by_name(op, &[input], &attrs, &mut oh, OpReqType::WriteTo)
-            })?;
+            let mut call =
+                || eager::invoke_into_by_name(op, &[input], &attrs, &mut oh, OpReqType::WriteTo);
+            b.time(&row, Some(&base), &mut call)?;
             report(&b);
             if op == "tanh" {
-                let before = table::half_tables_enabled();
-                table::set_half_tables(false);
-                let r = b.time(
+                b.time_switched_off(
                     &format!("{op}/{}/computed", dtype.name()),
                     Some(&row),
-                    || {
-                        eager::invoke_into_by_name(
-                            op,
-                            &[input],
-                            &attrs,
-                            &mut oh,
-                            OpReqType::WriteTo,
-                        )
-                    },
-                );
-                table::set_half_tables(before);
-                r?;
+                    (table::half_tables_enabled, table::set_half_tables),
+                    &mut call,
+                )?;
                 report(&b);
             }
         }
@@ -357,13 +365,12 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
         report(&b);
         b.push("chain6/fused/bandwidth", fused_ms, Some("stream/triad"));
         report(&b);
-        let before = simd::stream_stores_enabled();
-        simd::set_stream_stores(false);
-        let r = b.time("chain6/fused/cached-stores", Some("chain6/fused"), || {
-            fused.forward(false)
-        });
-        simd::set_stream_stores(before);
-        r?;
+        b.time_switched_off(
+            "chain6/fused/cached-stores",
+            Some("chain6/fused"),
+            (simd::stream_stores_enabled, simd::set_stream_stores),
+            || fused.forward(false),
+        )?;
         report(&b);
         b.time("chain6/unfused", Some("chain6/fused"), || {
             unfused.forward(false)
