@@ -2,4 +2,59 @@
 //! standard ops, compile-fail UI tests of `#[simple_op]`, the CLI, and the
 //! MXNet conformance cases (`tests/conformance/*.jsonl`, checked with
 //! `simpleop::conformance`). Everything lives under `tests/`; this library
-//! is empty.
+//! only holds helpers that several test binaries share.
+
+/// f16/bf16 arrays as raw bit patterns, for the half-type table tests.
+pub mod half_bits {
+    use simpleop::kernel::table::TABLE_MIN_LEN;
+    use simpleop::{Attrs, DType, NDArray, bf16, eager, f16};
+
+    /// An f16 or bf16 array holding `bits`.
+    pub fn from_bits(dtype: DType, bits: &[u16]) -> NDArray {
+        match dtype {
+            DType::F16 => NDArray::from_vec(
+                bits.iter().map(|&b| f16::from_bits(b)).collect(),
+                [bits.len()],
+            ),
+            DType::BF16 => NDArray::from_vec(
+                bits.iter().map(|&b| bf16::from_bits(b)).collect(),
+                [bits.len()],
+            ),
+            other => panic!("{other} is not a 16-bit float type"),
+        }
+        .unwrap()
+    }
+
+    /// The bit patterns of an f16 or bf16 array.
+    pub fn bits(a: &NDArray) -> Vec<u16> {
+        match a.dtype() {
+            DType::F16 => a
+                .to_vec::<f16>()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect(),
+            DType::BF16 => a
+                .to_vec::<bf16>()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect(),
+            other => panic!("{other} is not a 16-bit float type"),
+        }
+    }
+
+    /// `op` over `x` computed: in calls shorter than `TABLE_MIN_LEN`,
+    /// which never read a table.
+    pub fn computed(op: &str, x: &NDArray) -> Vec<u16> {
+        let piece = 1000;
+        assert!(piece < TABLE_MIN_LEN);
+        let all = bits(x);
+        let mut out = Vec::with_capacity(all.len());
+        for chunk in all.chunks(piece) {
+            let part = from_bits(x.dtype(), chunk);
+            out.extend(bits(&eager::invoke(op, &[&part], &Attrs::new()).unwrap()));
+        }
+        out
+    }
+}

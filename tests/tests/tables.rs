@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use simpleop::kernel::table::TABLE_MIN_LEN;
 use simpleop::simple_op;
 use simpleop::{Attrs, DType, NDArray, OpReqType, bf16, eager, f16};
+use simpleop_tests::half_bits::{bits, computed, from_bits};
 
 /// Every bit pattern of a 16-bit type, `copies` times, the i-th copy
 /// rotated by `i * 7919` so that neighbours differ between copies.
@@ -16,12 +17,7 @@ fn patterns(dtype: DType, copies: usize) -> NDArray {
     let bits: Vec<u16> = (0..copies)
         .flat_map(|c| (0..=u16::MAX).map(move |b| b.wrapping_add((c * 7919) as u16)))
         .collect();
-    let n = bits.len();
-    match dtype {
-        DType::F16 => NDArray::from_vec(bits.into_iter().map(f16::from_bits).collect(), [n]),
-        _ => NDArray::from_vec(bits.into_iter().map(bf16::from_bits).collect(), [n]),
-    }
-    .unwrap()
+    from_bits(dtype, &bits)
 }
 
 fn to_f64(dtype: DType, b: u16) -> f64 {
@@ -29,47 +25,6 @@ fn to_f64(dtype: DType, b: u16) -> f64 {
         DType::F16 => f16::from_bits(b).to_f64(),
         _ => bf16::from_bits(b).to_f64(),
     }
-}
-
-fn bits(a: &NDArray) -> Vec<u16> {
-    match a.dtype() {
-        DType::F16 => a
-            .to_vec::<f16>()
-            .unwrap()
-            .iter()
-            .map(|v| v.to_bits())
-            .collect(),
-        _ => a
-            .to_vec::<bf16>()
-            .unwrap()
-            .iter()
-            .map(|v| v.to_bits())
-            .collect(),
-    }
-}
-
-/// `op` computed (calls shorter than `TABLE_MIN_LEN`, which never read a
-/// table), piece by piece.
-fn computed(op: &str, x: &NDArray) -> Vec<u16> {
-    let all = bits(x);
-    let piece = 1000;
-    assert!(piece < TABLE_MIN_LEN);
-    let mut out = Vec::with_capacity(all.len());
-    for chunk in all.chunks(piece) {
-        let part = match x.dtype() {
-            DType::F16 => NDArray::from_vec(
-                chunk.iter().map(|&b| f16::from_bits(b)).collect(),
-                [chunk.len()],
-            ),
-            _ => NDArray::from_vec(
-                chunk.iter().map(|&b| bf16::from_bits(b)).collect(),
-                [chunk.len()],
-            ),
-        }
-        .unwrap();
-        out.extend(bits(&eager::invoke(op, &[&part], &Attrs::new()).unwrap()));
-    }
-    out
 }
 
 /// Where two bit vectors differ: (count, first index).
@@ -143,23 +98,7 @@ fn tables_handle_every_tail_length() {
         // lengths past the threshold with several remainders mod 32, split
         // over threads (odd addresses: the unit test in `kernel::table`)
         for (start, len) in [(1, TABLE_MIN_LEN), (3, TABLE_MIN_LEN + 31), (17, 70_001)] {
-            let piece = match dtype {
-                DType::F16 => NDArray::from_vec(
-                    all[start..start + len]
-                        .iter()
-                        .map(|&b| f16::from_bits(b))
-                        .collect(),
-                    [len],
-                ),
-                _ => NDArray::from_vec(
-                    all[start..start + len]
-                        .iter()
-                        .map(|&b| bf16::from_bits(b))
-                        .collect(),
-                    [len],
-                ),
-            }
-            .unwrap();
+            let piece = from_bits(dtype, &all[start..start + len]);
             let got = bits(&eager::invoke("tanh", &[&piece], &Attrs::new()).unwrap());
             assert_eq!(
                 differ(&got, &want[start..start + len]),
