@@ -371,18 +371,36 @@ pub(crate) fn stream_fence() {
 /// hardware prefetcher does not follow across (rows of a page each).
 #[inline(always)]
 pub fn prefetch<T>(data: &[T]) {
+    prefetch_lines::<T, false>(data);
+}
+
+/// As [`prefetch`], into L2 only: for loops that compute long enough per
+/// line that lines asked into L1 would wait there (see `kernel::fused`).
+#[inline(always)]
+pub fn prefetch_l2<T>(data: &[T]) {
+    prefetch_lines::<T, true>(data);
+}
+
+#[inline(always)]
+fn prefetch_lines<T, const L2: bool>(data: &[T]) {
     if !prefetch_enabled() {
         return;
     }
     #[cfg(target_arch = "x86_64")]
     {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        use std::arch::x86_64::{_MM_HINT_T0, _MM_HINT_T1, _mm_prefetch};
         let bytes = std::mem::size_of_val(data);
         let base = data.as_ptr().cast::<i8>();
         for off in (0..bytes).step_by(64) {
             // SAFETY: `base + off` lies inside `data`; a prefetch never
             // faults and has no effect on program state.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(base.add(off)) };
+            unsafe {
+                if L2 {
+                    _mm_prefetch::<_MM_HINT_T1>(base.add(off));
+                } else {
+                    _mm_prefetch::<_MM_HINT_T0>(base.add(off));
+                }
+            }
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
