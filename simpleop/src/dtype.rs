@@ -368,6 +368,28 @@ macro_rules! half_unary {
     )*};
 }
 
+/// `v` rounded to f32 toward zero, with the last bit set when that lost
+/// anything ("round to odd"). Rounding the result to nearest once more, to
+/// a format at least two bits narrower (f16, bf16), gives `v` correctly
+/// rounded to that format; going through `v as f32` would round twice and
+/// turn some values just above a tie into the tie.
+fn f64_to_f32_odd(v: f64) -> f32 {
+    let r = v as f32;
+    if f64::from(r) == v || v.is_nan() {
+        return r;
+    }
+    // `r` is the nearest f32 (±inf past the largest); one step toward zero
+    // of its magnitude when it rounded away from zero. Never from zero:
+    // a zero `r` is no larger than `v`.
+    let bits = r.to_bits();
+    let toward_zero = if f64::from(r).abs() > v.abs() {
+        bits - 1
+    } else {
+        bits
+    };
+    f32::from_bits(toward_zero | 1)
+}
+
 macro_rules! impl_half_float {
     ($t:ident, $d:ident) => {
         impl Element for $t {
@@ -376,9 +398,13 @@ macro_rules! impl_half_float {
             fn to_f64(self) -> f64 {
                 $t::to_f64(self)
             }
+            /// Correctly rounded (nearest, ties to even). `half`'s own
+            /// `from_f64` decides ties on the upper 32 bits of the f64
+            /// alone, so it rounds some values down that lie above a tie,
+            /// exact f32 values among them.
             #[inline(always)]
             fn from_f64(v: f64) -> Self {
-                $t::from_f64(v)
+                $t::from_f32(f64_to_f32_odd(v))
             }
         }
         impl Float for $t {
@@ -511,6 +537,93 @@ mod tests {
             assert_eq!(DType::from_name(d.name()), Some(d));
         }
         assert_eq!(DType::from_name("float8"), None);
+    }
+
+    /// Every finite value of `T` (both signs), with the midpoint to the
+    /// next one up: the midpoint rounds to the one with an even last bit,
+    /// and anything above or below it (by one f64 ulp, or by an amount
+    /// only the lower half of the f64 holds) to the nearer neighbour.
+    fn rounds_from_f64_correctly<T: Element + Float>(
+        bits: impl Fn(T) -> u16,
+        from_bits: impl Fn(u16) -> T,
+    ) {
+        let to = |v: f64| bits(T::from_f64(v));
+        for p in 0..=u16::MAX {
+            let lo = from_bits(p).to_f64();
+            let next = from_bits(p.wrapping_add(1)).to_f64();
+            if !lo.is_finite() || !next.is_finite() || lo.to_bits() >> 63 != next.to_bits() >> 63 {
+                continue;
+            }
+            assert_eq!(to(lo), p, "{lo} itself");
+            if lo == 0.0 && next == 0.0 {
+                continue;
+            }
+            let mid = (lo + next) / 2.0; // exact: f64 has bits to spare
+            let even = if p % 2 == 0 { p } else { p + 1 };
+            assert_eq!(to(mid), even, "the tie {mid} between {lo} and {next}");
+            let (toward_next, toward_lo) = (
+                mid + (next - lo) * 2f64.powi(-40),
+                mid - (next - lo) * 2f64.powi(-40),
+            );
+            assert_eq!(
+                to(toward_next),
+                p + 1,
+                "{toward_next}, just past the tie toward {next}"
+            );
+            assert_eq!(
+                to(toward_lo),
+                p,
+                "{toward_lo}, just short of the tie, toward {lo}"
+            );
+            let up = f64::from_bits(mid.to_bits() + 1);
+            assert_eq!(
+                to(up),
+                if mid.abs() < up.abs() { p + 1 } else { p },
+                "one f64 ulp off the tie {mid}"
+            );
+        }
+        assert!(T::from_f64(f64::NAN).to_f64().is_nan());
+        assert_eq!(T::from_f64(f64::INFINITY).to_f64(), f64::INFINITY);
+        assert_eq!(T::from_f64(f64::MAX).to_f64(), f64::INFINITY);
+        assert_eq!(T::from_f64(-f64::MAX).to_f64(), f64::NEG_INFINITY);
+        assert_eq!(bits(T::from_f64(-0.0)), 0x8000);
+        assert_eq!(
+            bits(T::from_f64(f64::from_bits(1))),
+            0,
+            "the smallest f64 is far below half a step"
+        );
+    }
+
+    #[test]
+    fn half_types_round_from_f64_correctly() {
+        rounds_from_f64_correctly(f16::to_bits, f16::from_bits);
+        rounds_from_f64_correctly(bf16::to_bits, bf16::from_bits);
+        // An exact f32 just above a bf16 tie (1 + 2^-8 + 2^-23): `half`'s
+        // bf16::from_f64 took it for the tie and rounded down.
+        let x = f32::from_bits(0x3f80_8001);
+        assert_eq!(
+            bf16::from_f64(f64::from(x)).to_bits(),
+            0x3f80,
+            "half's behaviour"
+        );
+        assert_eq!(<bf16 as Element>::from_f64(f64::from(x)).to_bits(), 0x3f81);
+        // Every 65,537th f32 pattern: f64 and f32 routes agree.
+        for b in (0..=u32::MAX).step_by(65_537) {
+            let x = f32::from_bits(b);
+            if x.is_nan() {
+                continue;
+            }
+            assert_eq!(
+                <bf16 as Element>::from_f64(f64::from(x)),
+                bf16::from_f32(x),
+                "{x:e}"
+            );
+            assert_eq!(
+                <f16 as Element>::from_f64(f64::from(x)),
+                f16::from_f32(x),
+                "{x:e}"
+            );
+        }
     }
 
     #[test]
