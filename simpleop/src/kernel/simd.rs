@@ -642,12 +642,10 @@ impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
         let n = self.out.len();
         let mut bufs = self.bufs;
         let mut staged = self.staged;
-        // A vector form converts in registers, skipping the tile buffers
-        // (not for staged stores, which go through a buffer anyway).
+        // A vector form converts in registers, skipping the tile buffers;
+        // with staged stores it writes the staging buffer.
         let simd_loop = match (mode, self.kernel.vector()) {
-            (Mode::Avx512, Some(v)) if N == 1 && staged.is_none() => {
-                v.avx512().and_then(S::avx512_loop)
-            }
+            (Mode::Avx512, Some(v)) if N == 1 => v.avx512().and_then(S::avx512_loop),
             _ => None,
         };
         let mut start = 0;
@@ -656,14 +654,18 @@ impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
             let ahead = (start + len)..(start + 2 * len).min(n);
             if let Some(simd_loop) = simd_loop {
                 prefetch(&self.ins[0][ahead]);
-                // SAFETY: `Avx512` only on such a CPU (the caller's
-                // contract); both slices are `len` long.
-                unsafe {
-                    simd_loop(
-                        &self.ins[0][start..start + len],
-                        &mut self.out[start..start + len],
-                    )
-                };
+                let x = &self.ins[0][start..start + len];
+                let out = &mut self.out[start..start + len];
+                match staged.as_deref_mut() {
+                    Some(buf) => {
+                        // SAFETY: `Avx512` only on such a CPU (the
+                        // caller's contract); both slices are `len` long.
+                        unsafe { simd_loop(x, &mut buf[..len]) };
+                        stream_copy(out, &buf[..len]);
+                    }
+                    // SAFETY: as above.
+                    None => unsafe { simd_loop(x, out) },
+                }
                 start += len;
                 continue;
             }

@@ -187,6 +187,14 @@ mod x86 {
         }
     }
 
+    /// `max(x, 0)`: `vmaxps` returns its second operand (+0) when either
+    /// is NaN and when both are zeros.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn relu(x: __m512) -> __m512 {
+        _mm512_max_ps(x, _mm512_setzero_ps())
+    }
+
     /// `out[j] = f(x[j])`, sixteen lanes at a time; the tail runs masked
     /// (lanes past the end are computed on zeros and not stored).
     ///
@@ -227,22 +235,25 @@ mod x86 {
     }
 }
 
-/// Defines a built-in form from a `vmath::avx512` function.
+/// Defines a built-in form from a 16-lane function (`vmath::avx512`'s).
 macro_rules! builtin {
     ($(#[$doc:meta])* $name:ident, $f:ident) => {
+        builtin!($(#[$doc])* $name, $f, crate::vmath::avx512::$f);
+    };
+    ($(#[$doc:meta])* $name:ident, $f:ident, $path:path) => {
         $(#[$doc])*
         #[cfg(target_arch = "x86_64")]
         // SAFETY: each loop is compiled for, and so requires, AVX-512F/BW/
-        // DQ/VL (BF16 behind a runtime check), and checks the lengths; `vmath::avx512::$f` matches
-        // `vmath::fma::$f` bit for bit and the conversions match `half`'s
-        // (both tested).
+        // DQ/VL (BF16 behind a runtime check), and checks the lengths; the
+        // lane function matches the op's scalar FMA form bit for bit and
+        // the conversions match `half`'s (both tested).
         pub const $name: VectorForm = unsafe {
             VectorForm::with_avx512(stringify!($f), Avx512Loops {
                 f32: {
                     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
                     fn simd_loop(x: &[f32], out: &mut [f32]) {
                         // SAFETY: compiled for what `map` needs.
-                        unsafe { x86::map::<x86::F32>(|v| crate::vmath::avx512::$f(v), x, out) }
+                        unsafe { x86::map::<x86::F32>(|v| $path(v), x, out) }
                     }
                     simd_loop
                 },
@@ -250,7 +261,7 @@ macro_rules! builtin {
                     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
                     fn simd_loop(x: &[f16], out: &mut [f16]) {
                         // SAFETY: as above.
-                        unsafe { x86::map::<x86::F16>(|v| crate::vmath::avx512::$f(v), x, out) }
+                        unsafe { x86::map::<x86::F16>(|v| $path(v), x, out) }
                     }
                     simd_loop
                 }),
@@ -258,7 +269,7 @@ macro_rules! builtin {
                     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")]
                     fn native(x: &[bf16], out: &mut [bf16]) {
                         // SAFETY: as above, BF16 included.
-                        unsafe { x86::map::<x86::Bf16Native>(|v| crate::vmath::avx512::$f(v), x, out) }
+                        unsafe { x86::map::<x86::Bf16Native>(|v| $path(v), x, out) }
                     }
                     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
                     fn simd_loop(x: &[bf16], out: &mut [bf16]) {
@@ -268,7 +279,7 @@ macro_rules! builtin {
                             unsafe { native(x, out) }
                         } else {
                             // SAFETY: compiled for what `map` needs.
-                            unsafe { x86::map::<x86::Bf16>(|v| crate::vmath::avx512::$f(v), x, out) }
+                            unsafe { x86::map::<x86::Bf16>(|v| $path(v), x, out) }
                         }
                     }
                     simd_loop
@@ -297,6 +308,13 @@ builtin!(
     /// ln x ([`crate::vmath::fma::ln`]).
     LN, ln
 );
+builtin!(
+    /// `max(x, 0)`, NaN and -0 giving +0 as `if x > 0 { x } else { 0 }`
+    /// does. The compiler vectorises that alone; the form is for the half
+    /// types, which it lets convert in registers, one pass over the tile
+    /// instead of four through f32 buffers.
+    RELU, relu, x86::relu
+);
 
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
@@ -305,11 +323,16 @@ mod tests {
     use crate::vmath;
 
     type Scalar = fn(f32) -> f32;
-    const FORMS: [(VectorForm, Scalar); 4] = [
+    /// relu's scalar kernel (`simpleop-ops`).
+    fn relu(x: f32) -> f32 {
+        if x > 0.0 { x } else { 0.0 }
+    }
+    const FORMS: [(VectorForm, Scalar); 5] = [
         (EXP, vmath::fma::exp),
         (TANH, vmath::fma::tanh),
         (SIGMOID, vmath::fma::sigmoid),
         (LN, vmath::fma::ln),
+        (RELU, relu),
     ];
 
     fn avx512() -> bool {
