@@ -127,7 +127,7 @@ fn large_outputs_honour_every_request() {
     assert!(null.to_vec::<f32>().unwrap().iter().all(|&v| v == 3.0));
 }
 
-/// exp, tanh, sigmoid and log name AVX-512 vector forms, which convert f16/bf16
+/// exp, tanh, sigmoid, log and relu name AVX-512 vector forms, which convert f16/bf16
 /// in registers: every request, on every float type, over an output split
 /// between threads with a tail, against the scalar FMA form per element.
 /// (Within the bound `every_isa_agrees_with_the_scalar_build` allows, as
@@ -137,11 +137,12 @@ fn vector_forms_honour_every_request_on_every_type() {
     simpleop_ops::link();
     let n = 4 * PARALLEL_WORK + 37;
     type Scalar = fn(f32) -> f32;
-    let ops: [(&str, Scalar); 4] = [
+    let ops: [(&str, Scalar); 5] = [
         ("exp", simpleop::vmath::fma::exp),
         ("tanh", simpleop::vmath::fma::tanh),
         ("sigmoid", simpleop::vmath::fma::sigmoid),
         ("log", simpleop::vmath::fma::ln),
+        ("relu", |x| if x > 0.0 { x } else { 0.0 }),
     ];
     for dtype in [DType::F32, DType::F16, DType::BF16] {
         let x = NDArray::random_uniform([n], -12.0, 12.0, dtype, 9).unwrap();
