@@ -546,6 +546,7 @@ mod tests {
     fn rounds_from_f64_correctly<T: Element + Float>(
         bits: impl Fn(T) -> u16,
         from_bits: impl Fn(u16) -> T,
+        max_bits: u16,
     ) {
         let to = |v: f64| bits(T::from_f64(v));
         for p in 0..=u16::MAX {
@@ -587,25 +588,39 @@ mod tests {
         assert_eq!(T::from_f64(f64::MAX).to_f64(), f64::INFINITY);
         assert_eq!(T::from_f64(-f64::MAX).to_f64(), f64::NEG_INFINITY);
         assert_eq!(bits(T::from_f64(-0.0)), 0x8000);
-        assert_eq!(
-            bits(T::from_f64(f64::from_bits(1))),
-            0,
-            "the smallest f64 is far below half a step"
-        );
+        for (tiny, zero) in [(f64::from_bits(1), 0), (-f64::from_bits(1), 0x8000)] {
+            assert_eq!(
+                bits(T::from_f64(tiny)),
+                zero,
+                "{tiny:e} is far below half a step"
+            );
+        }
+        // Past the largest value: its tie with the next power of two
+        // rounds to infinity (the even side), anything short of it to MAX.
+        let max = from_bits(max_bits).to_f64();
+        let step = max - from_bits(max_bits - 1).to_f64();
+        for sign in [1.0, -1.0] {
+            let tie = sign * (max + step / 2.0);
+            assert!(
+                T::from_f64(tie).to_f64().is_infinite(),
+                "{tie:e}, the tie past MAX"
+            );
+            let below = f64::from_bits(tie.to_bits() - 1);
+            assert_eq!(
+                T::from_f64(below).to_f64(),
+                sign * max,
+                "{below:e}, short of the tie past MAX"
+            );
+        }
     }
 
     #[test]
     fn half_types_round_from_f64_correctly() {
-        rounds_from_f64_correctly(f16::to_bits, f16::from_bits);
-        rounds_from_f64_correctly(bf16::to_bits, bf16::from_bits);
+        rounds_from_f64_correctly(f16::to_bits, f16::from_bits, 0x7bff);
+        rounds_from_f64_correctly(bf16::to_bits, bf16::from_bits, 0x7f7f);
         // An exact f32 just above a bf16 tie (1 + 2^-8 + 2^-23): `half`'s
         // bf16::from_f64 took it for the tie and rounded down.
         let x = f32::from_bits(0x3f80_8001);
-        assert_eq!(
-            bf16::from_f64(f64::from(x)).to_bits(),
-            0x3f80,
-            "half's behaviour"
-        );
         assert_eq!(<bf16 as Element>::from_f64(f64::from(x)).to_bits(), 0x3f81);
         // Every 65,537th f32 pattern: f64 and f32 routes agree.
         for b in (0..=u32::MAX).step_by(65_537) {
@@ -614,13 +629,13 @@ mod tests {
                 continue;
             }
             assert_eq!(
-                <bf16 as Element>::from_f64(f64::from(x)),
-                bf16::from_f32(x),
+                <bf16 as Element>::from_f64(f64::from(x)).to_bits(),
+                bf16::from_f32(x).to_bits(),
                 "{x:e}"
             );
             assert_eq!(
-                <f16 as Element>::from_f64(f64::from(x)),
-                f16::from_f32(x),
+                <f16 as Element>::from_f64(f64::from(x)).to_bits(),
+                f16::from_f32(x).to_bits(),
                 "{x:e}"
             );
         }

@@ -103,12 +103,14 @@ impl Compute for f64 {
 /// The most inputs a fused op may have (the kernels' own limit).
 const MAX_ARITY: usize = 8;
 
-/// Programs costing at least this per element (one transcendental and a
-/// cheap op) ask for the next tile's inputs into L2, not L1. Measured
-/// here in paired runs over 16M f32: `chain6` (cost 16, a tanh) took
-/// 1.53-1.56x one `elemwise_add` with L2 prefetches against 1.63-1.66x
-/// with L1 ones; the composed `smooth_l1` (six cheap ops, cost 6) went
-/// the other way, 1.25 against 1.17-1.22x its registered op.
+/// Programs costing at least this per element (an op that calls a
+/// transcendental, `sqrt` or `recip`: `OpDef::cost` counts 10 for each)
+/// ask for the next tile's inputs into L2, not L1. Measured here over
+/// 16M f32, the program and one `elemwise_add` alternating in a process:
+/// `chain6` (cost 16, a tanh) took 1.45-1.52x the add with L2 prefetches
+/// against 1.50-1.57x with L1 ones (three pairs of processes); the
+/// composed `smooth_l1` (six cheap ops, cost 6) went the other way, 1.25
+/// against 1.17-1.22x its registered op.
 const L2_PREFETCH_MIN_COST: usize = 11;
 
 fn bad(what: &str, msg: impl Into<String>) -> Error {

@@ -311,8 +311,9 @@ builtin!(
 builtin!(
     /// `max(x, 0)`, NaN and -0 giving +0 as `if x > 0 { x } else { 0 }`
     /// does. The compiler vectorises that alone; the form is for the half
-    /// types, which it lets convert in registers, one pass over the tile
-    /// instead of four through f32 buffers.
+    /// types, which it lets convert in registers: one pass over a tile
+    /// instead of three through f32 buffers, or two instead of four when
+    /// the output is streamed through a staging tile.
     RELU, relu, x86::relu
 );
 
