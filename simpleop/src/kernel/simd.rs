@@ -374,8 +374,8 @@ pub fn prefetch<T>(data: &[T]) {
     prefetch_lines::<T, false>(data);
 }
 
-/// As [`prefetch`], into L2 only: for loops that compute long enough per
-/// line that lines asked into L1 would wait there (see `kernel::fused`).
+/// As [`prefetch`], into L2 only: what costly fused programs ask for,
+/// where it measured faster than L1 (see `kernel::fused`).
 #[inline(always)]
 pub fn prefetch_l2<T>(data: &[T]) {
     prefetch_lines::<T, true>(data);
