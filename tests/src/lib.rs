@@ -7,39 +7,28 @@
 /// f16/bf16 arrays as raw bit patterns, for the half-type table tests.
 pub mod half_bits {
     use simpleop::kernel::table::TABLE_MIN_LEN;
-    use simpleop::{Attrs, DType, NDArray, bf16, eager, f16};
+    use simpleop::{Attrs, DType, Element, NDArray, bf16, eager, f16};
 
     /// An f16 or bf16 array holding `bits`.
     pub fn from_bits(dtype: DType, bits: &[u16]) -> NDArray {
+        fn of<T: Element>(bits: &[u16], from: fn(u16) -> T) -> NDArray {
+            NDArray::from_vec(bits.iter().map(|&b| from(b)).collect(), [bits.len()]).unwrap()
+        }
         match dtype {
-            DType::F16 => NDArray::from_vec(
-                bits.iter().map(|&b| f16::from_bits(b)).collect(),
-                [bits.len()],
-            ),
-            DType::BF16 => NDArray::from_vec(
-                bits.iter().map(|&b| bf16::from_bits(b)).collect(),
-                [bits.len()],
-            ),
+            DType::F16 => of(bits, f16::from_bits),
+            DType::BF16 => of(bits, bf16::from_bits),
             other => panic!("{other} is not a 16-bit float type"),
         }
-        .unwrap()
     }
 
     /// The bit patterns of an f16 or bf16 array.
     pub fn bits(a: &NDArray) -> Vec<u16> {
+        fn of<T: Element>(a: &NDArray, to: fn(T) -> u16) -> Vec<u16> {
+            a.to_vec::<T>().unwrap().into_iter().map(to).collect()
+        }
         match a.dtype() {
-            DType::F16 => a
-                .to_vec::<f16>()
-                .unwrap()
-                .iter()
-                .map(|v| v.to_bits())
-                .collect(),
-            DType::BF16 => a
-                .to_vec::<bf16>()
-                .unwrap()
-                .iter()
-                .map(|v| v.to_bits())
-                .collect(),
+            DType::F16 => of(a, f16::to_bits),
+            DType::BF16 => of(a, bf16::to_bits),
             other => panic!("{other} is not a 16-bit float type"),
         }
     }
