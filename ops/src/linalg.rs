@@ -29,9 +29,11 @@ pub struct DotParams {
     pub transpose_b: bool,
 }
 
-/// Below this many multiply-adds (`M·N·K`) a product runs on the calling
-/// thread; above it `gemm` splits the work over the rayon pool.
-const PARALLEL_MIN_FLOPS: usize = 64 * 64 * 64;
+/// A product of `M·N·K` multiply-adds is split over the rayon pool by
+/// `gemm` from this many times [`simpleop::kernel::parallel_work`] (the
+/// machine's measured grain, in cheap elementwise ops; 64³ with the least
+/// grain) and runs on the calling thread below.
+const PARALLEL_FLOPS_PER_WORK: usize = 2;
 
 /// Where the elements of one logical matrix sit in its storage: element
 /// `(i, j)` of matrix `b` is at `b·batch + i·rs + j·cs`.
@@ -328,7 +330,11 @@ fn gemm_typed<T: Float>(mm: &Mm, dst: &mut [T], lhs: &[T], rhs: &[T], req: OpReq
     }
     // Within one chunk of a split loop (a fused step's slab) the other
     // threads are busy with theirs: splitting again only adds overhead.
-    let parallelism = if mm.m * mm.n * mm.k >= PARALLEL_MIN_FLOPS && simpleop::kernel::may_split() {
+    let flops = mm.m.saturating_mul(mm.n).saturating_mul(mm.k);
+    let parallelism = if flops >= PARALLEL_FLOPS_PER_WORK * simpleop::kernel::PARALLEL_WORK
+        && simpleop::kernel::may_split()
+        && flops >= PARALLEL_FLOPS_PER_WORK * simpleop::kernel::parallel_work()
+    {
         gemm::Parallelism::Rayon(0) // 0: as many threads as the rayon pool has
     } else {
         gemm::Parallelism::None

@@ -12,7 +12,7 @@
 //!   output for f32/f64 writes.
 //! * on the rayon pool, one contiguous chunk per thread, once the
 //!   estimated work (elements × [`crate::OpDef::cost`]) pays for entering
-//!   the pool ([`PARALLEL_WORK`]).
+//!   the pool ([`parallel_work`], measured on the machine: [`grain`]).
 //! * with exact aliasing allowed: an input that is the same buffer as an
 //!   output is read tile by tile before that tile is written. Partial
 //!   overlap is an error.
@@ -31,6 +31,7 @@ use rayon::prelude::*;
 use smallvec::SmallVec;
 
 pub mod fused;
+pub mod grain;
 pub mod simd;
 pub mod table;
 pub mod vector;
@@ -47,11 +48,7 @@ pub use vector::VectorForm;
 
 /// Elements per tile: small enough that a few tiles stay in L1.
 pub const TILE: usize = 1024;
-/// Below this much work (elements × [`crate::OpDef::cost`], in units of
-/// one cheap elementwise op) a call runs on the calling thread: entering
-/// the rayon pool costs a few microseconds, about what 2^17 cheap
-/// elements take on one core.
-pub const PARALLEL_WORK: usize = 1 << 17;
+pub use grain::{PARALLEL_WORK, parallel_work, set_parallel_work};
 /// No thread gets less than this many elements.
 pub const MIN_CHUNK: usize = 4 * TILE;
 /// Work per element of drawing a random number.
@@ -507,10 +504,15 @@ pub fn par_chunks_mut<T: Send>(out: &mut [T], cost: usize, f: impl Fn(usize, &mu
 /// the pool would not pay for itself.
 fn chunk_count(units: usize, work: usize) -> usize {
     let threads = rayon::current_num_threads();
-    if threads < 2 || work < PARALLEL_WORK || units < 2 {
+    // Below the least grain there is nothing to measure.
+    if threads < 2 || units < 2 || work < PARALLEL_WORK {
         return 1;
     }
-    threads.min(work / (PARALLEL_WORK / 2)).min(units)
+    let grain = parallel_work();
+    if work < grain {
+        return 1;
+    }
+    threads.min(work / (grain / 2)).min(units)
 }
 
 /// Runs `f` over `0..n`, split into one contiguous chunk per thread when
@@ -1405,6 +1407,7 @@ mod tests {
 
     #[test]
     fn par_chunks_mut_hands_out_every_item_once_with_its_index() {
+        set_parallel_work(PARALLEL_WORK);
         for (n, cost) in [(300_000usize, 1usize), (5, 100_000), (3, 1), (0, 1)] {
             let mut out = vec![usize::MAX; n];
             let calls = std::sync::atomic::AtomicUsize::new(0);
@@ -1417,7 +1420,7 @@ mod tests {
             });
             assert!(out.iter().enumerate().all(|(i, &o)| i == o), "n {n}");
             let split = calls.into_inner() > 1;
-            let big = n * cost >= PARALLEL_WORK && n >= 2 && rayon::current_num_threads() > 1;
+            let big = n * cost >= parallel_work() && n >= 2 && rayon::current_num_threads() > 1;
             assert_eq!(split, big, "n {n} cost {cost}");
         }
     }

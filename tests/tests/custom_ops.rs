@@ -54,6 +54,7 @@ mod wrong_vector {
 #[test]
 fn a_user_op_can_name_a_vector_form() {
     simpleop_ops::link();
+    simpleop::kernel::set_parallel_work(simpleop::kernel::PARALLEL_WORK);
     for dtype in DType::FLOATS {
         // odd length, split over threads
         let x = NDArray::random_uniform([3 * 65_537], -20.0, 20.0, dtype, 3).unwrap();

@@ -492,6 +492,7 @@ fn gradient_chains_fuse_and_match_unfused() {
     for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
         check_same(&c, shapes, dtype);
     }
+    simpleop::kernel::set_parallel_work(simpleop::kernel::PARALLEL_WORK);
     // Large enough to split over threads.
     let big: &[(&str, &[usize])] = &[("x", &[300_000]), ("y", &[300_000])];
     check_same(&c, big, DType::F32);

@@ -5,8 +5,8 @@
 //! be split over threads honour every request type, in place included; and
 //! `Float`'s f32 vector math is what the ops use.
 
-use simpleop::kernel::PARALLEL_WORK;
 use simpleop::kernel::simd::{self, Isa};
+use simpleop::kernel::{PARALLEL_WORK, set_parallel_work};
 use simpleop::{Attrs, DType, NDArray, OpReqType, eager};
 
 fn run(op: &str, x: &NDArray, attrs: &Attrs) -> NDArray {
@@ -99,6 +99,7 @@ fn every_isa_agrees_with_the_scalar_build() {
 fn large_outputs_honour_every_request() {
     simpleop_ops::link();
     // Split over threads, and not a multiple of any vector or tile.
+    set_parallel_work(PARALLEL_WORK);
     let n = 16 * PARALLEL_WORK + 37;
     let x = NDArray::random_uniform([n], -3.0, 3.0, DType::F32, 5).unwrap();
     let xs = x.to_vec::<f32>().unwrap();
@@ -135,6 +136,7 @@ fn large_outputs_honour_every_request() {
 #[test]
 fn vector_forms_honour_every_request_on_every_type() {
     simpleop_ops::link();
+    set_parallel_work(PARALLEL_WORK);
     let n = 4 * PARALLEL_WORK + 37;
     type Scalar = fn(f32) -> f32;
     let ops: [(&str, Scalar); 5] = [
