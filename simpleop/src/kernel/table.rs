@@ -5,8 +5,8 @@
 //! therefore a table of 65,536 results, which the executor builds once, by
 //! running the kernel over every bit pattern exactly as the compute path
 //! would (widen, the kernel in f32 on the active instruction set, round to
-//! nearest even), and then reads with AVX-512 gathers: 0.14 ns per element
-//! in cache here, against 0.29 for computing f16 `tanh` in registers. The
+//! nearest even), and then reads with AVX-512 gathers when that is faster
+//! on the machine. The
 //! results are the compute path's bits, because they are its results (NaN
 //! payloads included for the built-in vector forms; a user `VectorForm`
 //! whose half-type loop differs from its f32 loop only in NaN bits may
@@ -31,18 +31,32 @@
 //! [`set_half_tables`] (or `SIMPLEOP_HALF_TABLES=0`) turns the route off,
 //! which is how the benchmark shows what it buys.
 //!
-//! On a 2-core Xeon with AVX-512 (16M elements, `simpleop bench`): f16
-//! `tanh` went from 0.83x to 0.51x the f32 time, and bf16 `tanh` from
-//! 0.98x to 0.51x.
+//! Whether it is faster depends on the CPU's gathers, so each op's first
+//! table, once built, is timed against converting and computing on the
+//! same patterns, and dropped if slower (see [`set_half_table_timing`]).
+//! On a 2-core Xeon with AVX-512 reading is faster: 0.14 ns per element in
+//! cache against 0.29 for computing f16 `tanh`, and at 16M elements f16
+//! `tanh` went from 0.83x to 0.51x the f32 time, bf16 `tanh` from 0.98x to
+//! 0.51x. On a 2-core EPYC (Zen 4) VM, whose gathers are slow, reading was
+//! 1.2–1.6x slower than computing, in cache and at 16M, for `tanh` and
+//! `exp` on both types, and the timing keeps those ops computing.
 
 use std::sync::OnceLock;
 
-use super::MapFn;
-use super::simd::{self, MapTile, Switch, TileIo};
+use std::time::{Duration, Instant};
+
+use super::simd::{self, ConvertMap, MapTile, Switch, TileIo};
+use super::{MapFn, TILE};
 use crate::Float;
+use crate::dtype::Element;
 
 /// Bit patterns of a 16-bit type.
 const PATTERNS: usize = 1 << 16;
+
+/// Elements each route is timed over when a table is built (a quarter of
+/// the patterns: in the L2 cache, as a call's tiles are). The timing runs
+/// the kernel `5 * TIMING_SAMPLE` more times.
+pub const TIMING_SAMPLE: usize = 1 << 14;
 
 /// Calls over fewer elements compute instead: building a table costs
 /// 65,536 evaluations once (about 20 µs for `tanh`), twice what the first
@@ -58,17 +72,17 @@ pub const TABLE_MIN_COST: u32 = 4;
 /// An op's tables, one per half type, each built at its first use. The
 /// attribute declares one per eligible op; see the module documentation.
 pub struct HalfTables {
-    /// `None` once a build has panicked: the op computes from then on.
-    f16: OnceLock<Option<HalfTable>>,
-    bf16: OnceLock<Option<HalfTable>>,
+    f16: OnceLock<Route>,
+    bf16: OnceLock<Route>,
 }
 
 impl std::fmt::Debug for HalfTables {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let state = |t: &OnceLock<Option<HalfTable>>| match t.get() {
+        let state = |t: &OnceLock<Route>| match t.get() {
             None => "not built",
-            Some(None) => "disabled (the build panicked)",
-            Some(Some(_)) => "built",
+            Some(Route::Panicked) => "disabled (the build panicked)",
+            Some(Route::Slower) => "disabled (slower than computing here)",
+            Some(Route::Table(_)) => "built",
         };
         f.debug_struct("HalfTables")
             .field("f16", &state(&self.f16))
@@ -88,7 +102,7 @@ impl HalfTables {
     }
 
     /// The slot for storage type `S` (`None` unless f16 or bf16).
-    fn slot<S: TileIo>(&self) -> Option<&OnceLock<Option<HalfTable>>> {
+    fn slot<S: TileIo>(&self) -> Option<&OnceLock<Route>> {
         match S::DTYPE {
             crate::DType::F16 => Some(&self.f16),
             crate::DType::BF16 => Some(&self.bf16),
@@ -97,25 +111,43 @@ impl HalfTables {
     }
 
     /// The table of `kernel` over storage type `S`, built now if this is
-    /// its first use; `None` for types that are not 16 bits wide.
+    /// its first use; `None` for types that are not 16 bits wide, and when
+    /// computing is faster on this machine.
     pub(crate) fn get<S: TileIo, K: MapFn<N>, const N: usize>(
         &self,
         kernel: &K,
     ) -> Option<&HalfTable> {
-        let table = self.slot::<S>()?.get_or_init(|| {
+        let route = self.slot::<S>()?.get_or_init(|| {
             // A kernel that breaks the contract and panics on some pattern
             // loses its table, not the call: it computes from then on.
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 HalfTable::build::<S, K, N>(kernel)
-            }))
-            .ok()
+            }));
+            match built {
+                Err(_) => Route::Panicked,
+                Ok(table) if !TIMING.get() || table.beats_computing::<S, K, N>(kernel) => {
+                    Route::Table(table)
+                }
+                Ok(_) => Route::Slower,
+            }
         });
-        let table = table.as_ref()?;
+        let Route::Table(table) = route else {
+            return None;
+        };
         // Built under another instruction set (which a program may pick
         // with `simd::set_active`): the plain and fused forms of the vector
         // math differ in the last bit, so compute instead.
         (table.isa == simd::active()).then_some(table)
     }
+}
+
+/// What an op does over one half type, decided at its first use.
+enum Route {
+    Table(HalfTable),
+    /// Timed against converting and computing, and slower.
+    Slower,
+    /// The build panicked.
+    Panicked,
 }
 
 /// The results of a kernel at every bit pattern of a 16-bit type, plus one
@@ -157,6 +189,56 @@ impl HalfTable {
             entries: entries.into_boxed_slice(),
             isa,
         }
+    }
+
+    /// Whether reading this table is faster than converting and computing
+    /// (the route a call takes without it) on this machine: both timed on
+    /// one thread over [`TIMING_SAMPLE`] scattered values, fastest of five
+    /// alternating runs each. Gathers are quick on some CPUs and slow on
+    /// others (see the module documentation), so this is measured, once
+    /// per op and type, never assumed.
+    fn beats_computing<S: TileIo, K: MapFn<N>, const N: usize>(&self, kernel: &K) -> bool {
+        // Normal values in -8..8 in scattered order, as data are: NaN and
+        // subnormal patterns take the conversions' slow paths, and sorted
+        // values would make the gathers read in order.
+        let wide: Vec<S::Compute> = (0..TIMING_SAMPLE)
+            .map(|i| {
+                let k = (i * 40_503) % TIMING_SAMPLE;
+                S::Compute::from_f64(16.0 * k as f64 / TIMING_SAMPLE as f64 - 8.0)
+            })
+            .collect();
+        let mut typed = vec![S::zero(); TIMING_SAMPLE];
+        S::store(&mut typed, &wide, false);
+        let typed = &typed[..];
+        let xs: &[u16] = bytemuck::cast_slice(typed);
+        let mut out = vec![0u16; TIMING_SAMPLE];
+        let mut bufs = vec![vec![S::Compute::zero(); TILE]; N + 1];
+        let (res, bufs) = bufs.split_last_mut().expect("N + 1 buffers");
+        let mut bufs = bufs.iter_mut();
+        let mut bufs: [&mut [S::Compute]; N] =
+            std::array::from_fn(|_| &mut bufs.next().expect("N buffers")[..]);
+        let mut compute = || {
+            simd::run(ConvertMap {
+                kernel,
+                ins: [typed; N],
+                out: bytemuck::cast_slice_mut(&mut out),
+                bufs: bufs.each_mut().map(|b| &mut **b),
+                res: &mut res[..],
+                staged: None,
+            })
+        };
+        let (mut table, mut computed) = (Duration::MAX, Duration::MAX);
+        for _ in 0..5 {
+            let t = Instant::now();
+            compute();
+            computed = computed.min(t.elapsed());
+            let mut looked_up = vec![0u16; TIMING_SAMPLE];
+            let t = Instant::now();
+            self.lookup(xs, &mut looked_up);
+            table = table.min(t.elapsed());
+            std::hint::black_box(&looked_up);
+        }
+        table < computed
     }
 
     /// `out[i] = table[x[i]]` (same lengths).
@@ -269,6 +351,23 @@ pub fn half_tables_enabled() -> bool {
 /// either way; the benchmark uses this to show the speed it buys.
 pub fn set_half_tables(on: bool) {
     HALF_TABLES.set(on);
+}
+
+static TIMING: Switch = Switch::new("SIMPLEOP_HALF_TABLE_TIMING");
+
+/// Whether a table, once built, is timed against computing and dropped
+/// when slower (on unless `SIMPLEOP_HALF_TABLE_TIMING=0` at the first use,
+/// or [`set_half_table_timing`]). Off, every built table is read: how tests
+/// reach the table loops on machines where computing wins. It only
+/// affects tables built later.
+pub fn half_table_timing_enabled() -> bool {
+    TIMING.get()
+}
+
+/// Turns the timing of new tables on or off; see
+/// [`half_table_timing_enabled`].
+pub fn set_half_table_timing(on: bool) {
+    TIMING.set(on);
 }
 
 #[cfg(test)]
