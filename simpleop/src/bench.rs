@@ -11,13 +11,15 @@
 //!   against `out=` (the pooled allocator's job).
 //! * `<op>/f16/out`, `<op>/bf16/out`: against the f32 row (half the bytes);
 //!   `tanh/<half>/computed`: lookup tables off ([`table::set_half_tables`]),
-//!   against the `out=` row: what reading a table instead of computing buys.
+//!   against the `out=` row: what reading a table instead of computing buys
+//!   (about 1 where the table lost its timing and is not read anyway).
 //! * `<op>/f32/scalar-isa`: the same kernel compiled without SIMD
 //!   (`simd::Isa::Scalar`), against the vectorised row: what vectorising
 //!   the author's scalar code buys (`smooth_l1` has a branch).
 //! * `<op>/f32/no-prefetch` (relu, exp, tanh): software prefetching of
 //!   the next block off ([`simd::set_prefetch`]), against the `out=` row:
-//!   what asking for memory ahead buys.
+//!   what asking for memory ahead buys (about 1 on AMD CPUs, where
+//!   single-op loops do not prefetch: [`simd::op_loop_prefetch_enabled`]).
 //! * `chain6/eager`: six elementwise ops one after another, against one
 //!   `elemwise_add`.
 //! * `chain6/fused`: the same chain as a graph with fusion on (one pass:

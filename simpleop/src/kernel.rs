@@ -525,9 +525,14 @@ pub(crate) fn for_each_chunk(
     align: usize,
     f: impl Fn(Range<usize>) + Sync,
 ) {
-    // Pieces of at least `MIN_CHUNK` elements.
-    let chunks = chunk_count(n / MIN_CHUNK, n.saturating_mul(cost.max(1)));
-    if !parallel || chunks < 2 {
+    // Pieces of at least `MIN_CHUNK` elements; no grain is measured for
+    // a loop that may not split anyway.
+    let chunks = if parallel {
+        chunk_count(n / MIN_CHUNK, n.saturating_mul(cost.max(1)))
+    } else {
+        1
+    };
+    if chunks < 2 {
         f(0..n);
         return;
     }

@@ -96,6 +96,7 @@ fn tables_handle_every_tail_length() {
     simpleop_ops::link();
     // Read every table built, even where computing is faster.
     simpleop::kernel::table::set_half_table_timing(false);
+    simpleop::kernel::set_parallel_work(simpleop::kernel::PARALLEL_WORK);
     for dtype in [DType::F16, DType::BF16] {
         let x = patterns(dtype, 2);
         let all = bits(&x);

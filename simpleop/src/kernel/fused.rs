@@ -116,7 +116,7 @@ const L2_PREFETCH_MIN_COST: usize = 11;
 /// Programs this cheap (two cheap ops, as `row_sq_dist`'s subtract and
 /// square) stream memory like one op, and prefetch as single-op loops do
 /// ([`crate::kernel::simd::op_loop_prefetch_enabled`]): on the EPYC VM
-/// `row_sq_dist/fused` took 7.7 ms with prefetches and 5.2 without, while
+/// `row_sq_dist/fused` took 7.5 ms with prefetches and 4.8–5.3 without, while
 /// costlier programs (`chain6`, composed `smooth_l1`) were 1.4-1.6x slower
 /// without.
 const ONE_OP_PREFETCH_MAX_COST: usize = 2;

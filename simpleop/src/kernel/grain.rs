@@ -37,7 +37,9 @@ static GRAIN: AtomicUsize = AtomicUsize::new(0);
 /// `SIMPLEOP_PARALLEL_WORK=<units>` at the first call, fixes it; otherwise
 /// the first call from outside the pool measures it (five pool entries
 /// after 300 µs pauses: about 2 ms, once), and calls from the pool's own
-/// threads use [`PARALLEL_WORK`] until that has happened.
+/// threads use [`PARALLEL_WORK`] until that has happened (a program that
+/// only calls from inside `ThreadPool::install` keeps that least grain
+/// unless it sets one).
 pub fn parallel_work() -> usize {
     match GRAIN.load(Ordering::Relaxed) {
         0 if rayon::current_thread_index().is_some() => {

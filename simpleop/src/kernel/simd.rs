@@ -298,8 +298,8 @@ static OP_LOOP_PREFETCH: AtomicU8 = AtomicU8::new(0);
 /// first use, or [`set_op_loop_prefetch`], decides; otherwise it depends
 /// on the CPU's maker. On a 2-core Xeon these loops ran 1.3–1.6x slower
 /// without it (16M `elemwise_add`); on a 2-core EPYC (Zen 4) VM they ran
-/// faster without it (`elemwise_add` 4.1–4.7 against 5.7–5.8 ms, `relu`
-/// 2.8 against 3.4–3.9, in alternating `simpleop bench` runs), so it is
+/// faster without it (`elemwise_add` 3.1–3.4 against 6.2–6.6 ms, `relu`
+/// 2.5–2.6 against 3.3–3.7, in alternating `simpleop bench` runs), so it is
 /// off on AMD CPUs and on elsewhere. Costlier fused programs prefetch on
 /// both: without it, `chain6/fused` took 12 ms instead of 7.6 on the EPYC.
 #[inline]
@@ -310,8 +310,12 @@ pub fn op_loop_prefetch_enabled() -> bool {
                 Ok(v) => v.trim() != "0",
                 Err(_) => !cpu_is_amd(),
             };
-            set_op_loop_prefetch(on);
-            on
+            // A value set meanwhile wins over the default.
+            let v = if on { 2 } else { 1 };
+            match OP_LOOP_PREFETCH.compare_exchange(0, v, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => on,
+                Err(set) => set == 2,
+            }
         }
         v => v == 2,
     }
@@ -327,7 +331,12 @@ pub fn set_op_loop_prefetch(on: bool) {
 fn cpu_is_amd() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        let r = std::arch::x86_64::__cpuid(0);
+        // `__cpuid` is a safe function on recent toolchains and an unsafe
+        // one before them (this crate's `rust-version` is older).
+        #[allow(unused_unsafe)]
+        // SAFETY: CPUID exists on every x86-64 CPU; leaf 0 only reads the
+        // vendor string and the highest leaf.
+        let r = unsafe { std::arch::x86_64::__cpuid(0) };
         let vendor: Vec<u8> = [r.ebx, r.edx, r.ecx]
             .iter()
             .flat_map(|w| w.to_le_bytes())
