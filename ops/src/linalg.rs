@@ -331,9 +331,8 @@ fn gemm_typed<T: Float>(mm: &Mm, dst: &mut [T], lhs: &[T], rhs: &[T], req: OpReq
     // Within one chunk of a split loop (a fused step's slab) the other
     // threads are busy with theirs: splitting again only adds overhead.
     let flops = mm.m.saturating_mul(mm.n).saturating_mul(mm.k);
-    let parallelism = if flops >= PARALLEL_FLOPS_PER_WORK * simpleop::kernel::PARALLEL_WORK
-        && simpleop::kernel::may_split()
-        && flops >= PARALLEL_FLOPS_PER_WORK * simpleop::kernel::parallel_work()
+    let parallelism = if simpleop::kernel::may_split()
+        && simpleop::kernel::worth_splitting(flops / PARALLEL_FLOPS_PER_WORK)
     {
         gemm::Parallelism::Rayon(0) // 0: as many threads as the rayon pool has
     } else {

@@ -48,7 +48,7 @@ pub use vector::VectorForm;
 
 /// Elements per tile: small enough that a few tiles stay in L1.
 pub const TILE: usize = 1024;
-pub use grain::{PARALLEL_WORK, parallel_work, set_parallel_work};
+pub use grain::{PARALLEL_WORK, parallel_work, set_parallel_work, worth_splitting};
 /// No thread gets less than this many elements.
 pub const MIN_CHUNK: usize = 4 * TILE;
 /// Work per element of drawing a random number.
@@ -504,15 +504,10 @@ pub fn par_chunks_mut<T: Send>(out: &mut [T], cost: usize, f: impl Fn(usize, &mu
 /// the pool would not pay for itself.
 fn chunk_count(units: usize, work: usize) -> usize {
     let threads = rayon::current_num_threads();
-    // Below the least grain there is nothing to measure.
-    if threads < 2 || units < 2 || work < PARALLEL_WORK {
+    if threads < 2 || units < 2 || !worth_splitting(work) {
         return 1;
     }
-    let grain = parallel_work();
-    if work < grain {
-        return 1;
-    }
-    threads.min(work / (grain / 2)).min(units)
+    threads.min(work / (parallel_work() / 2)).min(units)
 }
 
 /// Runs `f` over `0..n`, split into one contiguous chunk per thread when

@@ -62,6 +62,12 @@ pub fn parallel_work() -> usize {
     }
 }
 
+/// Whether `work` units are worth splitting: at least the least grain
+/// (below it nothing is measured) and at least [`parallel_work`].
+pub fn worth_splitting(work: usize) -> bool {
+    work >= PARALLEL_WORK && work >= parallel_work()
+}
+
 /// Fixes the grain (clamped to `PARALLEL_WORK..=PARALLEL_WORK_MAX`) for
 /// every later call, instead of measuring it: for benchmarks that compare
 /// machines, and for tests that must see loops split.

@@ -242,18 +242,26 @@ const BLOCK: usize = 256;
 /// without prefetching.
 const PREFETCH_MIN: usize = 64 * 1024;
 
-/// A switch that is on unless its environment variable is `0` at the
-/// first read, and that the program may flip later.
+/// A switch that is `default()` unless its environment variable is set
+/// at the first read (`0` is off, anything else on), and that the program
+/// may flip later.
 pub(super) struct Switch {
     var: &'static str,
+    default: fn() -> bool,
     /// 0 = not read yet, 1 = off, 2 = on.
     state: AtomicU8,
 }
 
 impl Switch {
+    /// On by default.
     pub(super) const fn new(var: &'static str) -> Switch {
+        Switch::with_default(var, || true)
+    }
+
+    pub(super) const fn with_default(var: &'static str, default: fn() -> bool) -> Switch {
         Switch {
             var,
+            default,
             state: AtomicU8::new(0),
         }
     }
@@ -262,9 +270,17 @@ impl Switch {
     pub(super) fn get(&self) -> bool {
         match self.state.load(Ordering::Relaxed) {
             0 => {
-                let on = std::env::var(self.var).map_or(true, |v| v.trim() != "0");
-                self.set(on);
-                on
+                let on =
+                    std::env::var(self.var).map_or_else(|_| (self.default)(), |v| v.trim() != "0");
+                // A value set meanwhile wins over the first read.
+                let v = if on { 2 } else { 1 };
+                match self
+                    .state
+                    .compare_exchange(0, v, Ordering::Relaxed, Ordering::Relaxed)
+                {
+                    Ok(_) => on,
+                    Err(set) => set == 2,
+                }
             }
             v => v == 2,
         }
@@ -290,7 +306,8 @@ pub fn set_prefetch(on: bool) {
     PREFETCH.set(on);
 }
 
-static OP_LOOP_PREFETCH: AtomicU8 = AtomicU8::new(0);
+static OP_LOOP_PREFETCH: Switch =
+    Switch::with_default("SIMPLEOP_OP_LOOP_PREFETCH", || !cpu_is_amd());
 
 /// Whether single-op loops (one kernel streaming over whole arrays, the
 /// elementwise drivers) prefetch their next block, given that
@@ -304,27 +321,13 @@ static OP_LOOP_PREFETCH: AtomicU8 = AtomicU8::new(0);
 /// both: without it, `chain6/fused` took 12 ms instead of 7.6 on the EPYC.
 #[inline]
 pub fn op_loop_prefetch_enabled() -> bool {
-    match OP_LOOP_PREFETCH.load(Ordering::Relaxed) {
-        0 => {
-            let on = match std::env::var("SIMPLEOP_OP_LOOP_PREFETCH") {
-                Ok(v) => v.trim() != "0",
-                Err(_) => !cpu_is_amd(),
-            };
-            // A value set meanwhile wins over the default.
-            let v = if on { 2 } else { 1 };
-            match OP_LOOP_PREFETCH.compare_exchange(0, v, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => on,
-                Err(set) => set == 2,
-            }
-        }
-        v => v == 2,
-    }
+    OP_LOOP_PREFETCH.get()
 }
 
 /// Turns prefetching in single-op loops on or off for later calls; see
 /// [`op_loop_prefetch_enabled`].
 pub fn set_op_loop_prefetch(on: bool) {
-    OP_LOOP_PREFETCH.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+    OP_LOOP_PREFETCH.set(on);
 }
 
 /// Whether the CPU's vendor string (CPUID leaf 0) is AMD's.

@@ -46,7 +46,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use super::simd::{self, ConvertMap, MapTile, Switch, TileIo};
-use super::{MapFn, TILE};
+use super::{MapFn, TILE, with_buffers};
 use crate::Float;
 use crate::dtype::Element;
 
@@ -214,32 +214,29 @@ impl HalfTable {
         let typed = &typed[..];
         let xs: &[u16] = bytemuck::cast_slice(typed);
         let mut out = vec![0u16; TIMING_SAMPLE];
-        let mut bufs = vec![vec![S::Compute::zero(); TILE]; N + 1];
-        let (res, bufs) = bufs.split_last_mut().expect("N + 1 buffers");
-        let mut bufs = bufs.iter_mut();
-        let mut bufs: [&mut [S::Compute]; N] =
-            std::array::from_fn(|_| &mut bufs.next().expect("N buffers")[..]);
-        let mut compute = || {
-            simd::run(ConvertMap {
-                kernel,
-                ins: [typed; N],
-                out: bytemuck::cast_slice_mut(&mut out),
-                bufs: bufs.each_mut().map(|b| &mut **b),
-                res: &mut res[..],
-                staged: None,
-            })
-        };
-        let (mut table, mut computed) = (Duration::MAX, Duration::MAX);
         let mut looked_up = vec![0u16; TIMING_SAMPLE];
-        for _ in 0..5 {
-            let t = Instant::now();
-            compute();
-            computed = computed.min(t.elapsed());
-            let t = Instant::now();
-            self.lookup(xs, &mut looked_up);
-            table = table.min(t.elapsed());
-            std::hint::black_box(&looked_up);
-        }
+        let (mut table, mut computed) = (Duration::MAX, Duration::MAX);
+        // The tile buffers the drivers' compute route uses.
+        with_buffers::<S::Compute, _>(N + 1, TILE, |mut b| {
+            let mut bufs: [&mut [S::Compute]; N] = std::array::from_fn(|_| b.next());
+            let res = b.next();
+            for _ in 0..5 {
+                let t = Instant::now();
+                simd::run(ConvertMap {
+                    kernel,
+                    ins: [typed; N],
+                    out: bytemuck::cast_slice_mut(&mut out),
+                    bufs: bufs.each_mut().map(|b| &mut **b),
+                    res: &mut *res,
+                    staged: None,
+                });
+                computed = computed.min(t.elapsed());
+                let t = Instant::now();
+                self.lookup(xs, &mut looked_up);
+                table = table.min(t.elapsed());
+                std::hint::black_box(&looked_up);
+            }
+        });
         table < computed
     }
 
