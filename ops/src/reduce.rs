@@ -11,7 +11,8 @@
 //! whatever `exclude` says, and `exclude=True` reduces the axes *not* listed.
 
 use serde::{Deserialize, Serialize};
-use simpleop::kernel::simd::{self, TileJob};
+use simpleop::kernel::rows::{RowReducer, RowReduction};
+use simpleop::kernel::simd;
 use simpleop::{Element, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, simple_op};
 
 /// Keyword arguments of [`sum()`], [`mean()`], [`max()`], [`min()`] and
@@ -304,56 +305,47 @@ impl Reducer {
 }
 
 impl Reducer {
-    /// [`Reducer::reduce`] over a contiguous group, for the reducers that
-    /// sum: 32 running f64 sums (four 8-wide vectors on AVX-512, so that
-    /// the additions do not wait on each other), compiled for the best
-    /// instruction set like the elementwise loops. The order depends only
-    /// on the group, so every caller (fused or not, any instruction set)
-    /// gets the same bits.
-    fn reduce_run<T: Float>(self, xs: &[T]) -> Option<f64> {
-        const LANES: usize = 32;
-        struct Lanes<'a, T, F> {
-            xs: &'a [T],
-            f: F,
-            out: &'a mut f64,
-        }
-        impl<T: Float, F: Fn(f64) -> f64> TileJob for Lanes<'_, T, F> {
-            #[inline(always)]
-            fn run(self) {
-                let mut acc = [0.0f64; LANES];
-                let chunks = self.xs.chunks_exact(LANES);
-                let rest = chunks.remainder();
-                for c in chunks {
-                    for (a, x) in acc.iter_mut().zip(c) {
-                        *a += (self.f)(x.to_f64());
-                    }
-                }
-                // In lane order: a pairwise fold here makes LLVM lay the
-                // whole loop out in 2-wide vectors (half the speed).
-                let mut s: f64 = acc.iter().sum();
-                for x in rest {
-                    s += (self.f)(x.to_f64());
-                }
-                *self.out = s;
-            }
-        }
-        fn lanes<T: Float>(xs: &[T], f: impl Fn(f64) -> f64) -> f64 {
-            let mut out = 0.0;
-            simd::run(Lanes {
-                xs,
-                f,
-                out: &mut out,
-            });
-            out
-        }
+    /// The core's row reducer for the reducers that sum.
+    fn row(self) -> Option<RowReducer> {
         match self {
-            Reducer::Sum => Some(lanes(xs, |v| v)),
-            Reducer::Mean => Some(lanes(xs, |v| v) / xs.len() as f64),
-            Reducer::Norm(1) => Some(lanes(xs, f64::abs)),
-            Reducer::Norm(_) => Some(lanes(xs, |v| v * v).sqrt()),
+            Reducer::Sum => Some(RowReducer::Sum),
+            Reducer::Mean => Some(RowReducer::Mean),
+            Reducer::Norm(1) => Some(RowReducer::SumAbs),
+            Reducer::Norm(_) => Some(RowReducer::Norm2),
             _ => None,
         }
     }
+
+    /// [`Reducer::reduce`] over a contiguous group, for the reducers that
+    /// sum: [`RowReducer::reduce`], whose summation order a fused program
+    /// feeding the reduction tile by tile reproduces bit for bit.
+    fn reduce_run<T: Float>(self, xs: &[T]) -> Option<f64> {
+        self.row().map(|r| r.reduce(xs))
+    }
+}
+
+/// The row reduction `op` computes on `inputs[0]` with `p` (for `fn rows`):
+/// `Some` when its reducer sums and it reduces exactly the trailing axes.
+fn row_reduction<P: AxesArgs>(
+    op: &str,
+    default: Reducer,
+    inputs: &[Shape],
+    p: &P,
+) -> Result<Option<RowReduction>> {
+    let Some(reducer) = p.reducer(default).row() else {
+        return Ok(None);
+    };
+    let (axis, keepdims, exclude) = p.axes(op)?;
+    let shape = &inputs[0];
+    let (_, mask) = reduce_axes(op, shape, axis, keepdims, exclude)?;
+    let Some(first) = mask.iter().position(|&m| m) else {
+        return Ok(None);
+    };
+    if !mask[first..].iter().all(|&m| m) {
+        return Ok(None);
+    }
+    let len: usize = shape.dims()[first..].iter().product();
+    Ok((len > 0).then_some(RowReduction { reducer, len }))
 }
 
 /// `dst[o] (=|+=) reduce(src[outer[o] + inner[..]])` per `req`.
@@ -669,11 +661,17 @@ fn arg_backward(
 )]
 pub mod sum {
     use super::{ReduceAxesParams, Reducer};
+    use simpleop::kernel::rows::RowReduction;
     use simpleop::prelude::*;
 
     /// The reduced shape (MXNet rules, see [`ReduceAxesParams`]).
     pub fn shape(inputs: &[Shape], p: &ReduceAxesParams) -> Result<Shape> {
         super::reduce_shape("sum", inputs, p)
+    }
+
+    /// A row sum when the trailing axes are reduced.
+    pub fn rows(inputs: &[Shape], p: &ReduceAxesParams) -> Result<Option<RowReduction>> {
+        super::row_reduction("sum", Reducer::Sum, inputs, p)
     }
 
     /// `out = Σ data` over the reduced axes, honouring `req`.
@@ -707,11 +705,17 @@ pub mod sum {
 #[simple_op(blob, kwargs = ReduceAxesParams, pattern = "reduction")]
 pub mod mean {
     use super::{ReduceAxesParams, Reducer};
+    use simpleop::kernel::rows::RowReduction;
     use simpleop::prelude::*;
 
     /// The reduced shape (MXNet rules, see [`ReduceAxesParams`]).
     pub fn shape(inputs: &[Shape], p: &ReduceAxesParams) -> Result<Shape> {
         super::reduce_shape("mean", inputs, p)
+    }
+
+    /// A row mean when the trailing axes are reduced.
+    pub fn rows(inputs: &[Shape], p: &ReduceAxesParams) -> Result<Option<RowReduction>> {
+        super::row_reduction("mean", Reducer::Mean, inputs, p)
     }
 
     /// `out = Σ data / n` over the reduced axes, honouring `req`.
@@ -876,11 +880,17 @@ pub mod prod {
 #[simple_op(blob, kwargs = NormParams, pattern = "reduction")]
 pub mod norm {
     use super::{NormParams, Reducer};
+    use simpleop::kernel::rows::RowReduction;
     use simpleop::prelude::*;
 
     /// The reduced shape (MXNet rules, see [`NormParams`]).
     pub fn shape(inputs: &[Shape], p: &NormParams) -> Result<Shape> {
         super::reduce_shape("norm", inputs, p)
+    }
+
+    /// A row norm when the trailing axes are reduced.
+    pub fn rows(inputs: &[Shape], p: &NormParams) -> Result<Option<RowReduction>> {
+        super::row_reduction("norm", Reducer::Norm(2), inputs, p)
     }
 
     /// `out = ‖data‖` over the reduced axes, honouring `req`.

@@ -267,6 +267,20 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
         None if m.pattern == "broadcast" => quote!(::simpleop::op::broadcast_shape),
         None => quote!(::simpleop::op::same_shape),
     };
+    let rows = match &m.rows {
+        Some(k) => {
+            let a = aux_args(&k.roles, quote!(shapes));
+            generated.extend(quote! {
+                #[allow(clippy::needless_question_mark)] // user functions may return any error convertible into simpleop::Error
+                fn __rows(shapes: &[::simpleop::Shape], env: &::simpleop::EnvArguments) -> ::simpleop::Result<::core::option::Option<::simpleop::kernel::rows::RowReduction>> {
+                    let _ = env;
+                    Ok(rows(#(#a),*)?)
+                }
+            });
+            quote!(Some(__rows))
+        }
+        None => quote!(None),
+    };
     let infer_dtype = match &m.dtype {
         Some(k) => {
             let a = aux_args(&k.roles, quote!(dtypes));
@@ -419,6 +433,7 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
                 forward: __forward_cpu,
                 backward: #backward_fn,
                 tile: #tile,
+                rows: #rows,
                 location: concat!(file!(), ":", line!()),
             }
         }

@@ -76,6 +76,8 @@ pub struct OpModel {
     pub backward: Option<Backward>,
     pub shape: Option<Kernel>,
     pub dtype: Option<Kernel>,
+    /// `fn rows`: the row reduction a reduction op computes, if any.
+    pub rows: Option<Kernel>,
     /// Estimated work per element (see [`estimate_cost`]).
     pub cost: u32,
     /// The `VectorForm` the kernel names, if any.
@@ -518,6 +520,23 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
         None if opts.broadcast.is_some() => "broadcast".into(),
         None => "elementwise".into(),
     };
+    let rows = find_fn(module, "rows").map(|f| {
+        if form != Form::Blob || pattern != "reduction" {
+            err(
+                errors,
+                f.sig.ident.span(),
+                format!(
+                    "`fn rows` describes a reduction over trailing axes; it is for blob-form ops with `pattern = \"reduction\"`, but `{name}` is {}",
+                    if form == Form::Blob {
+                        format!("a blob-form op with pattern `{pattern}`")
+                    } else {
+                        "an elementwise op".to_string()
+                    }
+                ),
+            );
+        }
+        aux_fn(f, &params, Role::Shapes, "Shape", errors)
+    });
     Some(OpModel {
         ident,
         vis: module.vis.clone(),
@@ -536,6 +555,7 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
         backward,
         shape,
         dtype,
+        rows,
         cost: find_fn(module, "forward").map_or(1, estimate_cost),
         vector: opts.vector.as_ref().map(|v| v.value.clone()),
         impure: opts.impure.is_some(),

@@ -33,9 +33,12 @@
 //!   0.5 x², |x| - 0.5)` from six primitive ops, fused, against the
 //!   registered op.
 //! * `row_sq_dist/fused`: `sum((x - y)², axis = 1)` over 1,024-element rows
-//!   of the same number of f32 elements, fused (the reduction reads the
-//!   squares slab by slab from cache), against one `elemwise_add` (which
-//!   reads the same two inputs); `row_sq_dist/unfused` against it.
+//!   of the same number of f32 elements, fused (each tile's squares are
+//!   summed while in L1: [`fused::RowSink`]), against one `elemwise_add`
+//!   (which reads the same two inputs); `row_sq_dist/fused-slabs`: row
+//!   sinks off ([`fused::set_row_sinks`]), so the program writes slabs of
+//!   squares that the reduction then reads from cache, against
+//!   `row_sq_dist/fused`; `row_sq_dist/unfused` against `row_sq_dist/fused`.
 //! * `dot/1024/f32`: 1024² matrix product (baseline: none; see `peers.py`).
 //! * `dense/dot`: `dot(x, w)` of `(n/1024, 64) · (64, 1024)` into an
 //!   existing output; `dense/fused`: `relu(dot(x, w) + b)` as a graph with
@@ -52,6 +55,7 @@ use rayon::prelude::*;
 
 use std::collections::HashMap;
 
+use crate::kernel::fused;
 use crate::kernel::simd::{self, Isa, TileJob};
 use crate::kernel::table;
 use crate::symbol::{BindConfig, Symbol};
@@ -399,6 +403,13 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
         b.time("row_sq_dist/fused", Some("elemwise_add/f32/out"), || {
             fused.forward(false)
         })?;
+        report(&b);
+        b.time_switched_off(
+            "row_sq_dist/fused-slabs",
+            Some("row_sq_dist/fused"),
+            (fused::row_sinks_enabled, fused::set_row_sinks),
+            || fused.forward(false),
+        )?;
         report(&b);
         b.time("row_sq_dist/unfused", Some("row_sq_dist/fused"), || {
             unfused.forward(false)

@@ -32,6 +32,7 @@ use smallvec::SmallVec;
 
 pub mod fused;
 pub mod grain;
+pub mod rows;
 pub mod simd;
 pub mod table;
 pub mod vector;

@@ -43,6 +43,10 @@ pub struct KernelRegistration {
     /// chain (not for ops that update inputs in place or draw random
     /// numbers).
     pub tile: Option<crate::kernel::TileFns>,
+    /// For reductions over trailing axes that sum (a `fn rows` in the op's
+    /// module): what each output row reduces, so that a fused program can
+    /// feed the reduction tile by tile.
+    pub rows: Option<crate::kernel::rows::RowReductionFn>,
     /// Where the kernels were registered (`file:line`).
     pub location: &'static str,
 }

@@ -291,6 +291,53 @@ fn a_reduction_that_keeps_axis_0_runs_slab_by_slab_behind_its_inputs() {
 }
 
 #[test]
+fn a_summing_reduction_over_trailing_axes_eats_its_programs_tiles() {
+    simpleop_ops::link();
+    // Split between threads whenever there are two rows to split.
+    simpleop::kernel::set_parallel_work(simpleop::kernel::PARALLEL_WORK);
+    let x = Symbol::var("x");
+    let y = Symbol::var("y");
+    let d = op("elemwise_sub", "d", &[&x, &y]);
+    let q = op("square", "q", &[&d]);
+    let reductions = [
+        ("sum", Attrs::new().with("axis", 1)),
+        ("mean", Attrs::new().with("axis", -1).with("keepdims", true)),
+        ("norm", Attrs::new().with("axis", 1).with("ord", 1)),
+        ("norm", Attrs::new().with("axis", 1)),
+    ];
+    // Rows shorter than, equal to and longer than the 32 running sums and
+    // the 1,024-element tile, so that rows start and end anywhere in a
+    // tile and in a lane.
+    let sizes: [(usize, usize); 8] = [
+        (5000, 1),
+        (3000, 7),
+        (1000, 31),
+        (1000, 32),
+        (1000, 33),
+        (300, 1000),
+        (100, 1024),
+        (40, 5000),
+    ];
+    for (reduce, attrs) in &reductions {
+        let s = op_with(reduce, "s", &[&q], attrs.clone());
+        for (rows, cols) in sizes {
+            let shapes: &[(&str, &[usize])] = &[("x", &[rows, cols]), ("y", &[rows, cols])];
+            for dtype in [DType::F32, DType::F64] {
+                check_same(&s, shapes, dtype);
+            }
+        }
+    }
+    // The difference also a graph output (the program keeps an output
+    // besides the reduction's input), and two reduced inner axes.
+    let s = op_with("sum", "s", &[&q], Attrs::new().with("axis", "(1, 2)"));
+    let both = Symbol::group(&[d.clone(), s]);
+    let shapes: &[(&str, &[usize])] = &[("x", &[70, 30, 33]), ("y", &[70, 30, 33])];
+    for dtype in [DType::F32, DType::F64] {
+        check_same(&both, shapes, dtype);
+    }
+}
+
+#[test]
 fn elementwise_consumers_fuse_onto_dot_and_two_complex_ops_never_merge() {
     simpleop_ops::link();
     let a = Symbol::var("a");

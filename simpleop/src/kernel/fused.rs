@@ -17,12 +17,13 @@ use std::ops::Range;
 use super::{
     DisjointMut, Src, TILE, TileFns, alias_of, source_for, store, try_for_each_chunk, with_buffers,
 };
+use crate::kernel::rows::{RowAcc, RowReduction};
 use crate::kernel::simd::{
-    STREAM_MIN_BYTES, StreamFence, TileIo, prefetch, prefetch_l2, prefetch_op_loop, stream_copy,
-    stream_stores_enabled,
+    STREAM_MIN_BYTES, StreamFence, Switch, TileIo, prefetch, prefetch_l2, prefetch_op_loop,
+    stream_copy, stream_stores_enabled,
 };
 use crate::{
-    EnvArguments, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, dispatch_float,
+    DType, EnvArguments, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, dispatch_float,
 };
 
 /// One step of a [`TileProgram`].
@@ -204,6 +205,111 @@ pub(crate) fn run_program_within(
         return Ok(());
     };
     let (dtype, shape) = (first.dtype(), first.shape().clone());
+    run_over(
+        prog,
+        inputs,
+        outputs,
+        None,
+        (dtype, &shape),
+        parallel,
+        whole,
+    )
+}
+
+static ROW_SINKS: Switch = Switch::new("SIMPLEOP_ROW_SINKS");
+
+/// Whether the symbolic executor feeds reductions that declare a row
+/// form straight from their fused program's tiles ([`RowSink`]; on unless
+/// `SIMPLEOP_ROW_SINKS=0` at the first use, or [`set_row_sinks`]); off,
+/// they read slab buffers the program writes.
+pub fn row_sinks_enabled() -> bool {
+    ROW_SINKS.get()
+}
+
+/// Turns row sinks on or off for later runs, which is how the benchmark
+/// shows what they buy.
+pub fn set_row_sinks(on: bool) {
+    ROW_SINKS.set(on);
+}
+
+/// A row reduction fed by a program's slot, tile by tile, so that the
+/// reduction's input never reaches memory: `dst[r]` is the reduction of
+/// the slot's values at flat indices `r·len .. (r+1)·len` of the
+/// iteration space.
+pub struct RowSink<'a> {
+    /// The slot whose values are reduced.
+    pub slot: usize,
+    /// What is reduced, per row.
+    pub reduction: RowReduction,
+    /// The reduction's output: one element per row, of the program's dtype.
+    pub dst: TBlobMut<'a>,
+}
+
+/// [`run_program`] over an iteration space of `shape` whose values in
+/// `sink.slot` are reduced row by row into `sink.dst` (f32 and f64 only:
+/// a half-type value would be rounded to its storage type before the
+/// reduction read it). `outputs`, which may be empty, have that shape;
+/// threads split at row boundaries.
+pub fn run_program_reducing(
+    prog: &TileProgram<'_>,
+    inputs: &[TBlob<'_>],
+    outputs: &mut [TBlobMut<'_>],
+    sink: RowSink<'_>,
+    shape: &Shape,
+    parallel: bool,
+) -> Result<()> {
+    let dtype = sink.dst.dtype();
+    if !matches!(dtype, DType::F32 | DType::F64) {
+        return Err(bad("sink", format!("float32 or float64, got {dtype}")));
+    }
+    let len = sink.reduction.len;
+    if len == 0 || sink.dst.len().checked_mul(len) != Some(shape.size()) {
+        return Err(bad(
+            "sink",
+            format!(
+                "{} rows of {len} elements covering {shape}, got {}",
+                sink.dst.len(),
+                sink.dst.shape()
+            ),
+        ));
+    }
+    if sink.slot >= prog.slots {
+        return Err(bad("sink", "a slot index out of range"));
+    }
+    let dst_bytes = sink.dst.byte_range();
+    let overlapping = inputs.iter().map(|x| x.byte_range());
+    if overlapping
+        .chain(outputs.iter().map(|o| o.byte_range()))
+        .any(|r| crate::blob::overlaps(&r, &dst_bytes))
+    {
+        return Err(bad(
+            "sink",
+            "the reduction's output overlaps an input or output",
+        ));
+    }
+    run_over(
+        prog,
+        inputs,
+        outputs,
+        Some(sink),
+        (dtype, shape),
+        parallel,
+        &[],
+    )
+}
+
+/// The checks and dispatch behind [`run_program_within`] and
+/// [`run_program_reducing`], over an iteration space of `shape`.
+fn run_over(
+    prog: &TileProgram<'_>,
+    inputs: &[TBlob<'_>],
+    outputs: &mut [TBlobMut<'_>],
+    sink: Option<RowSink<'_>>,
+    (dtype, shape): (DType, &Shape),
+    parallel: bool,
+    whole: &[usize],
+) -> Result<()> {
+    let shape = shape.clone();
     if !dtype.is_float() {
         return Err(bad("outputs", format!("a float dtype, got {dtype}")));
     }
@@ -243,15 +349,41 @@ pub(crate) fn run_program_within(
         .enumerate()
         .map(|(k, o)| whole.get(k).copied().unwrap_or(0).max(o.shape().size()))
         .collect();
-    dispatch_float!(dtype, S => run_typed::<S>(prog, inputs, &aliases, outputs, &shape, parallel, &whole),
+    dispatch_float!(dtype, S => run_typed::<S>(prog, inputs, &aliases, (outputs, sink), &shape, parallel, &whole),
         _ => unreachable!("checked float above"))
+}
+
+/// A worker's part of a [`RowSink`]: its rows of the output and the row
+/// in progress.
+struct Rows<'a, S> {
+    slot: usize,
+    dst: &'a mut [S],
+    /// The row being fed (an index into `dst`).
+    next: usize,
+    acc: RowAcc,
+}
+
+impl<S: Float> Rows<'_, S> {
+    /// Feeds a tile's values of the sink slot, finishing the rows it ends.
+    fn feed(&mut self, mut values: &[S::Compute]) {
+        while !values.is_empty() {
+            let take = self.acc.remaining().min(values.len());
+            self.acc.feed(&values[..take]);
+            values = &values[take..];
+            if self.acc.remaining() == 0 {
+                self.dst[self.next] = S::from_f64(self.acc.finish());
+                self.next += 1;
+                self.acc = RowAcc::new(self.acc.reducer(), self.acc.row_len());
+            }
+        }
+    }
 }
 
 fn run_typed<S>(
     prog: &TileProgram<'_>,
     inputs: &[TBlob<'_>],
     aliases: &[Option<usize>],
-    outputs: &mut [TBlobMut<'_>],
+    (outputs, sink): (&mut [TBlobMut<'_>], Option<RowSink<'_>>),
     shape: &Shape,
     parallel: bool,
     whole: &[usize],
@@ -306,7 +438,28 @@ where
     let direct = direct_slots::<S>(prog, &uses, inputs.len(), &streamed);
     let deferred = deferred_slots(prog, &uses, inputs.len(), &streamed);
     let spares = deferred.iter().flatten().count();
-    try_for_each_chunk(shape.size(), prog.cost, parallel, TILE, |range| {
+    // Rows of the sink end inside one worker's range.
+    let (sink, mut sink_blob) = match sink {
+        Some(k) => (Some((k.slot, k.reduction)), Some(k.dst)),
+        None => (None, None),
+    };
+    let sink_dst = match sink_blob.as_mut() {
+        Some(d) => Some(DisjointMut::new(d.as_slice_mut::<S>()?)),
+        None => None,
+    };
+    let align = sink.map_or(TILE, |(_, r)| r.len);
+    try_for_each_chunk(shape.size(), prog.cost, parallel, align, |range| {
+        let rows = match (sink, &sink_dst) {
+            (Some((slot, reduction)), Some(dst)) => Some(Rows {
+                slot,
+                // SAFETY: workers get disjoint ranges that start and end
+                // on row boundaries (`align`), so their rows are disjoint.
+                dst: unsafe { dst.range(range.start / reduction.len..range.end / reduction.len) },
+                next: 0,
+                acc: RowAcc::new(reduction.reducer, reduction.len),
+            }),
+            _ => None,
+        };
         // Slots and the zero tile start on cache lines (see `Buffers`).
         with_buffers::<S::Compute, _>(prog.slots + 1 + spares, TILE, |mut b| {
             let mut slots: Vec<&mut [S::Compute]> = (0..prog.slots).map(|_| b.next()).collect();
@@ -318,6 +471,7 @@ where
                 direct: &direct,
                 streamed: &streamed,
                 deferred: &deferred,
+                rows,
             };
             run_range::<S>(prog, &srcs, outs, range, &mut slots, zero, spares)
         })
@@ -325,12 +479,14 @@ where
 }
 
 /// The outputs, the slots computed straight into one, the outputs written
-/// with streaming stores, and the slots whose streamed store is deferred.
+/// with streaming stores, the slots whose streamed store is deferred, and
+/// this worker's rows of a row sink.
 struct Dsts<'a, 'b, S> {
     dsts: &'a [DisjointMut<'b, S>],
     direct: &'a [Option<usize>],
     streamed: &'a [bool],
     deferred: &'a [Option<usize>],
+    rows: Option<Rows<'b, S>>,
 }
 
 /// A tile's streamed result on its way out during the next tile: `buf`
@@ -506,6 +662,7 @@ where
         direct,
         streamed,
         deferred,
+        mut rows,
     } = outs;
     // Streamed stores are ordered before this chunk reports back.
     let _fence = streamed.contains(&true).then_some(StreamFence);
@@ -555,6 +712,12 @@ where
             pending.iter_mut().for_each(|p| p.write(usize::MAX));
         }
         r?;
+        if let Some(rows) = rows.as_mut() {
+            rows.feed(match ext.get(rows.slot) {
+                Some(Some(e)) => e,
+                _ => &slots[rows.slot][..len],
+            });
+        }
         for mut p in pending.drain(..) {
             p.write(usize::MAX);
             spares.push(p.buf);
@@ -783,6 +946,111 @@ mod tests {
     }
     fn noop64(_: &EnvArguments, _: &[&[f64]], _: &mut [f64]) -> Result<()> {
         Ok(())
+    }
+
+    fn sub32(_: &EnvArguments, ins: &[&[f32]], out: &mut [f32]) -> Result<()> {
+        for ((o, a), b) in out.iter_mut().zip(ins[0]).zip(ins[1]) {
+            *o = a - b;
+        }
+        Ok(())
+    }
+    fn sub64(_: &EnvArguments, ins: &[&[f64]], out: &mut [f64]) -> Result<()> {
+        for ((o, a), b) in out.iter_mut().zip(ins[0]).zip(ins[1]) {
+            *o = a - b;
+        }
+        Ok(())
+    }
+
+    /// `sum((x - y)², rows of len)`, the program's slot 2 fed to the sink.
+    fn row_sq_dist(
+        x: &[f32],
+        y: &[f32],
+        len: usize,
+        dst: &mut [f32],
+        parallel: bool,
+    ) -> Result<()> {
+        let env = EnvArguments::none();
+        let fns = TileFns {
+            forward_f32: sub32,
+            forward_f64: sub64,
+            backward_f32: None,
+            backward_f64: None,
+        };
+        let prog = TileProgram {
+            slots: 3,
+            instrs: vec![TileInstr::Forward {
+                fns,
+                env: &env,
+                ins: vec![0, 1],
+                out: 2,
+            }],
+            cost: 1,
+        };
+        let shape = Shape::new([x.len()]);
+        let rows = dst.len();
+        let sink = RowSink {
+            slot: 2,
+            reduction: RowReduction {
+                reducer: crate::kernel::rows::RowReducer::Norm2,
+                len,
+            },
+            dst: TBlobMut::from_slice(dst, [rows])?,
+        };
+        let ins = [
+            TBlob::from_slice(x, shape.clone())?,
+            TBlob::from_slice(y, shape.clone())?,
+        ];
+        run_program_reducing(&prog, &ins, &mut [], sink, &shape, parallel)
+    }
+
+    #[test]
+    fn a_sink_reduces_every_row_as_the_reduction_alone_does() {
+        crate::kernel::set_parallel_work(crate::kernel::PARALLEL_WORK);
+        for len in [1, 7, 32, 33, 1000, 1500, 5000] {
+            let rows = (300_000 / len).max(3);
+            let n = rows * len;
+            let x: Vec<f32> = (0..n).map(|i| (i % 97) as f32 * 0.37 - 9.0).collect();
+            let y: Vec<f32> = (0..n).map(|i| (i % 89) as f32 * 0.21).collect();
+            for parallel in [false, true] {
+                let mut got = vec![f32::NAN; rows];
+                row_sq_dist(&x, &y, len, &mut got, parallel).unwrap();
+                for (r, g) in got.iter().enumerate() {
+                    let d: Vec<f32> = (r * len..(r + 1) * len).map(|i| x[i] - y[i]).collect();
+                    let want = crate::kernel::rows::RowReducer::Norm2.reduce(&d) as f32;
+                    assert_eq!(g.to_bits(), want.to_bits(), "len {len} row {r} {parallel}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_sink_that_does_not_fit_is_refused_before_any_write() {
+        let x = vec![1.0f32; 12];
+        let y = vec![0.0f32; 12];
+        // Rows that do not cover the space.
+        let mut dst = vec![7.0f32; 5];
+        assert!(row_sq_dist(&x, &y, 3, &mut dst, false).is_err());
+        assert_eq!(dst, [7.0; 5]);
+        // Half types round a value before a reduction reads it.
+        let prog = TileProgram {
+            slots: 1,
+            instrs: vec![],
+            cost: 1,
+        };
+        let xh = vec![half::f16::ONE; 4];
+        let mut dh = vec![half::f16::ZERO; 2];
+        let sink = RowSink {
+            slot: 0,
+            reduction: RowReduction {
+                reducer: crate::kernel::rows::RowReducer::Sum,
+                len: 2,
+            },
+            dst: TBlobMut::from_slice(&mut dh, [2]).unwrap(),
+        };
+        let ins = [TBlob::from_slice(&xh, [4]).unwrap()];
+        let err = run_program_reducing(&prog, &ins, &mut [], sink, &Shape::new([4]), false);
+        assert!(err.unwrap_err().to_string().contains("float32 or float64"));
+        assert_eq!(dh, [half::f16::ZERO; 2]);
     }
 
     #[test]

@@ -6,7 +6,10 @@ use super::fuse::{self, FusionGroup, Instr, slab};
 use super::graph::Graph;
 use super::infer;
 use super::plan::{self, Loc, Plan, PlanInput, Step, ValueId};
-use crate::kernel::fused::{TileInstr, TileProgram, run_program, run_program_within};
+use crate::kernel::fused::{
+    RowSink, TileInstr, TileProgram, run_program, run_program_reducing, run_program_within,
+};
+use crate::kernel::rows::RowReduction;
 use crate::pool::Buffer;
 use crate::{
     DType, Device, EnvArguments, Error, GradArgs, KernelRegistration, NDArray, OpCall, OpReqType,
@@ -614,6 +617,49 @@ impl Executor {
         })
     }
 
+    /// How the fused step `f`'s reduction `t` can eat the program's tiles:
+    /// its row reduction and the program output it reads, when the op
+    /// declares one for these arguments (`fn rows`), the values are f32 or
+    /// f64, and the program writes that output once, with `WriteTo`.
+    fn row_sink(
+        &self,
+        plan: &Plan,
+        f: &fuse::Fused,
+        t: &fuse::ReduceTail,
+    ) -> Result<Option<(RowReduction, usize)>> {
+        let Some(rows) = self.kernels[t.node].and_then(|k| k.rows) else {
+            return Ok(None);
+        };
+        if !crate::kernel::fused::row_sinks_enabled() {
+            return Ok(None);
+        }
+        let (input, out) = (&plan.values[t.scratch], &plan.values[t.out]);
+        if !matches!(input.dtype, DType::F32 | DType::F64) || input.dtype != out.dtype {
+            return Ok(None);
+        }
+        let Some(k) = f.outputs.iter().position(|&(v, _)| v == t.scratch) else {
+            return Ok(None);
+        };
+        let stores: Vec<OpReqType> = f
+            .instrs
+            .iter()
+            .filter_map(|i| match i {
+                Instr::Store { output, req, .. } if *output == k => Some(*req),
+                _ => None,
+            })
+            .collect();
+        if stores != [OpReqType::WriteTo] {
+            return Ok(None);
+        }
+        let reduction = rows(std::slice::from_ref(&input.shape), &self.envs[t.node])
+            .map_err(|e| self.graph.nodes[t.node].error(e))?;
+        Ok(reduction
+            .filter(|r| {
+                r.len > 0 && out.shape.size().checked_mul(r.len) == Some(input.shape.size())
+            })
+            .map(|r| (r, k)))
+    }
+
     /// Runs `plan.steps[range]`.
     fn run(
         &mut self,
@@ -707,6 +753,37 @@ impl Executor {
                         let mut outs: Vec<TBlobMut<'_>> =
                             f.outputs.iter().map(|&(v, _)| view_mut(v)).collect();
                         run_program(&prog, &ins, &mut outs, self.ctx.parallel).map_err(node_err)?;
+                        continue;
+                    }
+                    if let (Some(t), None) = (&f.reduce, &f.head)
+                        && let Some((reduction, k)) = self.row_sink(plan, f, t)?
+                    {
+                        // The reduction eats the program's tiles: its input
+                        // is never stored, not even to a slab buffer.
+                        let (prog, slot) = without_output(prog, k);
+                        let ins: Vec<TBlob<'_>> = f.inputs.iter().map(|&v| view(v)).collect();
+                        let mut outs: Vec<TBlobMut<'_>> = f
+                            .outputs
+                            .iter()
+                            .enumerate()
+                            .filter(|&(j, _)| j != k)
+                            .map(|(_, &(v, _))| view_mut(v))
+                            .collect();
+                        let sink = RowSink {
+                            slot,
+                            reduction,
+                            dst: view_mut(t.out),
+                        };
+                        let space = &plan.values[t.scratch].shape;
+                        run_program_reducing(
+                            &prog,
+                            &ins,
+                            &mut outs,
+                            sink,
+                            space,
+                            self.ctx.parallel,
+                        )
+                        .map_err(node_err)?;
                         continue;
                     }
                     // Base addresses (plain integers, so that the slab
@@ -891,6 +968,31 @@ fn placeholder_plan() -> Plan {
         backward_start: 0,
         stats: MemoryStats::default(),
     }
+}
+
+/// `prog` without its store into output `k` (the later outputs renumbered
+/// down), and the slot that store read.
+fn without_output(prog: TileProgram<'_>, k: usize) -> (TileProgram<'_>, usize) {
+    let mut slot = 0;
+    let instrs = prog
+        .instrs
+        .into_iter()
+        .filter_map(|i| match i {
+            TileInstr::Store {
+                slot: s, output, ..
+            } if output == k => {
+                slot = s;
+                None
+            }
+            TileInstr::Store { slot, output, req } => Some(TileInstr::Store {
+                slot,
+                output: if output > k { output - 1 } else { output },
+                req,
+            }),
+            other => Some(other),
+        })
+        .collect();
+    (TileProgram { instrs, ..prog }, slot)
 }
 
 /// A fused program with a [`fuse::SlabHead`] or a [`fuse::ReduceTail`],

@@ -1,0 +1,279 @@
+//! Reductions over contiguous rows that sum a function of each element
+//! (`sum`, `mean`, the 1- and 2-norms), in one summation order whether a
+//! row arrives whole (the reduction op) or piece by piece (a fused
+//! program's tiles feeding it, so that the reduction's input never reaches
+//! memory).
+//!
+//! The order: 32 running f64 sums, element `p` of a row going to sum
+//! `p % 32` for the row's whole 32-element chunks; then the 32 sums added
+//! in order; then the last `len % 32` elements one by one. It depends only
+//! on the row, so every caller (fused or not, any split into pieces, any
+//! instruction set) gets the same bits.
+
+use crate::kernel::simd::{self, TileJob};
+use crate::{Element, Float};
+
+/// Running sums per row: four 8-wide f64 vectors on AVX-512, so that the
+/// additions do not wait on each other.
+const LANES: usize = 32;
+
+/// What a row reduction sums, and how it finishes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowReducer {
+    /// `Σ x`.
+    Sum,
+    /// `Σ x / len`.
+    Mean,
+    /// `Σ |x|`.
+    SumAbs,
+    /// `sqrt(Σ x²)`.
+    Norm2,
+}
+
+/// A reduction op's promise, for given arguments and input shape: output
+/// element `r` is `reducer` over input elements `r·len .. (r+1)·len` (it
+/// reduces exactly the trailing axes, whose sizes multiply to `len`).
+/// Reduction ops declare it with a `fn rows` in their `#[simple_op]`
+/// module; the fused executor then feeds the reduction from a program's
+/// tiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowReduction {
+    /// What is summed.
+    pub reducer: RowReducer,
+    /// Elements per row (at least 1).
+    pub len: usize,
+}
+
+/// A registered op's entry behind [`RowReduction`]: `None` when these
+/// arguments and input shape reduce other than the trailing axes.
+pub type RowReductionFn =
+    fn(&[crate::Shape], &crate::EnvArguments) -> crate::Result<Option<RowReduction>>;
+
+impl RowReducer {
+    #[inline(always)]
+    fn map(self, v: f64) -> f64 {
+        match self {
+            RowReducer::Sum | RowReducer::Mean => v,
+            RowReducer::SumAbs => v.abs(),
+            RowReducer::Norm2 => v * v,
+        }
+    }
+
+    fn finish(self, sum: f64, len: usize) -> f64 {
+        match self {
+            RowReducer::Sum | RowReducer::SumAbs => sum,
+            RowReducer::Mean => sum / len as f64,
+            RowReducer::Norm2 => sum.sqrt(),
+        }
+    }
+
+    /// The reduction of one whole row.
+    pub fn reduce<T: Float>(self, row: &[T]) -> f64 {
+        let mut acc = RowAcc::new(self, row.len());
+        acc.feed(row);
+        acc.finish()
+    }
+}
+
+/// One row's reduction in progress, fed its elements in order in pieces
+/// of any size.
+#[derive(Clone, Debug)]
+pub struct RowAcc {
+    reducer: RowReducer,
+    len: usize,
+    /// Elements fed so far.
+    pos: usize,
+    lanes: [f64; LANES],
+    /// The lanes' total once the whole chunks are in.
+    tail: Option<f64>,
+}
+
+impl RowAcc {
+    /// An empty row of `len` elements.
+    pub fn new(reducer: RowReducer, len: usize) -> RowAcc {
+        RowAcc {
+            reducer,
+            len,
+            pos: 0,
+            lanes: [0.0; LANES],
+            tail: None,
+        }
+    }
+
+    /// What is summed.
+    pub fn reducer(&self) -> RowReducer {
+        self.reducer
+    }
+
+    /// Elements per row.
+    pub fn row_len(&self) -> usize {
+        self.len
+    }
+
+    /// Elements still to come.
+    pub fn remaining(&self) -> usize {
+        self.len - self.pos
+    }
+
+    /// Adds the row's next `xs.len()` elements (at most
+    /// [`RowAcc::remaining`]; more is a caller bug and panics).
+    pub fn feed<T: Float>(&mut self, xs: &[T]) {
+        assert!(
+            xs.len() <= self.remaining(),
+            "more elements than the row has"
+        );
+        let chunked = self.len - self.len % LANES;
+        let in_chunks = chunked.saturating_sub(self.pos).min(xs.len());
+        let (body, rest) = xs.split_at(in_chunks);
+        // Up to the next lane-0 element one by one, then whole chunks in
+        // vectors, then the chunked part's last lanes one by one.
+        let head = ((LANES - self.pos % LANES) % LANES).min(body.len());
+        let (first, body) = body.split_at(head);
+        let whole = body.len() - body.len() % LANES;
+        let (middle, last) = body.split_at(whole);
+        let r = self.reducer;
+        let lane0 = self.pos % LANES;
+        for (i, x) in first.iter().enumerate() {
+            self.lanes[lane0 + i] += r.map(x.to_f64());
+        }
+        if !middle.is_empty() {
+            let lanes = &mut self.lanes;
+            // One loop per function, not a match per element.
+            match r {
+                RowReducer::Sum | RowReducer::Mean => simd::run(Lanes::new(middle, lanes, |v| v)),
+                RowReducer::SumAbs => simd::run(Lanes::new(middle, lanes, f64::abs)),
+                RowReducer::Norm2 => simd::run(Lanes::new(middle, lanes, |v| v * v)),
+            }
+        }
+        for (i, x) in last.iter().enumerate() {
+            self.lanes[i] += r.map(x.to_f64());
+        }
+        self.pos += in_chunks;
+        if rest.is_empty() {
+            return;
+        }
+        // In lane order: a pairwise fold makes LLVM lay the vector loop out
+        // 2 wide (half the speed), and the order is part of the result.
+        let mut s = match self.tail {
+            Some(s) => s,
+            None => self.lanes.iter().sum(),
+        };
+        for x in rest {
+            s += r.map(x.to_f64());
+        }
+        self.tail = Some(s);
+        self.pos += rest.len();
+    }
+
+    /// The row's reduced value, in f64 (missing elements count as absent).
+    pub fn finish(&self) -> f64 {
+        let s = match self.tail {
+            Some(s) => s,
+            None => self.lanes.iter().sum(),
+        };
+        self.reducer.finish(s, self.len)
+    }
+
+    /// [`RowAcc::finish`] in `T`'s compute type.
+    pub fn finish_as<T: Float>(&self) -> T::Compute {
+        <T::Compute as Element>::from_f64(self.finish())
+    }
+}
+
+/// Whole 32-element chunks into the lanes, compiled for the best
+/// instruction set.
+struct Lanes<'a, T, F> {
+    xs: &'a [T],
+    lanes: &'a mut [f64; LANES],
+    f: F,
+}
+
+impl<'a, T, F> Lanes<'a, T, F> {
+    fn new(xs: &'a [T], lanes: &'a mut [f64; LANES], f: F) -> Self {
+        Lanes { xs, lanes, f }
+    }
+}
+
+impl<T: Float, F: Fn(f64) -> f64> TileJob for Lanes<'_, T, F> {
+    #[inline(always)]
+    fn run(self) {
+        // A local copy, kept in registers across the loop.
+        let mut acc = *self.lanes;
+        for c in self.xs.chunks_exact(LANES) {
+            for (a, x) in acc.iter_mut().zip(c) {
+                *a += (self.f)(x.to_f64());
+            }
+        }
+        *self.lanes = acc;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 7919 % 1000) as f32 - 500.0) * 0.013 + 1e-3 * i as f32)
+            .collect()
+    }
+
+    /// The reference order, written out plainly.
+    fn plain(r: RowReducer, xs: &[f32]) -> f64 {
+        let chunked = xs.len() - xs.len() % LANES;
+        let mut lanes = [0.0f64; LANES];
+        for (i, x) in xs[..chunked].iter().enumerate() {
+            lanes[i % LANES] += r.map(f64::from(*x));
+        }
+        let mut s: f64 = lanes.iter().sum();
+        for x in &xs[chunked..] {
+            s += r.map(f64::from(*x));
+        }
+        r.finish(s, xs.len())
+    }
+
+    #[test]
+    fn any_split_into_pieces_gives_the_whole_rows_bits() {
+        let reducers = [
+            RowReducer::Sum,
+            RowReducer::Mean,
+            RowReducer::SumAbs,
+            RowReducer::Norm2,
+        ];
+        for n in [1, 5, 31, 32, 33, 64, 95, 1000, 1024, 1057] {
+            let xs = row(n);
+            for r in reducers {
+                let whole = r.reduce(&xs);
+                assert_eq!(whole.to_bits(), plain(r, &xs).to_bits(), "{r:?} n={n}");
+                for piece in [1, 3, 17, 32, 40, 100, 1024] {
+                    let mut acc = RowAcc::new(r, n);
+                    for p in xs.chunks(piece) {
+                        acc.feed(p);
+                    }
+                    assert_eq!(acc.remaining(), 0);
+                    assert_eq!(
+                        acc.finish().to_bits(),
+                        whole.to_bits(),
+                        "{r:?} n={n} pieces of {piece}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn values_are_the_reductions() {
+        let xs = [3.0f64, -4.0];
+        assert_eq!(RowReducer::Sum.reduce(&xs), -1.0);
+        assert_eq!(RowReducer::Mean.reduce(&xs), -0.5);
+        assert_eq!(RowReducer::SumAbs.reduce(&xs), 7.0);
+        assert_eq!(RowReducer::Norm2.reduce(&xs), 5.0);
+        assert_eq!(RowReducer::Sum.reduce::<f32>(&[]), 0.0);
+    }
+
+    #[test]
+    #[should_panic(expected = "more elements than the row has")]
+    fn feeding_past_the_row_is_a_bug() {
+        RowAcc::new(RowReducer::Sum, 2).feed(&[1.0f32, 2.0, 3.0]);
+    }
+}
