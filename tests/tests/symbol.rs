@@ -314,6 +314,20 @@ fn readme_graph_tour() -> simpleop::Result<()> {
     for (g, e) in got_dw.iter().zip(&dw).chain(got_db.iter().zip(&db)) {
         assert!((g - e).abs() < 1e-4, "{g} vs {e}");
     }
+    // An argument updated in place through `arg_mut` is what the next
+    // step reads, and one replaced by a wrong shape is refused then.
+    let before = exe.outputs()[0].to_f64_vec()[0];
+    let w = exe.arg_mut("w").unwrap();
+    *w = NDArray::zeros([8, 4], DType::F32);
+    exe.forward(false)?;
+    assert_eq!(exe.outputs()[0].to_f64_vec(), [0.0], "was {before}");
+    *exe.arg_mut("w").unwrap() = NDArray::zeros([4, 8], DType::F32);
+    let err = exe.forward(false).unwrap_err().to_string();
+    assert!(
+        err.contains("`w`") || err.contains("w:") || err.contains("(8, 4)"),
+        "{err}"
+    );
+    assert!(exe.arg_mut("nope").is_none());
     let stats = exe.memory_stats();
     assert!(stats.planned_bytes < stats.unplanned_bytes, "{stats:?}");
     let json = loss.to_json();

@@ -343,6 +343,15 @@ impl Executor {
         self.arg_index(name).map(|k| &self.args[k])
     }
 
+    /// Mutable access to an argument's array, e.g. to update a parameter in
+    /// place with an optimizer op between steps. `set_arg` shares the
+    /// caller's array with the executor, so updating that copy in place
+    /// copies it first (copy-on-write); updating it here does not. Its
+    /// shape and dtype are checked again before use.
+    pub fn arg_mut(&mut self, name: &str) -> Option<&mut NDArray> {
+        self.arg_index(name).map(|k| &mut self.args[k])
+    }
+
     /// Replaces an argument's values with `value`'s; shape and dtype must
     /// match the bound ones.
     pub fn set_arg(&mut self, name: &str, value: &NDArray) -> Result<()> {
@@ -542,11 +551,22 @@ impl Executor {
     }
 
     /// Arguments and gradient buffers may have been replaced through
-    /// `set_arg`/`grad_mut`; check them before anything is written.
+    /// `arg_mut`/`grad_mut`; check them before anything is written.
     fn check_bound(&self) -> Result<()> {
         for (k, name) in self.arg_names.iter().enumerate() {
             let node = self.graph.args[k];
             let (shape, dtype) = (&self.shapes[node], self.dtypes[node]);
+            let a = &self.args[k];
+            if a.shape() != shape || a.dtype() != dtype {
+                return Err(Error::argument(
+                    name,
+                    format!(
+                        "is bound as {shape} {dtype}, got {} {}",
+                        a.shape(),
+                        a.dtype()
+                    ),
+                ));
+            }
             if let Some(g) = &self.grads[k]
                 && (g.shape() != shape || g.dtype() != dtype)
             {
