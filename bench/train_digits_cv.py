@@ -11,8 +11,9 @@ ways: with the weights averaged over the last --average-last of the
 epochs, and test-time augmentation over the views below. The test rows are
 never read.
 
-    python3 bench/train_digits_cv.py                  # the default recipe, seeds 1, 2
-    python3 bench/train_digits_cv.py --epochs 300     # the previous default
+    python3 bench/train_digits_cv.py                    # the default recipe (3x3 conv x 8), seeds 1, 2
+    python3 bench/train_digits_cv.py --conv-channels 0  # the MLP alone, the previous default
+    python3 bench/train_digits_cv.py --conv-channels 0 --epochs 300   # the one before
 """
 
 import argparse
@@ -102,7 +103,11 @@ def main():
                 scores[name].append(float((pr.argmax(1) == y[held]).mean()))
         print(f"fold {fold} done, {time.time() - start:.0f} s", file=sys.stderr, flush=True)
     print(f"5-fold CV over contiguous 300-row blocks of the training rows, seeds {seeds}, "
-          f"{args.epochs} epochs")
+          f"{args.epochs} epochs"
+          + (f", conv {args.conv_kernel}x{args.conv_kernel} stride {args.conv_stride} "
+             f"{args.conv_padding} x {args.conv_channels} channels"
+             f"{' + raw pixels' if args.conv_raw else ''}, hidden {args.hidden}"
+             if args.conv_channels else ""))
     for name, v in scores.items():
         print(f"{name:40s} mean {np.mean(v):.4f}  " + " ".join(f"{a:.3f}" for a in v))
 

@@ -2,7 +2,8 @@
 """The train_digits model in PyTorch, timed against simpleop in one run.
 
 Same data split (first 1,500 rows train, last 297 test, pixels / 16), same
-recipe: the model (64 -> hidden -> softplus -> dropout -> 10), the
+recipe: the model (a 3x3 convolution with --conv-channels channels, relu,
+then -> hidden -> softplus -> dropout -> 10; see ConvFront), the
 initialisation scheme (N(0, 1/fan_in) weights, zero biases), the batch (last
 partial batch dropped), the augmentation (each epoch, each training image is
 warped with probability --augment-prob by a random affine transform:
@@ -11,7 +12,7 @@ same formula as the Rust example, drawn from numpy's generator instead of
 splitmix64), the per-pixel standardisation ((x - mean) / (sd + 0.1) over the
 training rows), label smoothing, the optimizer (SGD with momentum 0.9,
 MXNet's and PyTorch's forms being equal at a given learning rate; or Adam)
-with the cosine learning-rate decay over the epochs, 2 threads, and the
+with the cosine learning-rate decay over the epochs, 2 threads (--threads), and the
 evaluation (the mean of the weights at the end of each of the last
 --average-last of the epochs; test-time augmentation: softmax probabilities
 averaged over the test image and its one-pixel shifts left, right, up and
@@ -24,6 +25,14 @@ and each side's best round is compared.
 
     python3 bench/train_digits_torch.py            # both, then the ratio
     python3 bench/train_digits_torch.py --torch-only
+    python3 bench/train_digits_torch.py --conv-channels 0   # the MLP alone
+
+--conv-channels C (8, the example's default; 0 is the MLP alone) puts a
+convolutional front-end before the MLP, as matrix products on a patch
+matrix (see ConvFront), as the example does: --conv-kernel k x k windows
+(3) at --conv-stride (1), --conv-padding valid|same (zero padding of the
+standardised image), relu, flattened, and --conv-raw concatenates the 64
+pixels to them (other than 3, 1, valid and no raw pixels: --torch-only).
 
 The simpleop side is `cargo run --release --example train_digits -- --json`
 with the same arguments.
@@ -139,11 +148,85 @@ def deskew(x):
 TTA_SHIFTS = [(0, 0), (1, 0), (-1, 0), (0, 1), (0, -1)]
 
 
+def patch_index(kernel, stride, padding):
+    """The im2col gather of a k x k convolution over an 8x8 image, as an
+    index array (positions x k*k) into a row of 65 values: the image's 64
+    pixels and a zero (index 64) read where the window reaches into the
+    zero padding ('same': (k - 1) // 2 pixels each side; 'valid': none).
+    Positions run row-major, and within a window the pixels do too."""
+    import numpy as np
+
+    pad = (kernel - 1) // 2 if padding == "same" else 0
+    size = 8 + 2 * pad
+    out = (size - kernel) // stride + 1
+    idx = np.empty((out * out, kernel * kernel), np.int64)
+    for py in range(out):
+        for px in range(out):
+            for ky in range(kernel):
+                for kx in range(kernel):
+                    y, x = py * stride + ky - pad, px * stride + kx - pad
+                    inside = 0 <= y < 8 and 0 <= x < 8
+                    idx[py * out + px, ky * kernel + kx] = y * 8 + x if inside else 64
+    return idx
+
+
+class ConvFront:
+    """Builds the --conv-channels model: patches = im2col of the
+    standardised (and, in training, warped) image, conv = relu(patches W +
+    b) (positions x channels per image), flattened position-major, then
+    -> hidden -> softplus -> dropout -> 10 as the MLP (optionally with the
+    64 standardised pixels concatenated to the conv features,
+    --conv-raw). Only matrix products on a patch matrix, broadcast adds, a
+    reshape and elementwise ops: in simpleop the patches would be made in
+    the data pipeline (a fixed gather), here they are gathered in forward."""
+
+    @staticmethod
+    def build(args):
+        import torch
+
+        idx = torch.from_numpy(patch_index(args.conv_kernel, args.conv_stride, args.conv_padding))
+        positions, window = idx.shape
+        channels = args.conv_channels
+        features = positions * channels + (64 if args.conv_raw else 0)
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("idx", idx, persistent=False)
+                self.pad = bool((idx == 64).any())
+                self.conv_w = torch.nn.Parameter(torch.empty(window, channels).normal_(0.0, (1.0 / window) ** 0.5))
+                self.conv_b = torch.nn.Parameter(torch.zeros(channels))
+                self.head = torch.nn.Sequential(
+                    torch.nn.Linear(features, args.hidden),
+                    torch.nn.Softplus(),
+                    torch.nn.Dropout(args.dropout),
+                    torch.nn.Linear(args.hidden, 10),
+                )
+                with torch.no_grad():
+                    for layer in (self.head[0], self.head[3]):
+                        layer.weight.normal_(0.0, (1.0 / layer.in_features) ** 0.5)
+                        layer.bias.zero_()
+
+            def forward(self, x):
+                n = x.shape[0]
+                src = torch.cat([x, x.new_zeros(n, 1)], 1) if self.pad else x
+                patches = src[:, self.idx].reshape(n * positions, window)
+                h = torch.relu(patches @ self.conv_w + self.conv_b).reshape(n, positions * channels)
+                if args.conv_raw:
+                    h = torch.cat([h, x], 1)
+                return self.head(h)
+
+        return Model()
+
+
 def make_model(args):
     """64 -> hidden -> softplus -> dropout -> 10, weights N(0, 1/fan_in),
-    zero biases (draws from torch's global generator)."""
+    zero biases (draws from torch's global generator); with
+    --conv-channels C > 0, a convolutional front-end first (ConvFront)."""
     import torch
 
+    if getattr(args, "conv_channels", 0):
+        return ConvFront.build(args)
     model = torch.nn.Sequential(
         torch.nn.Linear(64, args.hidden),
         torch.nn.Softplus(),
@@ -190,7 +273,7 @@ def add_recipe_args(p):
     """The recipe's options, shared with train_digits_cv.py."""
     p.add_argument("--epochs", type=int, default=600)
     p.add_argument("--batch", type=int, default=50)
-    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--dropout", type=float, default=0.2)
     p.add_argument("--label-smoothing", type=float, default=0.1)
@@ -200,6 +283,13 @@ def add_recipe_args(p):
     p.add_argument("--shear", type=float, default=0.25)
     p.add_argument("--translate", type=float, default=1.0)
     p.add_argument("--average-last", type=float, default=0.2)
+    p.add_argument("--conv-channels", type=int, default=8,
+                   help="convolutional front-end with this many channels (0: none, the MLP)")
+    p.add_argument("--conv-kernel", type=int, default=3)
+    p.add_argument("--conv-stride", type=int, default=1)
+    p.add_argument("--conv-padding", choices=["valid", "same"], default="valid")
+    p.add_argument("--conv-raw", action="store_true",
+                   help="concatenate the standardised pixels to the conv features")
 
 
 def train_torch(args):
@@ -209,7 +299,7 @@ def train_torch(args):
 
     import numpy as np
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     xtr_raw, ytr, xte, yte = load()
@@ -282,6 +372,7 @@ def run_simpleop(args):
     cmd = [
         "cargo", "run", "--quiet", "--release", "--example", "train_digits", "--",
         "--json", "--epochs", str(args.epochs), "--batch", str(args.batch),
+        "--conv-channels", str(args.conv_channels),
         "--hidden", str(args.hidden), "--lr", str(args.lr), "--seed", str(args.seed),
         "--optimizer", args.optimizer, "--dropout", str(args.dropout),
         "--label-smoothing", str(args.label_smoothing),
@@ -307,7 +398,12 @@ def main():
     p.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--torch-only", action="store_true")
+    p.add_argument("--threads", type=int, default=2, help="PyTorch's intra-op threads")
     args = p.parse_args()
+    if args.conv_channels and not args.torch_only and (
+            args.conv_kernel, args.conv_stride, args.conv_padding, args.conv_raw) != (3, 1, "valid", False):
+        sys.exit("the simpleop example's convolution is 3x3, stride 1, valid, without raw pixels: "
+                 "use --torch-only for other front-ends")
 
     ours_rounds, theirs_rounds = [], []
     for _ in range(max(1, args.rounds)):
@@ -327,7 +423,10 @@ def main():
           f"dropout {args.dropout}, label smoothing {args.label_smoothing}, "
           f"augment {'off' if args.no_augment else args.augment_prob}, "
           f"weights averaged over the last {args.average_last:.0%} of epochs, "
-          f"TTA {'off' if args.no_tta else f'{len(TTA_SHIFTS) + 1} views'}, seed {args.seed}, 2 threads")
+          f"TTA {'off' if args.no_tta else f'{len(TTA_SHIFTS) + 1} views'}, seed {args.seed}, {args.threads} threads"
+          + (f", conv {args.conv_kernel}x{args.conv_kernel} stride {args.conv_stride} "
+             f"{args.conv_padding} x {args.conv_channels} channels"
+             f"{' + raw pixels' if args.conv_raw else ''}" if args.conv_channels else ""))
     print(f"pytorch {theirs['torch']}: {theirs['ms_per_step']:.4f} ms/step, "
           f"test accuracy {theirs['test_accuracy']:.4f}, final loss {theirs['final_loss']:.4f}")
     if ours is not None:

@@ -1,6 +1,7 @@
-//! The digits MLP: data loading, augmentation (random affine warps of the
-//! 8×8 images), the model as a `Symbol`, and a training loop on the
-//! executor with the registered optimizer ops. Shared by the
+//! The digits model (a 3×3 convolution as a matrix product, then an MLP):
+//! data loading, augmentation (random affine warps of the 8×8 images), the
+//! windows the convolution reads, the model as a `Symbol`, and a training
+//! loop on the executor with the registered optimizer ops. Shared by the
 //! `train_digits` example and `tests/train_digits.rs`.
 
 use std::collections::HashMap;
@@ -12,8 +13,9 @@ use simpleop::symbol::{Executor, GradReq, Symbol};
 use simpleop::{DType, Error, NDArray, Result, Shape};
 use simpleop_examples::softplus;
 use simpleop_ops::{
-    AdamParams, DotParams, ReduceAxesParams, SgdMomParams, SoftmaxParams, adam_update_inplace,
-    broadcast_add, dot, elemwise_mul, log_softmax, negative, sgd_mom_update_inplace, sum,
+    AdamParams, DotParams, ReduceAxesParams, ReshapeParams, SgdMomParams, SoftmaxParams,
+    adam_update_inplace, broadcast_add, dot, elemwise_mul, log_softmax, negative, relu, reshape,
+    sgd_mom_update_inplace, sum,
 };
 
 /// Pixels per image (8×8) and classes.
@@ -329,6 +331,9 @@ pub const TTA_VIEWS: [View; 6] = [
 /// Hyper-parameters. [`Config::default`] is the recipe the example runs.
 #[derive(Clone, Debug)]
 pub struct Config {
+    /// Channels of the 3×3 convolution in front of the MLP (0: none, the
+    /// pixels go straight to the hidden layer).
+    pub conv_channels: usize,
     /// Hidden units.
     pub hidden: usize,
     /// Rows per step; the last partial batch of an epoch is dropped (the
@@ -367,7 +372,8 @@ impl Default for Config {
     /// rows (see the README).
     fn default() -> Self {
         Config {
-            hidden: 256,
+            conv_channels: 8,
+            hidden: 128,
             batch: 50,
             lr: 0.1,
             epochs: 600,
@@ -385,19 +391,69 @@ impl Default for Config {
 
 /// Image side: 8×8 pixels.
 const SIDE: usize = 8;
+/// The convolution's window side (3×3, no padding, stride 1).
+const WINDOW: usize = 3;
+/// Window positions per image: 6×6.
+pub const POSITIONS: usize = (SIDE - WINDOW + 1) * (SIDE - WINDOW + 1);
+/// Pixels per window.
+pub const PATCH: usize = WINDOW * WINDOW;
 
-/// `64 → hidden → 10`: `fc2(dropout(softplus(fc1(x))))`, where softplus is
-/// this crate's own op and dropout multiplies by the `mask` input (0 or
-/// `1/(1 − p)` per unit, drawn by the trainer). The loss is the
-/// cross-entropy against the (smoothed) target distribution `target`,
+/// The im2col gather: for each window position (row-major), the offsets
+/// of its pixels (row-major) in the image.
+fn patch_offsets() -> [[usize; PATCH]; POSITIONS] {
+    let side = SIDE - WINDOW + 1;
+    std::array::from_fn(|p| {
+        let (py, px) = (p / side, p % side);
+        std::array::from_fn(|k| (py + k / WINDOW) * SIDE + px + k % WINDOW)
+    })
+}
+
+/// The convolution's input: every 3×3 window of every image of `images`
+/// (`FEATURES` per image), one `PATCH`-long row per window, images in
+/// order and positions row-major within one (`POSITIONS` rows per image).
+pub fn patches(images: &[f32]) -> Vec<f32> {
+    let offsets = patch_offsets();
+    let mut out = Vec::with_capacity(images.len() / FEATURES * POSITIONS * PATCH);
+    for img in images.chunks_exact(FEATURES) {
+        for window in &offsets {
+            out.extend(window.iter().map(|&o| img[o]));
+        }
+    }
+    out
+}
+
+/// `fc2(dropout(softplus(fc1(features))))`, where softplus is this
+/// crate's own op and dropout multiplies by the `mask` input (0 or
+/// `1/(1 − p)` per unit, drawn by the trainer). With a convolution, `x` holds
+/// every image's 3×3 windows ([`patches`]: `batch·36 × 9`) and the
+/// features are `relu(x · wc + bc)` reshaped to one row of 36 positions ×
+/// `conv_channels` per image (a 3×3 convolution without padding, as
+/// matrix products); with `conv_channels == 0`, `x` is the images
+/// (`batch × 64`). The loss is
+/// the cross-entropy against the (smoothed) target distribution `target`,
 /// `−Σ target ⊙ log_softmax(logits)`, summed over the batch. Returns
 /// `(loss, logits)`, where `logits` has no mask (for evaluation).
-pub fn build_model(dropout: bool) -> Result<(Symbol, Symbol)> {
+pub fn build_model(conv_channels: usize, dropout: bool) -> Result<(Symbol, Symbol)> {
     let x = Symbol::var("x");
     let target = Symbol::var("target");
     let (w1, b1) = (Symbol::var("w1"), Symbol::var("b1"));
     let (w2, b2) = (Symbol::var("w2"), Symbol::var("b2"));
-    let h = softplus(&broadcast_add(&dot(&x, &w1, DotParams::default())?, &b1)?)?;
+    let features = if conv_channels > 0 {
+        let (wc, bc) = (Symbol::var("wc"), Symbol::var("bc"));
+        let maps = relu(&broadcast_add(&dot(&x, &wc, DotParams::default())?, &bc)?)?;
+        // (batch·36, channels) → (batch, 36·channels): one row per image.
+        let per_image = ReshapeParams {
+            shape: vec![-1, (POSITIONS * conv_channels) as i64],
+            reverse: false,
+        };
+        reshape(&maps, per_image)?
+    } else {
+        x
+    };
+    let h = softplus(&broadcast_add(
+        &dot(&features, &w1, DotParams::default())?,
+        &b1,
+    )?)?;
     let fc2 = |h: &Symbol| broadcast_add(&dot(h, &w2, DotParams::default())?, &b2);
     let logits = fc2(&h)?;
     let train_logits = if dropout {
@@ -413,8 +469,19 @@ pub fn build_model(dropout: bool) -> Result<(Symbol, Symbol)> {
     Ok((loss, logits))
 }
 
-/// The parameters, in update order.
-pub const PARAMS: [&str; 4] = ["w1", "b1", "w2", "b2"];
+/// The parameters of the MLP alone, in update order.
+pub const MLP_PARAMS: [&str; 4] = ["w1", "b1", "w2", "b2"];
+/// The parameters with the convolution, in update order.
+pub const CONV_PARAMS: [&str; 6] = ["wc", "bc", "w1", "b1", "w2", "b2"];
+
+/// The parameters `config`'s model has, in update order.
+pub fn param_names(config: &Config) -> &'static [&'static str] {
+    if config.conv_channels > 0 {
+        &CONV_PARAMS
+    } else {
+        &MLP_PARAMS
+    }
+}
 
 /// splitmix64: a tiny seeded generator for the shuffles, warps and masks,
 /// so runs are reproducible without another dependency.
@@ -500,7 +567,6 @@ pub struct Trainer {
     train_exe: Executor,
     eval_exe: Option<(usize, Executor)>,
     logits: Symbol,
-    params: Vec<NDArray>,
     /// Momentum (SGD) or the first moment (Adam), per parameter.
     state1: Vec<NDArray>,
     /// Adam's second moment, per parameter (empty for SGD).
@@ -529,19 +595,40 @@ pub struct EpochReport {
     pub step_seconds: Vec<f64>,
 }
 
-fn shapes(batch: usize, hidden: usize) -> HashMap<String, Shape> {
-    [
-        ("x", vec![batch, FEATURES]),
+/// The bound shapes of every input of [`build_model`] at `batch` rows.
+fn shapes(config: &Config, batch: usize) -> HashMap<String, Shape> {
+    let (c, hidden) = (config.conv_channels, config.hidden);
+    let (x, features) = if c > 0 {
+        (vec![batch * POSITIONS, PATCH], POSITIONS * c)
+    } else {
+        (vec![batch, FEATURES], FEATURES)
+    };
+    let mut s: Vec<(&str, Vec<usize>)> = vec![
+        ("x", x),
         ("target", vec![batch, CLASSES]),
         ("mask", vec![batch, hidden]),
-        ("w1", vec![FEATURES, hidden]),
+        ("w1", vec![features, hidden]),
         ("b1", vec![hidden]),
         ("w2", vec![hidden, CLASSES]),
         ("b2", vec![CLASSES]),
-    ]
-    .into_iter()
-    .map(|(n, s)| (n.to_string(), Shape::new(s)))
-    .collect()
+    ];
+    if c > 0 {
+        s.extend([("wc", vec![PATCH, c]), ("bc", vec![c])]);
+    }
+    s.into_iter()
+        .map(|(n, s)| (n.to_string(), Shape::new(s)))
+        .collect()
+}
+
+/// The model's input `x` for these images: their windows with a
+/// convolution, else the images themselves.
+fn model_input(config: &Config, images: Vec<f32>) -> Result<NDArray> {
+    let n = images.len() / FEATURES;
+    if config.conv_channels > 0 {
+        NDArray::from_vec(patches(&images), [n * POSITIONS, PATCH])
+    } else {
+        NDArray::from_vec(images, [n, FEATURES])
+    }
 }
 
 impl Trainer {
@@ -561,23 +648,36 @@ impl Trainer {
                 "dropout and label_smoothing must be in [0, 1)",
             ));
         }
-        let (loss, logits) = build_model(config.dropout > 0.0)?;
-        let reqs = PARAMS
+        let (loss, logits) = build_model(config.conv_channels, config.dropout > 0.0)?;
+        let reqs = param_names(&config)
             .iter()
             .map(|p| (p.to_string(), GradReq::Write))
             .collect();
-        let mut s = shapes(config.batch, config.hidden);
+        let mut s = shapes(&config, config.batch);
         if config.dropout == 0.0 {
             s.remove("mask");
         }
         let train_exe = loss.simple_bind(&s, &HashMap::new(), reqs)?;
-        let h = config.hidden;
-        // N(0, 1/fan_in) weights, zero biases; one seed per tensor.
-        let params = vec![
-            NDArray::random_normal(
-                [FEATURES, h],
+        let (h, c) = (config.hidden, config.conv_channels);
+        let features = if c > 0 { POSITIONS * c } else { FEATURES };
+        // N(0, 1/fan_in) weights, zero biases; one seed per tensor (the
+        // MLP's two as before the convolution existed).
+        let mut params = Vec::new();
+        if c > 0 {
+            params.push(NDArray::random_normal(
+                [PATCH, c],
                 0.0,
-                (1.0 / FEATURES as f64).sqrt(),
+                (1.0 / PATCH as f64).sqrt(),
+                DType::F32,
+                config.seed.wrapping_add(2),
+            )?);
+            params.push(NDArray::zeros([c], DType::F32));
+        }
+        params.extend([
+            NDArray::random_normal(
+                [features, h],
+                0.0,
+                (1.0 / features as f64).sqrt(),
                 DType::F32,
                 config.seed,
             )?,
@@ -590,7 +690,7 @@ impl Trainer {
                 config.seed.wrapping_add(1),
             )?,
             NDArray::zeros([CLASSES], DType::F32),
-        ];
+        ]);
         let zeros = |p: &NDArray| NDArray::zeros(p.shape().clone(), DType::F32);
         let state1 = params.iter().map(zeros).collect();
         let state2 = match config.optimizer {
@@ -598,12 +698,20 @@ impl Trainer {
             Optimizer::SgdMomentum => Vec::new(),
         };
         let rng = SplitMix(config.seed ^ 0x5eed);
+        // The parameters live in the executor and are updated there in
+        // place: a copy held here as well would make every update copy
+        // them first.
+        let mut train_exe = train_exe;
+        for (name, p) in param_names(&config).iter().zip(params) {
+            *train_exe
+                .arg_mut(name)
+                .ok_or_else(|| Error::argument(*name, "not an argument of the model"))? = p;
+        }
         Ok(Trainer {
             config,
             train_exe,
             eval_exe: None,
             logits,
-            params,
             state1,
             state2,
             rng,
@@ -616,6 +724,14 @@ impl Trainer {
         })
     }
 
+    /// The current parameters, in update order (they live in the training
+    /// executor).
+    pub fn params(&self) -> impl Iterator<Item = &NDArray> {
+        param_names(&self.config)
+            .iter()
+            .filter_map(|n| self.train_exe.arg(n))
+    }
+
     /// The training executor (for its DOT and memory plan).
     pub fn executor(&self) -> &Executor {
         &self.train_exe
@@ -625,18 +741,19 @@ impl Trainer {
     /// evaluation executor's (if bound), and every bound array it does not
     /// own: parameters, gradients, optimizer state, one input batch.
     pub fn peak_bytes(&self) -> usize {
+        let names = param_names(&self.config);
         let bytes = |a: &NDArray| a.size() * a.dtype().size();
         let exe = |e: &Executor| {
             e.memory_stats().planned_bytes
                 + e.arg_names()
                     .iter()
-                    .filter(|n| !PARAMS.contains(&n.as_str()))
+                    .filter(|n| !names.contains(&n.as_str()))
                     .filter_map(|n| e.arg(n))
                     .map(bytes)
                     .sum::<usize>()
         };
-        let params: usize = self.params.iter().map(bytes).sum();
-        let grads: usize = PARAMS
+        let params: usize = self.params().map(bytes).sum();
+        let grads: usize = names
             .iter()
             .filter_map(|p| self.train_exe.grad(p))
             .map(bytes)
@@ -695,9 +812,11 @@ impl Trainer {
         let first_averaged = self.config.epochs as f64 * (1.0 - self.config.average_last);
         if self.config.average_last > 0.0 && self.epochs_done as f64 >= first_averaged {
             if self.weight_sum.is_empty() {
-                self.weight_sum = self.params.iter().map(|p| vec![0.0; p.size()]).collect();
+                self.weight_sum = self.params().map(|p| vec![0.0; p.size()]).collect();
             }
-            for (sum, p) in self.weight_sum.iter_mut().zip(&self.params) {
+            let names = param_names(&self.config);
+            let params = names.iter().filter_map(|n| self.train_exe.arg(n));
+            for (sum, p) in self.weight_sum.iter_mut().zip(params) {
                 for (s, &v) in sum.iter_mut().zip(p.as_slice::<f32>()?) {
                     *s += f64::from(v);
                 }
@@ -734,8 +853,9 @@ impl Trainer {
             target[i * CLASSES + labels[r] as usize] += (1.0 - eps) as f32;
         }
         let lr = self.learning_rate(labels.len() / b);
+        let names = param_names(&self.config);
         let exe = &mut self.train_exe;
-        exe.set_arg("x", &NDArray::from_vec(x, [b, FEATURES])?)?;
+        exe.set_arg("x", &model_input(&self.config, x)?)?;
         exe.set_arg("target", &NDArray::from_vec(target, [b, CLASSES])?)?;
         if self.config.dropout > 0.0 {
             let p = self.config.dropout;
@@ -745,19 +865,23 @@ impl Trainer {
                 .collect();
             exe.set_arg("mask", &NDArray::from_vec::<f32>(mask, [b, h])?)?;
         }
-        for (name, p) in PARAMS.iter().zip(&self.params) {
-            exe.set_arg(name, p)?;
-        }
         exe.forward(true)?;
         exe.backward(&[])?;
         let loss = f64::from(exe.outputs()[0].as_slice::<f32>()?[0]);
         self.steps += 1;
         // The loss is summed over the batch: average the gradient.
         let rescale_grad = 1.0 / b as f64;
-        for (k, name) in PARAMS.iter().enumerate() {
+        for (k, name) in names.iter().enumerate() {
+            // A handle (no copy), dropped before the next backward writes
+            // the buffer again.
             let grad = exe
                 .grad(name)
+                .cloned()
                 .ok_or_else(|| Error::argument(*name, "no gradient buffer"))?;
+            let grad = &grad;
+            let param = exe
+                .arg_mut(name)
+                .ok_or_else(|| Error::argument(*name, "not an argument of the model"))?;
             match self.config.optimizer {
                 Optimizer::SgdMomentum => {
                     let p = SgdMomParams {
@@ -768,7 +892,7 @@ impl Trainer {
                         clip_gradient: -1.0,
                         lazy_update: false,
                     };
-                    sgd_mom_update_inplace(&mut self.params[k], grad, &mut self.state1[k], p)?;
+                    sgd_mom_update_inplace(param, grad, &mut self.state1[k], p)?;
                 }
                 Optimizer::Adam => {
                     let t = self.steps as i32;
@@ -784,13 +908,7 @@ impl Trainer {
                         clip_gradient: -1.0,
                         lazy_update: false,
                     };
-                    adam_update_inplace(
-                        &mut self.params[k],
-                        grad,
-                        &mut self.state1[k],
-                        &mut self.state2[k],
-                        p,
-                    )?;
+                    adam_update_inplace(param, grad, &mut self.state1[k], &mut self.state2[k], p)?;
                 }
             }
         }
@@ -824,7 +942,7 @@ impl Trainer {
         let (_, exe) = match self.eval_exe.take() {
             Some(bound) if bound.0 == n => self.eval_exe.insert(bound),
             _ => {
-                let mut s = shapes(n, self.config.hidden);
+                let mut s = shapes(&self.config, n);
                 s.remove("target");
                 s.remove("mask");
                 let exe = self
@@ -833,14 +951,16 @@ impl Trainer {
                 self.eval_exe.insert((n, exe))
             }
         };
+        let names = param_names(&self.config);
+        let params = names.iter().filter_map(|n| self.train_exe.arg(n));
         if self.averaged > 0 {
             let k = self.averaged as f64;
-            for ((name, sum), p) in PARAMS.iter().zip(&self.weight_sum).zip(&self.params) {
+            for ((name, sum), p) in names.iter().zip(&self.weight_sum).zip(params) {
                 let mean: Vec<f32> = sum.iter().map(|s| (s / k) as f32).collect();
                 exe.set_arg(name, &NDArray::from_vec(mean, p.shape().clone())?)?;
             }
         } else {
-            for (name, p) in PARAMS.iter().zip(&self.params) {
+            for (name, p) in names.iter().zip(params) {
                 exe.set_arg(name, p)?;
             }
         }
@@ -855,7 +975,7 @@ impl Trainer {
                 view.apply(img, out);
             }
             standardizer.apply(&mut x);
-            exe.set_arg("x", &NDArray::from_vec(x.clone(), [n, FEATURES])?)?;
+            exe.set_arg("x", &model_input(&self.config, x.clone())?)?;
             exe.forward(false)?;
             let logits = exe.outputs()[0].as_slice::<f32>()?;
             for (row, acc) in logits
