@@ -128,7 +128,19 @@ fn the_convolution_reads_every_3x3_window_and_the_mlp_alone_still_learns() {
         ..Config::default()
     })
     .unwrap();
-    assert_eq!(conv.params().count(), CONV_PARAMS.len());
+    let shapes: Vec<Vec<usize>> = conv.params().map(|p| p.shape().dims().to_vec()).collect();
+    assert_eq!(CONV_PARAMS, ["wc", "bc", "w1", "b1", "w2", "b2"]);
+    assert_eq!(
+        shapes,
+        [
+            vec![9, 8],
+            vec![8],
+            vec![36 * 8, 32],
+            vec![32],
+            vec![32, 10],
+            vec![10]
+        ]
+    );
     let (losses, acc) = run_with(Config {
         conv_channels: 0,
         hidden: 32,
@@ -144,7 +156,9 @@ fn the_convolution_reads_every_3x3_window_and_the_mlp_alone_still_learns() {
         ..Config::default()
     })
     .unwrap();
-    assert_eq!(mlp.params().count(), MLP_PARAMS.len());
+    assert_eq!(MLP_PARAMS, ["w1", "b1", "w2", "b2"]);
+    let shapes: Vec<Vec<usize>> = mlp.params().map(|p| p.shape().dims().to_vec()).collect();
+    assert_eq!(shapes, [vec![64, 128], vec![128], vec![128, 10], vec![10]]);
 }
 
 #[test]

@@ -336,7 +336,13 @@ fn row_reduction<P: AxesArgs>(
         return Ok(None);
     };
     let (axis, keepdims, exclude) = p.axes(op)?;
-    let shape = &inputs[0];
+    let [shape] = inputs else {
+        return Err(Error::invalid(
+            op,
+            "data",
+            format!("one input shape, got {}", inputs.len()),
+        ));
+    };
     let (_, mask) = reduce_axes(op, shape, axis, keepdims, exclude)?;
     let Some(first) = mask.iter().position(|&m| m) else {
         return Ok(None);

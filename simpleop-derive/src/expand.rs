@@ -273,7 +273,7 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
             generated.extend(quote! {
                 #[allow(clippy::needless_question_mark)] // user functions may return any error convertible into simpleop::Error
                 fn __rows(shapes: &[::simpleop::Shape], env: &::simpleop::EnvArguments) -> ::simpleop::Result<::core::option::Option<::simpleop::kernel::rows::RowReduction>> {
-                    let _ = env;
+                    let _ = (shapes, env);
                     Ok(rows(#(#a),*)?)
                 }
             });

@@ -273,8 +273,18 @@ pub fn run_program_reducing(
             ),
         ));
     }
-    if sink.slot >= prog.slots {
-        return Err(bad("sink", "a slot index out of range"));
+    let written = |slot: usize| {
+        prog.instrs.iter().any(|i| match i {
+            TileInstr::Forward { out, .. } => *out == slot,
+            TileInstr::Backward { grads, .. } => grads.contains(&slot),
+            TileInstr::Store { .. } => false,
+        })
+    };
+    if sink.slot >= prog.slots || !(sink.slot < inputs.len() || written(sink.slot)) {
+        return Err(bad(
+            "sink",
+            "a slot that is an input or that an instruction writes",
+        ));
     }
     let dst_bytes = sink.dst.byte_range();
     let overlapping = inputs.iter().map(|x| x.byte_range());
@@ -435,7 +445,12 @@ where
         })
         .collect();
     let uses = SlotUses::of(prog, dsts.len());
-    let direct = direct_slots::<S>(prog, &uses, inputs.len(), &streamed);
+    let mut direct = direct_slots::<S>(prog, &uses, inputs.len(), &streamed);
+    // The sink reads its slot after the tile's instructions: it must hold
+    // the value, not have had it computed straight into an output.
+    if let Some(k) = &sink {
+        direct[k.slot] = None;
+    }
     let deferred = deferred_slots(prog, &uses, inputs.len(), &streamed);
     let spares = deferred.iter().flatten().count();
     // Rows of the sink end inside one worker's range.
@@ -1021,6 +1036,78 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_slot_both_stored_and_sunk_reaches_both() {
+        let env = EnvArguments::none();
+        let fns = TileFns {
+            forward_f32: sub32,
+            forward_f64: sub64,
+            backward_f32: None,
+            backward_f64: None,
+        };
+        let prog = TileProgram {
+            slots: 3,
+            instrs: vec![
+                TileInstr::Forward {
+                    fns,
+                    env: &env,
+                    ins: vec![0, 1],
+                    out: 2,
+                },
+                TileInstr::Store {
+                    slot: 2,
+                    output: 0,
+                    req: OpReqType::WriteTo,
+                },
+            ],
+            cost: 1,
+        };
+        let (rows, len) = (300, 50);
+        let x: Vec<f32> = (0..rows * len).map(|i| (i % 13) as f32).collect();
+        let y: Vec<f32> = (0..rows * len).map(|i| (i % 7) as f32 * 0.5).collect();
+        let shape = Shape::new([rows * len]);
+        let mut diff = vec![f32::NAN; rows * len];
+        let mut sums = vec![f32::NAN; rows];
+        let ins = [
+            TBlob::from_slice(&x, shape.clone()).unwrap(),
+            TBlob::from_slice(&y, shape.clone()).unwrap(),
+        ];
+        let sink = RowSink {
+            slot: 2,
+            reduction: RowReduction {
+                reducer: crate::kernel::rows::RowReducer::Sum,
+                len,
+            },
+            dst: TBlobMut::from_slice(&mut sums, [rows]).unwrap(),
+        };
+        let mut outs = [TBlobMut::from_slice(&mut diff, shape.clone()).unwrap()];
+        run_program_reducing(&prog, &ins, &mut outs, sink, &shape, false).unwrap();
+        drop(outs);
+        for (i, d) in diff.iter().enumerate() {
+            assert_eq!(*d, x[i] - y[i]);
+        }
+        for (r, s) in sums.iter().enumerate() {
+            let want = crate::kernel::rows::RowReducer::Sum.reduce(&diff[r * len..(r + 1) * len]);
+            assert_eq!(s.to_bits(), (want as f32).to_bits(), "row {r}");
+        }
+        // A slot nothing writes holds no value to reduce.
+        let mut sums = vec![0.0f32; rows];
+        let sink = RowSink {
+            slot: 2,
+            reduction: RowReduction {
+                reducer: crate::kernel::rows::RowReducer::Sum,
+                len,
+            },
+            dst: TBlobMut::from_slice(&mut sums, [rows]).unwrap(),
+        };
+        let empty = TileProgram {
+            slots: 3,
+            instrs: vec![],
+            cost: 1,
+        };
+        assert!(run_program_reducing(&empty, &ins, &mut [], sink, &shape, false).is_err());
     }
 
     #[test]

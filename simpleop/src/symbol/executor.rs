@@ -346,8 +346,9 @@ impl Executor {
     /// Mutable access to an argument's array, e.g. to update a parameter in
     /// place with an optimizer op between steps. `set_arg` shares the
     /// caller's array with the executor, so updating that copy in place
-    /// copies it first (copy-on-write); updating it here does not. Its
-    /// shape and dtype are checked again before use.
+    /// copies it first (copy-on-write); updating it here does not, unless
+    /// it is shared elsewhere. Its shape and dtype are checked again
+    /// before use.
     pub fn arg_mut(&mut self, name: &str) -> Option<&mut NDArray> {
         self.arg_index(name).map(|k| &mut self.args[k])
     }
@@ -358,14 +359,13 @@ impl Executor {
         let k = self
             .arg_index(name)
             .ok_or_else(|| Error::argument(name, "not an argument of the graph"))?;
-        let a = &self.args[k];
-        if value.shape() != a.shape() || value.dtype() != a.dtype() {
+        let node = self.graph.args[k];
+        let (shape, dtype) = (&self.shapes[node], self.dtypes[node]);
+        if value.shape() != shape || value.dtype() != dtype {
             return Err(Error::argument(
                 name,
                 format!(
-                    "is bound as {} {}, got {} {}",
-                    a.shape(),
-                    a.dtype(),
+                    "is bound as {shape} {dtype}, got {} {}",
                     value.shape(),
                     value.dtype()
                 ),
@@ -637,7 +637,9 @@ impl Executor {
         })
     }
 
-    /// How the fused step `f`'s reduction `t` can eat the program's tiles:
+    /// How the fused step `f`'s reduction `t` can eat the program's tiles
+    /// (the program only stores `t`'s input, into a slot nothing else
+    /// overwrites, so the slot holds it when the tile's instructions end):
     /// its row reduction and the program output it reads, when the op
     /// declares one for these arguments (`fn rows`), the values are f32 or
     /// f64, and the program writes that output once, with `WriteTo`.

@@ -22,7 +22,11 @@
 //! Execution runs the elementwise members of a group as one tile program.
 //! A reduction that keeps axis 0, is its input's only reader and has rows
 //! no longer than a slab runs behind the program slab by slab
-//! ([`ReduceTail`]), so its input never reaches main memory. Likewise an
+//! ([`ReduceTail`]), so its input never reaches main memory; when its op
+//! declares a row form (`fn rows`: `sum`, `mean`, `norm` over trailing
+//! axes, f32/f64) the executor feeds it the program's tiles instead, and
+//! no slab is written either (`kernel::fused::run_program_reducing`).
+//! Likewise an
 //! out-elementwise-fusable op (`dot`) whose output only the program reads
 //! and whose rows follow its first input's runs ahead of it slab by slab
 //! ([`SlabHead`]), so its output never reaches main memory. Any other
@@ -270,7 +274,8 @@ pub(crate) struct Fused {
     pub(crate) outputs: Vec<(ValueId, bool)>,
     pub(crate) slots: usize,
     pub(crate) instrs: Vec<Instr>,
-    /// A reduction fed by the program, run slab by slab behind it.
+    /// A reduction fed by the program: slab by slab behind it, or tile by
+    /// tile when its op has a row form (the executor's `row_sink`).
     pub(crate) reduce: Option<ReduceTail>,
     /// An out-elementwise-fusable op feeding the program, run slab by slab
     /// ahead of it (never together with `reduce`: two complex ops never
