@@ -273,19 +273,6 @@ pub fn run_program_reducing(
             ),
         ));
     }
-    let written = |slot: usize| {
-        prog.instrs.iter().any(|i| match i {
-            TileInstr::Forward { out, .. } => *out == slot,
-            TileInstr::Backward { grads, .. } => grads.contains(&slot),
-            TileInstr::Store { .. } => false,
-        })
-    };
-    if sink.slot >= prog.slots || !(sink.slot < inputs.len() || written(sink.slot)) {
-        return Err(bad(
-            "sink",
-            "a slot that is an input or that an instruction writes",
-        ));
-    }
     let dst_bytes = sink.dst.byte_range();
     let overlapping = inputs.iter().map(|x| x.byte_range());
     if overlapping
@@ -319,13 +306,23 @@ fn run_over(
     parallel: bool,
     whole: &[usize],
 ) -> Result<()> {
-    let shape = shape.clone();
     if !dtype.is_float() {
         return Err(bad("outputs", format!("a float dtype, got {dtype}")));
     }
     prog.check(inputs.len(), outputs.len())?;
+    // A sink reads a value: an input's, or one an instruction writes
+    // (checked once the program's slot indices are known to be in range).
+    if let Some(k) = &sink
+        && (k.slot >= prog.slots
+            || !(k.slot < inputs.len() || SlotUses::of(prog, outputs.len()).writes[k.slot] > 0))
+    {
+        return Err(bad(
+            "sink",
+            "a slot that is an input or that an instruction writes",
+        ));
+    }
     for (k, o) in outputs.iter().enumerate() {
-        if o.dtype() != dtype || o.shape() != &shape {
+        if o.dtype() != dtype || o.shape() != shape {
             return Err(bad("outputs", format!("output {k} is not {shape} {dtype}")));
         }
         for p in &outputs[..k] {
@@ -342,7 +339,7 @@ fn run_over(
         .collect();
     let mut aliases = Vec::with_capacity(inputs.len());
     for (i, x) in inputs.iter().enumerate() {
-        if x.dtype() != dtype || !x.shape().broadcasts_to(&shape) {
+        if x.dtype() != dtype || !x.shape().broadcasts_to(shape) {
             return Err(bad(
                 "inputs",
                 format!(
@@ -359,7 +356,7 @@ fn run_over(
         .enumerate()
         .map(|(k, o)| whole.get(k).copied().unwrap_or(0).max(o.shape().size()))
         .collect();
-    dispatch_float!(dtype, S => run_typed::<S>(prog, inputs, &aliases, (outputs, sink), &shape, parallel, &whole),
+    dispatch_float!(dtype, S => run_typed::<S>(prog, inputs, &aliases, (outputs, sink), shape, parallel, &whole),
         _ => unreachable!("checked float above"))
 }
 
@@ -383,7 +380,7 @@ impl<S: Float> Rows<'_, S> {
             if self.acc.remaining() == 0 {
                 self.dst[self.next] = S::from_f64(self.acc.finish());
                 self.next += 1;
-                self.acc = RowAcc::new(self.acc.reducer(), self.acc.row_len());
+                self.acc.restart();
             }
         }
     }
@@ -955,6 +952,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::rows::RowReducer;
 
     fn noop32(_: &EnvArguments, _: &[&[f32]], _: &mut [f32]) -> Result<()> {
         Ok(())
@@ -976,7 +974,43 @@ mod tests {
         Ok(())
     }
 
-    /// `sum((x - y)², rows of len)`, the program's slot 2 fed to the sink.
+    /// The subtraction's entry points.
+    fn sub_fns() -> TileFns {
+        TileFns {
+            forward_f32: sub32,
+            forward_f64: sub64,
+            backward_f32: None,
+            backward_f64: None,
+        }
+    }
+
+    /// `slots[2] = slots[0] - slots[1]`.
+    fn subtract(env: &EnvArguments) -> TileInstr<'_> {
+        TileInstr::Forward {
+            fns: sub_fns(),
+            env,
+            ins: vec![0, 1],
+            out: 2,
+        }
+    }
+
+    /// A sink of `slot` reducing rows of `len` into `dst`.
+    fn sink<'a, T: crate::Element>(
+        slot: usize,
+        reducer: crate::kernel::rows::RowReducer,
+        len: usize,
+        dst: &'a mut [T],
+    ) -> RowSink<'a> {
+        let rows = dst.len();
+        RowSink {
+            slot,
+            reduction: RowReduction { reducer, len },
+            dst: TBlobMut::from_slice(dst, [rows]).unwrap(),
+        }
+    }
+
+    /// `sqrt(sum((x - y)², rows of len))`, the program's slot 2 fed to the
+    /// sink.
     fn row_sq_dist(
         x: &[f32],
         y: &[f32],
@@ -985,36 +1019,17 @@ mod tests {
         parallel: bool,
     ) -> Result<()> {
         let env = EnvArguments::none();
-        let fns = TileFns {
-            forward_f32: sub32,
-            forward_f64: sub64,
-            backward_f32: None,
-            backward_f64: None,
-        };
         let prog = TileProgram {
             slots: 3,
-            instrs: vec![TileInstr::Forward {
-                fns,
-                env: &env,
-                ins: vec![0, 1],
-                out: 2,
-            }],
+            instrs: vec![subtract(&env)],
             cost: 1,
         };
         let shape = Shape::new([x.len()]);
-        let rows = dst.len();
-        let sink = RowSink {
-            slot: 2,
-            reduction: RowReduction {
-                reducer: crate::kernel::rows::RowReducer::Norm2,
-                len,
-            },
-            dst: TBlobMut::from_slice(dst, [rows])?,
-        };
         let ins = [
             TBlob::from_slice(x, shape.clone())?,
             TBlob::from_slice(y, shape.clone())?,
         ];
+        let sink = sink(2, RowReducer::Norm2, len, dst);
         run_program_reducing(&prog, &ins, &mut [], sink, &shape, parallel)
     }
 
@@ -1031,7 +1046,7 @@ mod tests {
                 row_sq_dist(&x, &y, len, &mut got, parallel).unwrap();
                 for (r, g) in got.iter().enumerate() {
                     let d: Vec<f32> = (r * len..(r + 1) * len).map(|i| x[i] - y[i]).collect();
-                    let want = crate::kernel::rows::RowReducer::Norm2.reduce(&d) as f32;
+                    let want = RowReducer::Norm2.reduce(&d) as f32;
                     assert_eq!(g.to_bits(), want.to_bits(), "len {len} row {r} {parallel}");
                 }
             }
@@ -1041,21 +1056,10 @@ mod tests {
     #[test]
     fn a_slot_both_stored_and_sunk_reaches_both() {
         let env = EnvArguments::none();
-        let fns = TileFns {
-            forward_f32: sub32,
-            forward_f64: sub64,
-            backward_f32: None,
-            backward_f64: None,
-        };
         let prog = TileProgram {
             slots: 3,
             instrs: vec![
-                TileInstr::Forward {
-                    fns,
-                    env: &env,
-                    ins: vec![0, 1],
-                    out: 2,
-                },
+                subtract(&env),
                 TileInstr::Store {
                     slot: 2,
                     output: 0,
@@ -1074,40 +1078,26 @@ mod tests {
             TBlob::from_slice(&x, shape.clone()).unwrap(),
             TBlob::from_slice(&y, shape.clone()).unwrap(),
         ];
-        let sink = RowSink {
-            slot: 2,
-            reduction: RowReduction {
-                reducer: crate::kernel::rows::RowReducer::Sum,
-                len,
-            },
-            dst: TBlobMut::from_slice(&mut sums, [rows]).unwrap(),
-        };
         let mut outs = [TBlobMut::from_slice(&mut diff, shape.clone()).unwrap()];
-        run_program_reducing(&prog, &ins, &mut outs, sink, &shape, false).unwrap();
+        let both = sink(2, RowReducer::Sum, len, &mut sums);
+        run_program_reducing(&prog, &ins, &mut outs, both, &shape, false).unwrap();
         drop(outs);
         for (i, d) in diff.iter().enumerate() {
             assert_eq!(*d, x[i] - y[i]);
         }
         for (r, s) in sums.iter().enumerate() {
-            let want = crate::kernel::rows::RowReducer::Sum.reduce(&diff[r * len..(r + 1) * len]);
+            let want = RowReducer::Sum.reduce(&diff[r * len..(r + 1) * len]);
             assert_eq!(s.to_bits(), (want as f32).to_bits(), "row {r}");
         }
         // A slot nothing writes holds no value to reduce.
         let mut sums = vec![0.0f32; rows];
-        let sink = RowSink {
-            slot: 2,
-            reduction: RowReduction {
-                reducer: crate::kernel::rows::RowReducer::Sum,
-                len,
-            },
-            dst: TBlobMut::from_slice(&mut sums, [rows]).unwrap(),
-        };
         let empty = TileProgram {
             slots: 3,
             instrs: vec![],
             cost: 1,
         };
-        assert!(run_program_reducing(&empty, &ins, &mut [], sink, &shape, false).is_err());
+        let unwritten = sink(2, RowReducer::Sum, len, &mut sums);
+        assert!(run_program_reducing(&empty, &ins, &mut [], unwritten, &shape, false).is_err());
     }
 
     #[test]
@@ -1126,16 +1116,9 @@ mod tests {
         };
         let xh = vec![half::f16::ONE; 4];
         let mut dh = vec![half::f16::ZERO; 2];
-        let sink = RowSink {
-            slot: 0,
-            reduction: RowReduction {
-                reducer: crate::kernel::rows::RowReducer::Sum,
-                len: 2,
-            },
-            dst: TBlobMut::from_slice(&mut dh, [2]).unwrap(),
-        };
         let ins = [TBlob::from_slice(&xh, [4]).unwrap()];
-        let err = run_program_reducing(&prog, &ins, &mut [], sink, &Shape::new([4]), false);
+        let halves = sink(0, RowReducer::Sum, 2, &mut dh);
+        let err = run_program_reducing(&prog, &ins, &mut [], halves, &Shape::new([4]), false);
         assert!(err.unwrap_err().to_string().contains("float32 or float64"));
         assert_eq!(dh, [half::f16::ZERO; 2]);
     }

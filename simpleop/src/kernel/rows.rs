@@ -100,14 +100,9 @@ impl RowAcc {
         }
     }
 
-    /// What is summed.
-    pub fn reducer(&self) -> RowReducer {
-        self.reducer
-    }
-
-    /// Elements per row.
-    pub fn row_len(&self) -> usize {
-        self.len
+    /// Starts the next row (of the same reducer and length).
+    pub fn restart(&mut self) {
+        *self = RowAcc::new(self.reducer, self.len);
     }
 
     /// Elements still to come.

@@ -359,11 +359,18 @@ impl Executor {
         let k = self
             .arg_index(name)
             .ok_or_else(|| Error::argument(name, "not an argument of the graph"))?;
+        self.check_arg(k, value)?;
+        self.args[k] = value.clone();
+        Ok(())
+    }
+
+    /// `value` has argument `k`'s bound shape and dtype.
+    fn check_arg(&self, k: usize, value: &NDArray) -> Result<()> {
         let node = self.graph.args[k];
         let (shape, dtype) = (&self.shapes[node], self.dtypes[node]);
         if value.shape() != shape || value.dtype() != dtype {
             return Err(Error::argument(
-                name,
+                &self.arg_names[k],
                 format!(
                     "is bound as {shape} {dtype}, got {} {}",
                     value.shape(),
@@ -371,7 +378,6 @@ impl Executor {
                 ),
             ));
         }
-        self.args[k] = value.clone();
         Ok(())
     }
 
@@ -556,17 +562,7 @@ impl Executor {
         for (k, name) in self.arg_names.iter().enumerate() {
             let node = self.graph.args[k];
             let (shape, dtype) = (&self.shapes[node], self.dtypes[node]);
-            let a = &self.args[k];
-            if a.shape() != shape || a.dtype() != dtype {
-                return Err(Error::argument(
-                    name,
-                    format!(
-                        "is bound as {shape} {dtype}, got {} {}",
-                        a.shape(),
-                        a.dtype()
-                    ),
-                ));
-            }
+            self.check_arg(k, &self.args[k])?;
             if let Some(g) = &self.grads[k]
                 && (g.shape() != shape || g.dtype() != dtype)
             {
@@ -662,15 +658,11 @@ impl Executor {
         let Some(k) = f.outputs.iter().position(|&(v, _)| v == t.scratch) else {
             return Ok(None);
         };
-        let stores: Vec<OpReqType> = f
-            .instrs
-            .iter()
-            .filter_map(|i| match i {
-                Instr::Store { output, req, .. } if *output == k => Some(*req),
-                _ => None,
-            })
-            .collect();
-        if stores != [OpReqType::WriteTo] {
+        let mut stores = f.instrs.iter().filter_map(|i| match i {
+            Instr::Store { output, req, .. } if *output == k => Some(*req),
+            _ => None,
+        });
+        if stores.next() != Some(OpReqType::WriteTo) || stores.next().is_some() {
             return Ok(None);
         }
         let reduction = rows(std::slice::from_ref(&input.shape), &self.envs[t.node])
