@@ -621,7 +621,7 @@ fn check_input(
 }
 
 /// A destination as aliasing checks see it: name, bytes, shape, written.
-type DstInfo<'a> = (&'a str, Range<usize>, &'a Shape, bool);
+pub(crate) type DstInfo<'a> = (&'a str, Range<usize>, &'a Shape, bool);
 
 /// How a source relates to the destinations: `Some(k)` when it is exactly
 /// destination `k`'s memory; an error when it partly overlaps one.

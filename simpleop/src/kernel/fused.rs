@@ -12,10 +12,14 @@
 //! before the next reads it, which is what the unfused executor does by
 //! storing it: fused and unfused results are bitwise equal for all dtypes.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
+use smallvec::SmallVec;
+
 use super::{
-    DisjointMut, Src, TILE, TileFns, alias_of, source_for, store, try_for_each_chunk, with_buffers,
+    DisjointMut, DstInfo, Src, TILE, TileFns, alias_of, source_for, store, try_for_each_chunk,
+    with_buffers,
 };
 use crate::kernel::rows::{RowAcc, RowReduction};
 use crate::kernel::simd::{
@@ -36,7 +40,7 @@ pub enum TileInstr<'a> {
         /// The op's arguments.
         env: &'a EnvArguments,
         /// Input slots.
-        ins: Vec<usize>,
+        ins: &'a [usize],
         /// Output slot (not one of `ins`).
         out: usize,
     },
@@ -53,9 +57,9 @@ pub enum TileInstr<'a> {
         /// Slot of the forward output.
         y: Option<usize>,
         /// Slots of the forward inputs.
-        xs: Vec<Option<usize>>,
+        xs: &'a [Option<usize>],
         /// One distinct slot per input gradient (scratch for unwanted ones).
-        grads: Vec<usize>,
+        grads: &'a [usize],
     },
     /// Writes `slots[slot]` into `outputs[output]` per `req`.
     Store {
@@ -150,7 +154,7 @@ impl TileProgram<'_> {
                     if fns.backward_f32.is_none() || fns.backward_f64.is_none() {
                         return Err(bad("instrs", "a backward step of an op without gradient"));
                     }
-                    let reads: Vec<usize> = std::iter::once(*dy)
+                    let reads: SmallVec<[usize; 2 + MAX_ARITY]> = std::iter::once(*dy)
                         .chain(*y)
                         .chain(xs.iter().flatten().copied())
                         .collect();
@@ -331,13 +335,13 @@ fn run_over(
             }
         }
     }
-    let names: Vec<String> = (0..outputs.len()).map(|k| format!("output{k}")).collect();
-    let dst_info: Vec<(&str, Range<usize>, &Shape, bool)> = outputs
+    let names: SmallVec<[Cow<'static, str>; 4]> = (0..outputs.len()).map(output_name).collect();
+    let dst_info: SmallVec<[DstInfo<'_>; 4]> = outputs
         .iter()
         .zip(&names)
-        .map(|(o, n)| (n.as_str(), o.byte_range(), o.shape(), true))
+        .map(|(o, n)| (n.as_ref(), o.byte_range(), o.shape(), true))
         .collect();
-    let mut aliases = Vec::with_capacity(inputs.len());
+    let mut aliases: SmallVec<[Option<usize>; 4]> = SmallVec::with_capacity(inputs.len());
     for (i, x) in inputs.iter().enumerate() {
         if x.dtype() != dtype || !x.shape().broadcasts_to(shape) {
             return Err(bad(
@@ -351,13 +355,25 @@ fn run_over(
         }
         aliases.push(alias_of("fused", "input", x, &dst_info)?);
     }
-    let whole: Vec<usize> = outputs
+    drop(dst_info);
+    let whole: SmallVec<[usize; 4]> = outputs
         .iter()
         .enumerate()
         .map(|(k, o)| whole.get(k).copied().unwrap_or(0).max(o.shape().size()))
         .collect();
     dispatch_float!(dtype, S => run_typed::<S>(prog, inputs, &aliases, (outputs, sink), shape, parallel, &whole),
         _ => unreachable!("checked float above"))
+}
+
+/// `output{k}`, for errors naming an output; the common ones without
+/// allocating, since this runs on every call.
+fn output_name(k: usize) -> Cow<'static, str> {
+    const NAMES: [&str; 8] = [
+        "output0", "output1", "output2", "output3", "output4", "output5", "output6", "output7",
+    ];
+    NAMES
+        .get(k)
+        .map_or_else(|| Cow::Owned(format!("output{k}")), |&n| Cow::Borrowed(n))
 }
 
 /// A worker's part of a [`RowSink`]: its rows of the output and the row
@@ -402,8 +418,9 @@ where
     // A one-element dry run surfaces kernel errors (arity, bad arguments)
     // before anything is written.
     {
-        let mut cells = vec![<S::Compute as Float>::zero(); prog.slots];
-        let mut slots: Vec<&mut [S::Compute]> = cells.chunks_mut(1).collect();
+        let mut cells: SmallVec<[S::Compute; 16]> =
+            smallvec::smallvec![<S::Compute as Float>::zero(); prog.slots];
+        let mut slots: SmallVec<[&mut [S::Compute]; 16]> = cells.chunks_mut(1).collect();
         let zero = [<S::Compute as Float>::zero(); 1];
         run_instrs::<S>(
             prog,
@@ -426,8 +443,8 @@ where
         .iter()
         .zip(aliases)
         .map(|(x, &a)| source_for::<S>(x, a, shape))
-        .collect::<Result<Vec<_>>>()?;
-    let mut dsts = Vec::with_capacity(outputs.len());
+        .collect::<Result<SmallVec<[_; 4]>>>()?;
+    let mut dsts: SmallVec<[_; 4]> = SmallVec::with_capacity(outputs.len());
     for o in outputs.iter_mut() {
         dsts.push(DisjointMut::new(o.as_slice_mut::<S>()?));
     }
@@ -435,7 +452,7 @@ where
     // are streamed to memory: a plain store first reads each line it
     // writes, and a fused chain ran 10-20% slower here for it.
     let same_type = std::mem::size_of::<S>() == std::mem::size_of::<S::Compute>();
-    let streamed: Vec<bool> = whole
+    let streamed: SmallVec<[bool; 4]> = whole
         .iter()
         .map(|&n| {
             same_type && stream_stores_enabled() && n * std::mem::size_of::<S>() >= STREAM_MIN_BYTES
@@ -474,7 +491,8 @@ where
         };
         // Slots and the zero tile start on cache lines (see `Buffers`).
         with_buffers::<S::Compute, _>(prog.slots + 1 + spares, TILE, |mut b| {
-            let mut slots: Vec<&mut [S::Compute]> = (0..prog.slots).map(|_| b.next()).collect();
+            let mut slots: SmallVec<[&mut [S::Compute]; 16]> =
+                (0..prog.slots).map(|_| b.next()).collect();
             let zero = b.next();
             zero.fill(<S::Compute as Float>::zero());
             let spares = (0..spares).map(|_| b.next()).collect();
@@ -548,25 +566,29 @@ struct Outs<'a, 'b, 'c, 'd, S: TileIo> {
 /// the facts `direct_slots` and `deferred_slots` decide on.
 struct SlotUses {
     /// Reads by ops (not by stores).
-    reads: Vec<usize>,
+    reads: PerSlot<usize>,
     /// Writes by ops.
-    writes: Vec<usize>,
+    writes: PerSlot<usize>,
     /// Whether a forward step writes the slot.
-    forward_out: Vec<bool>,
+    forward_out: PerSlot<bool>,
     /// Stores of the slot.
-    stores: Vec<usize>,
+    stores: PerSlot<usize>,
     /// Stores into each output.
-    into: Vec<usize>,
+    into: PerSlot<usize>,
 }
+
+/// One entry per slot (or output), inline for the usual program sizes:
+/// these are rebuilt on every call.
+type PerSlot<T> = SmallVec<[T; 16]>;
 
 impl SlotUses {
     fn of(prog: &TileProgram<'_>, n_outputs: usize) -> SlotUses {
         let mut u = SlotUses {
-            reads: vec![0; prog.slots],
-            writes: vec![0; prog.slots],
-            forward_out: vec![false; prog.slots],
-            stores: vec![0; prog.slots],
-            into: vec![0; n_outputs],
+            reads: smallvec::smallvec![0; prog.slots],
+            writes: smallvec::smallvec![0; prog.slots],
+            forward_out: smallvec::smallvec![false; prog.slots],
+            stores: smallvec::smallvec![0; prog.slots],
+            into: smallvec::smallvec![0; n_outputs],
         };
         for ins in &prog.instrs {
             match ins {
@@ -605,8 +627,8 @@ fn direct_slots<S: TileIo>(
     uses: &SlotUses,
     n_inputs: usize,
     streamed: &[bool],
-) -> Vec<Option<usize>> {
-    let mut direct = vec![None; prog.slots];
+) -> PerSlot<Option<usize>> {
+    let mut direct = smallvec::smallvec![None; prog.slots];
     if std::mem::size_of::<S>() != std::mem::size_of::<S::Compute>() {
         return direct;
     }
@@ -636,8 +658,8 @@ fn deferred_slots(
     uses: &SlotUses,
     n_inputs: usize,
     streamed: &[bool],
-) -> Vec<Option<usize>> {
-    let mut deferred = vec![None; prog.slots];
+) -> PerSlot<Option<usize>> {
+    let mut deferred = smallvec::smallvec![None; prog.slots];
     for ins in &prog.instrs {
         // An output stored into twice (a gradient summed over two paths)
         // must see the first store before the second adds to it.
@@ -663,7 +685,7 @@ fn run_range<'s, S>(
     range: Range<usize>,
     slots: &mut [&'s mut [S::Compute]],
     zero: &[S::Compute],
-    mut spares: Vec<&'s mut [S::Compute]>,
+    mut spares: SmallVec<[&'s mut [S::Compute]; 4]>,
 ) -> Result<()>
 where
     S: TileIo,
@@ -678,13 +700,20 @@ where
     } = outs;
     // Streamed stores are ordered before this chunk reports back.
     let _fence = streamed.contains(&true).then_some(StreamFence);
-    let mut pending: Vec<Pending<'_, '_, S::Compute>> = Vec::with_capacity(spares.len());
-    let mut half = vec![S::zero(); TILE];
+    let mut pending: SmallVec<[Pending<'_, '_, S::Compute>; 4]> =
+        SmallVec::with_capacity(spares.len());
+    // Rounding buffer, needed only when the storage type is narrower.
+    let narrow = std::mem::size_of::<S>() < std::mem::size_of::<S::Compute>();
+    let mut half = if narrow {
+        vec![S::zero(); TILE]
+    } else {
+        Vec::new()
+    };
     let mut start = range.start;
-    let mut tiles: Vec<&mut [S]> = Vec::with_capacity(dsts.len());
+    let mut tiles: SmallVec<[&mut [S]; 4]> = SmallVec::with_capacity(dsts.len());
     // Inputs already in the compute type are read where they lie.
-    let mut ext: Vec<Option<&[S::Compute]>> = vec![None; srcs.len()];
-    let mut ahead: Vec<&[S]> = Vec::with_capacity(srcs.len());
+    let mut ext: SmallVec<[Option<&[S::Compute]>; 8]> = smallvec::smallvec![None; srcs.len()];
+    let mut ahead: SmallVec<[&[S]; 8]> = SmallVec::with_capacity(srcs.len());
     while start < range.end {
         let len = TILE.min(range.end - start);
         tiles.clear();
@@ -842,7 +871,7 @@ where
                 let res = std::mem::take(&mut slots[*o]);
                 // On the stack: this runs once per op per tile.
                 let mut views: [&[S::Compute]; MAX_ARITY] = [&[]; MAX_ARITY];
-                for (v, &i) in views.iter_mut().zip(ins) {
+                for (v, &i) in views.iter_mut().zip(*ins) {
                     *v = match ext.get(i) {
                         Some(Some(e)) => e,
                         _ => &slots[i][..len],
@@ -888,7 +917,7 @@ where
                         .chain(xs.iter().flatten().copied()),
                 );
                 let mut res: [&mut [S::Compute]; MAX_ARITY] = Default::default();
-                for (r, &g) in res.iter_mut().zip(grads) {
+                for (r, &g) in res.iter_mut().zip(*grads) {
                     *r = std::mem::take(&mut slots[g]);
                 }
                 let r = {
@@ -900,7 +929,7 @@ where
                         },
                     };
                     let mut xv: [&[S::Compute]; MAX_ARITY] = [&[]; MAX_ARITY];
-                    for (v, &x) in xv.iter_mut().zip(xs) {
+                    for (v, &x) in xv.iter_mut().zip(*xs) {
                         *v = view(x);
                     }
                     let mut gv: [&mut [S::Compute]; MAX_ARITY] = Default::default();
@@ -921,7 +950,7 @@ where
                 }
                 r?;
                 if round {
-                    for &g in grads {
+                    for &g in *grads {
                         dirty[g] = true;
                     }
                 }
@@ -989,7 +1018,7 @@ mod tests {
         TileInstr::Forward {
             fns: sub_fns(),
             env,
-            ins: vec![0, 1],
+            ins: &[0, 1],
             out: 2,
         }
     }
@@ -1132,7 +1161,7 @@ mod tests {
             backward_f32: None,
             backward_f64: None,
         };
-        let fwd = |ins: Vec<usize>, out| TileInstr::Forward {
+        let fwd = |ins: &'static [usize], out| TileInstr::Forward {
             fns,
             env: &env,
             ins,
@@ -1148,12 +1177,12 @@ mod tests {
         let prog = TileProgram {
             slots: 5,
             instrs: vec![
-                fwd(vec![0], 1),
+                fwd(&[0], 1),
                 store(1, 0),
-                fwd(vec![1], 2),
+                fwd(&[1], 2),
                 store(2, 1),
-                fwd(vec![1], 3),
-                fwd(vec![3], 4),
+                fwd(&[1], 3),
+                fwd(&[3], 4),
                 store(4, 2),
                 store(3, 2),
             ],
@@ -1162,11 +1191,11 @@ mod tests {
         let uses = SlotUses::of(&prog, 3);
         let all = [true; 3];
         assert_eq!(
-            deferred_slots(&prog, &uses, 1, &all),
+            deferred_slots(&prog, &uses, 1, &all).as_slice(),
             [None, None, Some(1), None, None]
         );
         assert_eq!(
-            deferred_slots(&prog, &uses, 1, &[true, false, true]),
+            deferred_slots(&prog, &uses, 1, &[true, false, true]).as_slice(),
             [None; 5]
         );
     }

@@ -2,6 +2,8 @@
 
 use std::collections::HashMap;
 
+use smallvec::SmallVec;
+
 use super::fuse::{self, FusionGroup, Instr, slab};
 use super::graph::Graph;
 use super::infer;
@@ -15,6 +17,9 @@ use crate::{
     DType, Device, EnvArguments, Error, GradArgs, KernelRegistration, NDArray, OpCall, OpReqType,
     Registry, Result, RunContext, Shape, TBlob, TBlobMut, dispatch_float,
 };
+
+/// A per-call list (pointers, views), inline up to the usual sizes.
+type Ptrs<T> = SmallVec<[T; 8]>;
 
 /// How an argument's gradient is delivered (MXNet's `grad_req`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -580,7 +585,7 @@ impl Executor {
     }
 
     /// The tile program of a fused step, with each member's entry points.
-    fn tile_program(&self, f: &fuse::Fused) -> Result<TileProgram<'_>> {
+    fn tile_program<'a>(&'a self, f: &'a fuse::Fused) -> Result<TileProgram<'a>> {
         let mut instrs = Vec::with_capacity(f.instrs.len());
         let mut cost = 0usize;
         let fns = |n: usize| {
@@ -598,7 +603,7 @@ impl Executor {
                     TileInstr::Forward {
                         fns: fns(*node)?,
                         env: &self.envs[*node],
-                        ins: ins.clone(),
+                        ins,
                         out: *out,
                     }
                 }
@@ -615,8 +620,8 @@ impl Executor {
                         env: &self.envs[*node],
                         dy: *dy,
                         y: *y,
-                        xs: xs.clone(),
-                        grads: grads.clone(),
+                        xs,
+                        grads,
                     }
                 }
                 Instr::Store { slot, output, req } => TileInstr::Store {
@@ -675,6 +680,9 @@ impl Executor {
     }
 
     /// Runs `plan.steps[range]`.
+    ///
+    /// Per-call lists live inline ([`Ptrs`]): a six-op fused forward made
+    /// 35 allocator calls with `Vec`s, 3 now (`tests/fused_allocs.rs`).
     fn run(
         &mut self,
         plan: &Plan,
@@ -684,19 +692,20 @@ impl Executor {
         // Base pointers of every location. Arguments and head gradients are
         // only read; outputs and gradient buffers are made unique first so
         // no other handle sees the writes.
-        let arg_ptrs: Vec<*const u8> = self.args.iter().map(|a| a.blob().as_ptr()).collect();
-        let head_grad_ptrs: Vec<*const u8> = head_grads.iter().map(|a| a.blob().as_ptr()).collect();
-        let out_ptrs: Vec<*mut u8> = self
+        let arg_ptrs: Ptrs<*const u8> = self.args.iter().map(|a| a.blob().as_ptr()).collect();
+        let head_grad_ptrs: Ptrs<*const u8> =
+            head_grads.iter().map(|a| a.blob().as_ptr()).collect();
+        let out_ptrs: Ptrs<*mut u8> = self
             .outputs
             .iter_mut()
             .map(NDArray::make_unique_ptr)
             .collect();
-        let grad_ptrs: Vec<Option<*mut u8>> = self
+        let grad_ptrs: Ptrs<Option<*mut u8>> = self
             .grads
             .iter_mut()
             .map(|g| g.as_mut().map(NDArray::make_unique_ptr))
             .collect();
-        let pool_ptrs: Vec<*mut u8> = self
+        let pool_ptrs: Ptrs<*mut u8> = self
             .pool
             .iter_mut()
             .map(|b| b.bytes_mut().as_mut_ptr())
@@ -744,7 +753,7 @@ impl Executor {
                     let n = *node;
                     let op = self.graph.nodes[n].op.expect("op node");
                     let k = self.kernels[n].expect("op node");
-                    let ins: Vec<TBlob<'_>> = inputs.iter().map(|&v| view(v)).collect();
+                    let ins: Ptrs<TBlob<'_>> = inputs.iter().map(|&v| view(v)).collect();
                     let req = if *in_place {
                         OpReqType::WriteInplace
                     } else {
@@ -763,8 +772,8 @@ impl Executor {
                     let node_err = |e: Error| self.graph.nodes[first].error(e);
                     let prog = self.tile_program(f)?;
                     if f.reduce.is_none() && f.head.is_none() {
-                        let ins: Vec<TBlob<'_>> = f.inputs.iter().map(|&v| view(v)).collect();
-                        let mut outs: Vec<TBlobMut<'_>> =
+                        let ins: Ptrs<TBlob<'_>> = f.inputs.iter().map(|&v| view(v)).collect();
+                        let mut outs: Ptrs<TBlobMut<'_>> =
                             f.outputs.iter().map(|&(v, _)| view_mut(v)).collect();
                         run_program(&prog, &ins, &mut outs, self.ctx.parallel).map_err(node_err)?;
                         continue;
@@ -775,8 +784,8 @@ impl Executor {
                         // The reduction eats the program's tiles: its input
                         // is never stored, not even to a slab buffer.
                         let (prog, slot) = without_output(prog, k);
-                        let ins: Vec<TBlob<'_>> = f.inputs.iter().map(|&v| view(v)).collect();
-                        let mut outs: Vec<TBlobMut<'_>> = f
+                        let ins: Ptrs<TBlob<'_>> = f.inputs.iter().map(|&v| view(v)).collect();
+                        let mut outs: Ptrs<TBlobMut<'_>> = f
                             .outputs
                             .iter()
                             .enumerate()
