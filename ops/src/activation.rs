@@ -3,7 +3,7 @@
 use simpleop::simple_op;
 
 /// Rectified linear unit: `max(x, 0)`.
-#[simple_op(inplace = "InOut, OutIn", vector = simpleop::kernel::vector::RELU)]
+#[simple_op(inplace = "InOut, OutIn", vector = simpleop::kernel::vector::RELU, lanes = simpleop::kernel::jit::LaneOp::Relu)]
 pub mod relu {
     use simpleop::prelude::*;
 

@@ -33,7 +33,7 @@ pub mod greater_scalar {
 }
 
 /// `x < scalar`: 1 where less, else 0. The gradient is zero.
-#[simple_op(name = "_lesser_scalar", scalar, inplace = "InOut, OutIn")]
+#[simple_op(name = "_lesser_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::jit::LaneOp::LessScalar)]
 pub mod lesser_scalar {
     use simpleop::prelude::*;
     /// `x < s ? 1 : 0`.

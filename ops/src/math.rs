@@ -8,7 +8,7 @@
 use simpleop::simple_op;
 
 /// Absolute value: `|x|`.
-#[simple_op(inplace = "OutIn")]
+#[simple_op(inplace = "OutIn", lanes = simpleop::kernel::jit::LaneOp::Abs)]
 pub mod abs {
     use simpleop::prelude::*;
     /// `|x|`.
@@ -93,7 +93,7 @@ pub mod trunc {
 }
 
 /// Square: `x²`.
-#[simple_op(inplace = "OutIn")]
+#[simple_op(inplace = "OutIn", lanes = simpleop::kernel::jit::LaneOp::Square)]
 pub mod square {
     use simpleop::prelude::*;
     /// `x · x`.
@@ -345,7 +345,7 @@ pub mod cosh {
 }
 
 /// Hyperbolic tangent.
-#[simple_op(inplace = "InOut, OutIn", vector = simpleop::kernel::vector::TANH)]
+#[simple_op(inplace = "InOut, OutIn", vector = simpleop::kernel::vector::TANH, lanes = simpleop::kernel::jit::LaneOp::Tanh)]
 pub mod tanh {
     use simpleop::prelude::*;
     /// `tanh x`.

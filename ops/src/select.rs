@@ -6,7 +6,7 @@ use simpleop::simple_op;
 /// broadcasting of all three inputs. Not differentiable in `condition`
 /// (its gradient is zero); `x` and `y` get the output gradient where they
 /// were picked.
-#[simple_op(name = "where", broadcast, inplace = "OutLhs")]
+#[simple_op(name = "where", broadcast, inplace = "OutLhs", lanes = simpleop::kernel::jit::LaneOp::Where)]
 pub mod r#where {
     use simpleop::prelude::*;
     /// `condition != 0 ? x : y`.

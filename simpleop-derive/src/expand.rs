@@ -377,6 +377,21 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
             }
         };
         let (b32, b64) = (bwd(quote!(f32)), bwd(quote!(f64)));
+        let lane = match &m.lanes {
+            Some(op) => {
+                let scalar = if matches!(m.params, Params::Scalar) {
+                    quote!(<f32 as ::simpleop::Element>::from_f64(__k.scalar))
+                } else {
+                    quote!(0.0)
+                };
+                quote!(Some(|env: &::simpleop::EnvArguments| -> ::core::option::Option<::simpleop::kernel::jit::Lane> {
+                    let __k = __kernel(env).ok()?;
+                    let _ = &__k;
+                    ::core::option::Option::Some(::simpleop::kernel::jit::Lane { op: #op, scalar: #scalar })
+                }))
+            }
+            None => quote!(None),
+        };
         quote!(Some(::simpleop::kernel::TileFns {
             forward_f32: |env: &::simpleop::EnvArguments, ins: &[&[f32]], out: &mut [f32]| {
                 ::simpleop::kernel::tile_forward::<_, f32, #arity>(&__kernel(env)?, ins, out)
@@ -386,6 +401,7 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
             },
             backward_f32: #b32,
             backward_f64: #b64,
+            lane: #lane,
         }))
     } else {
         quote!(None)

@@ -82,6 +82,8 @@ pub struct OpModel {
     pub cost: u32,
     /// The `VectorForm` the kernel names, if any.
     pub vector: Option<syn::Path>,
+    /// The `LaneOp` the kernel declares for code generation, if any.
+    pub lanes: Option<syn::Path>,
     /// The author declared that the kernel reads state besides its
     /// arguments or may panic on some inputs (`impure`).
     pub impure: bool,
@@ -409,6 +411,28 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
             ));
         }
     }
+    if let Some(l) = &opts.lanes {
+        let states = forward.roles.iter().any(|r| matches!(r, Role::State(_)));
+        let why = if form == Form::Blob {
+            Some("the blob form".to_string())
+        } else if matches!(params, Params::Kwargs(_)) {
+            Some("kwargs".to_string())
+        } else if opts.rng.is_some() {
+            Some("a random stream".to_string())
+        } else if states {
+            Some("an input it updates in place".to_string())
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            errors.push(syn::Error::new_spanned(
+                &l.value,
+                format!(
+                    "`lanes` is for elementwise ops whose arguments are their inputs and at most a scalar (a lane sees nothing else), but `{name}` has {why}"
+                ),
+            ));
+        }
+    }
     if let Some(b) = opts.broadcast {
         if form == Form::Blob || arity < 2 {
             err(
@@ -558,6 +582,7 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
         rows,
         cost: find_fn(module, "forward").map_or(1, estimate_cost),
         vector: opts.vector.as_ref().map(|v| v.value.clone()),
+        lanes: opts.lanes.as_ref().map(|v| v.value.clone()),
         impure: opts.impure.is_some(),
     })
 }

@@ -40,10 +40,11 @@ pub struct Options {
     pub blob: Option<Span>,
     pub inputs: Option<At<usize>>,
     pub vector: Option<At<Path>>,
+    pub lanes: Option<At<Path>>,
     pub impure: Option<Span>,
 }
 
-const KNOWN: &str = "name, alias, inplace, scalar, kwargs, resources, pattern, broadcast, blob, inputs, vector, impure";
+const KNOWN: &str = "name, alias, inplace, scalar, kwargs, resources, pattern, broadcast, blob, inputs, vector, lanes, impure";
 
 pub const PATTERNS: [&str; 6] = [
     "elementwise",
@@ -131,6 +132,13 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<syn::Error>) -> Options {
                 opts.vector = path_value(
                     &meta,
                     "the path of a `VectorForm` constant: `vector = simpleop::kernel::vector::EXP`",
+                    errors,
+                );
+            }
+            "lanes" => {
+                opts.lanes = path_value(
+                    &meta,
+                    "the path of a `LaneOp`: `lanes = simpleop::kernel::jit::LaneOp::Tanh`",
                     errors,
                 );
             }

@@ -27,11 +27,15 @@
 //!   `chain6/fused/bandwidth` is the same time against `stream/triad`
 //!   (same bytes); `chain6/fused/cached-stores`: streaming stores of the
 //!   output off ([`simd::set_stream_stores`]), against `chain6/fused`;
+//!   `chain6/fused/interpreted`: code generation off
+//!   ([`jit::set_codegen`]), so the tile interpreter runs the ops,
+//!   against `chain6/fused`;
 //!   `chain6/unfused`: fusion off, against `chain6/fused` (the ratio is
 //!   what fusion buys).
 //! * `smooth_l1/composed-fused`: `smooth_l1` written as `where(|x| < 1,
 //!   0.5 x², |x| - 0.5)` from six primitive ops, fused, against the
-//!   registered op.
+//!   registered op; `smooth_l1/composed-interpreted`: code generation off,
+//!   against the compiled row.
 //! * `row_sq_dist/fused`: `sum((x - y)², axis = 1)` over 1,024-element rows
 //!   of the same number of f32 elements, fused (each tile's squares are
 //!   summed while in L1: [`fused::RowSink`]), against one `elemwise_add`
@@ -56,6 +60,7 @@ use rayon::prelude::*;
 use std::collections::HashMap;
 
 use crate::kernel::fused;
+use crate::kernel::jit;
 use crate::kernel::simd::{self, Isa, TileJob};
 use crate::kernel::table;
 use crate::symbol::{BindConfig, Symbol};
@@ -378,6 +383,13 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
             || fused.forward(false),
         )?;
         report(&b);
+        b.time_switched_off(
+            "chain6/fused/interpreted",
+            Some("chain6/fused"),
+            (jit::codegen_enabled, jit::set_codegen),
+            || fused.forward(false),
+        )?;
+        report(&b);
         b.time("chain6/unfused", Some("chain6/fused"), || {
             unfused.forward(false)
         })?;
@@ -387,6 +399,13 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
         b.time(
             "smooth_l1/composed-fused",
             Some("smooth_l1/f32/out"),
+            || sl1.forward(false),
+        )?;
+        report(&b);
+        b.time_switched_off(
+            "smooth_l1/composed-interpreted",
+            Some("smooth_l1/composed-fused"),
+            (jit::codegen_enabled, jit::set_codegen),
             || sl1.forward(false),
         )?;
         report(&b);

@@ -32,6 +32,7 @@ use smallvec::SmallVec;
 
 pub mod fused;
 pub mod grain;
+pub mod jit;
 pub mod rows;
 pub mod simd;
 pub mod table;
@@ -125,7 +126,14 @@ pub struct TileFns {
     pub backward_f32: Option<TileBackwardFn<f32>>,
     /// Gradient in f64, when the op has one.
     pub backward_f64: Option<TileBackwardFn<f64>>,
+    /// The op's lane form for code generation, when it declares one
+    /// (`#[simple_op(lanes = ...)]`): `None` from the function where the
+    /// arguments do not allow it.
+    pub lane: Option<LaneFn>,
 }
+
+/// An op's [`jit::Lane`] for its arguments.
+pub type LaneFn = fn(&crate::EnvArguments) -> Option<jit::Lane>;
 
 fn tile_len_error(what: &str, expected: String) -> Error {
     Error::invalid("tile", what, expected)

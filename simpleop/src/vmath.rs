@@ -77,7 +77,7 @@ pub mod avx512;
 /// `1.5 * 2^23`: adding and subtracting it rounds an `f32` with |v| < 2^22
 /// to the nearest integer (ties to even); the integer is then in the low
 /// mantissa bits of the sum.
-const ROUND_MAGIC: f32 = 12_582_912.0;
+pub(crate) const ROUND_MAGIC: f32 = 12_582_912.0;
 /// High part of ln 2 (15 significant bits, so `n * LN2_HI` is exact).
 const LN2_HI: f32 = 0.693_145_75;
 /// Low part of ln 2.
@@ -142,7 +142,7 @@ const LN_Q: [f32; 9] = [
 /// (e^{2h} - 1)/2 = h + h^2 G(h), h in [-ln2/4, ln2/4] (relative-error fit,
 /// 1.4e-8 before rounding; one coefficient more would give 4e-10 and a
 /// 2 ULP `tanh`, at about 7% more time).
-const TANH_G: [f32; 5] = [
+pub(crate) const TANH_G: [f32; 5] = [
     0.999_999_94,
     0.666_661_86,
     0.333_339_5,
@@ -151,7 +151,7 @@ const TANH_G: [f32; 5] = [
 ];
 /// Beyond this |x|, tanh(x) rounds to ±1 (it does from 9.011 on), and so
 /// does the formula: there `f + 1` rounds to `f`.
-const TANH_CLAMP: f32 = 9.1;
+pub(crate) const TANH_CLAMP: f32 = 9.1;
 /// erf(x) = x + x E(x^2), |x| in [0, 1].
 const ERF_S: [f32; 8] = [
     0.128_379_17,

@@ -21,10 +21,11 @@ use super::{
     DisjointMut, DstInfo, Src, TILE, TileFns, alias_of, source_for, store, try_for_each_chunk,
     with_buffers,
 };
+use crate::kernel::jit;
 use crate::kernel::rows::{RowAcc, RowReduction};
 use crate::kernel::simd::{
-    STREAM_MIN_BYTES, StreamFence, Switch, TileIo, prefetch, prefetch_l2, prefetch_op_loop,
-    stream_copy, stream_stores_enabled,
+    Isa, STREAM_MIN_BYTES, StreamFence, Switch, TileIo, active, prefetch, prefetch_l2,
+    prefetch_op_loop, stream_copy, stream_stores_enabled,
 };
 use crate::{
     DType, EnvArguments, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, dispatch_float,
@@ -85,10 +86,13 @@ pub struct TileProgram<'a> {
 
 /// Compute types with tile entry points.
 trait Compute: Float<Compute = Self> {
+    /// Whether this is f32, the type code generation covers.
+    const F32: bool;
     fn forward(f: &TileFns) -> super::TileForwardFn<Self>;
     fn backward(f: &TileFns) -> Option<super::TileBackwardFn<Self>>;
 }
 impl Compute for f32 {
+    const F32: bool = true;
     fn forward(f: &TileFns) -> super::TileForwardFn<f32> {
         f.forward_f32
     }
@@ -97,6 +101,7 @@ impl Compute for f32 {
     }
 }
 impl Compute for f64 {
+    const F32: bool = false;
     fn forward(f: &TileFns) -> super::TileForwardFn<f64> {
         f.forward_f64
     }
@@ -423,7 +428,7 @@ where
         let mut slots: SmallVec<[&mut [S::Compute]; 16]> = cells.chunks_mut(1).collect();
         let zero = [<S::Compute as Float>::zero(); 1];
         run_instrs::<S>(
-            prog,
+            (prog, None),
             &mut slots,
             &[],
             &zero,
@@ -435,6 +440,7 @@ where
                 streamed: &[],
                 ahead: &[],
                 deferred: &[],
+                jit_streams: &[],
                 pending: &mut [],
             },
         )?;
@@ -467,6 +473,23 @@ where
     }
     let deferred = deferred_slots(prog, &uses, inputs.len(), &streamed);
     let spares = deferred.iter().flatten().count();
+    let same_storage = std::mem::size_of::<S>() == std::mem::size_of::<S::Compute>();
+    // Compiled code streams a deferred result straight to its output (the
+    // sink's slot excepted: the sink reads it from the slot after the tile).
+    let mut jit_streams = deferred.clone();
+    if let Some(k) = &sink {
+        jit_streams[k.slot] = None;
+    }
+    let compiled = (S::Compute::F32 && same_storage)
+        .then(|| {
+            compiled(
+                prog,
+                inputs.len(),
+                sink.as_ref().map(|k| k.slot),
+                &jit_streams,
+            )
+        })
+        .flatten();
     // Rows of the sink end inside one worker's range.
     let (sink, mut sink_blob) = match sink {
         Some(k) => (Some((k.slot, k.reduction)), Some(k.dst)),
@@ -501,9 +524,18 @@ where
                 direct: &direct,
                 streamed: &streamed,
                 deferred: &deferred,
+                jit_streams: &jit_streams,
                 rows,
             };
-            run_range::<S>(prog, &srcs, outs, range, &mut slots, zero, spares)
+            run_range::<S>(
+                (prog, compiled.as_deref()),
+                &srcs,
+                outs,
+                range,
+                &mut slots,
+                zero,
+                spares,
+            )
         })
     })
 }
@@ -516,6 +548,8 @@ struct Dsts<'a, 'b, S> {
     direct: &'a [Option<usize>],
     streamed: &'a [bool],
     deferred: &'a [Option<usize>],
+    /// Per slot, the output compiled code streams it to (see `run_typed`).
+    jit_streams: &'a [Option<usize>],
     rows: Option<Rows<'b, S>>,
 }
 
@@ -557,6 +591,8 @@ struct Outs<'a, 'b, 'c, 'd, S: TileIo> {
     ahead: &'a [&'b [S]],
     /// Per slot, the output its store is deferred to (see `deferred_slots`).
     deferred: &'a [Option<usize>],
+    /// Per slot, the output compiled code streams it to.
+    jit_streams: &'a [Option<usize>],
     /// The previous tile's deferred results, written out in slices spread
     /// over the instructions as `ahead` is read.
     pending: &'a mut [Pending<'c, 'd, S::Compute>],
@@ -679,7 +715,7 @@ fn deferred_slots(
 
 /// Runs `range` tile by tile through the program, in the worker's slots.
 fn run_range<'s, S>(
-    prog: &TileProgram<'_>,
+    (prog, compiled): (&TileProgram<'_>, Option<&jit::Compiled>),
     srcs: &[Src<'_, S>],
     outs: Dsts<'_, '_, S>,
     range: Range<usize>,
@@ -696,6 +732,7 @@ where
         direct,
         streamed,
         deferred,
+        jit_streams,
         mut rows,
     } = outs;
     // Streamed stores are ordered before this chunk reports back.
@@ -732,8 +769,16 @@ where
                 src.fill(start, len, &tiles, slot);
             }
         }
+        // Non-temporal stores need 64-byte aligned vectors; a tile that
+        // is not (an output view off a cache line) is interpreted.
+        let compiled = compiled.filter(|_| {
+            jit_streams
+                .iter()
+                .flatten()
+                .all(|&k| tiles[k].as_ptr().align_offset(64) == 0)
+        });
         let r = run_instrs::<S>(
-            prog,
+            (prog, compiled),
             slots,
             &ext,
             zero,
@@ -745,6 +790,7 @@ where
                 streamed,
                 ahead: &ahead,
                 deferred,
+                jit_streams,
                 pending: &mut pending,
             },
         );
@@ -764,6 +810,9 @@ where
             spares.push(p.buf);
         }
         for (slot, output) in deferred.iter().enumerate() {
+            if compiled.is_some() && jit_streams[slot].is_some() {
+                continue; // already streamed out by the compiled code
+            }
             if let Some(k) = *output {
                 let spare = spares.pop().expect("one spare per deferred slot");
                 let buf = std::mem::replace(&mut slots[slot], spare);
@@ -781,8 +830,10 @@ where
 }
 
 /// Runs the instructions on slots of `len` elements; stores go to `out`.
+/// With `compiled` (the program's register-resident code), that runs the
+/// ops and only the stores are interpreted.
 fn run_instrs<S>(
-    prog: &TileProgram<'_>,
+    (prog, compiled): (&TileProgram<'_>, Option<&jit::Compiled>),
     slots: &mut [&mut [S::Compute]],
     ext: &[Option<&[S::Compute]>],
     zero: &[S::Compute],
@@ -820,8 +871,59 @@ where
         streamed,
         ahead,
         deferred,
+        jit_streams,
         pending,
     } = outs;
+    let to_l2 = prog.cost >= L2_PREFETCH_MIN_COST;
+    let like_one_op = prog.cost <= ONE_OP_PREFETCH_MAX_COST;
+    if let Some(code) = compiled.filter(|_| !tiles.is_empty()) {
+        // One pass with the values in registers streams memory as a
+        // single-op loop does, and prefetches as one.
+        for a in ahead {
+            prefetch_op_loop(a);
+        }
+        for p in pending.iter_mut() {
+            p.write(usize::MAX);
+        }
+        // Where each slot lives for this tile: an input where it lies, a
+        // result computed straight into its output tile, else its buffer.
+        let mut ptrs: PerSlot<*mut f32> = smallvec::smallvec![std::ptr::null_mut(); slots.len()];
+        for (s, p) in ptrs.iter_mut().enumerate() {
+            let direct_tile = match (direct.get(s), jit_streams.get(s)) {
+                (Some(Some(k)), _) | (_, Some(Some(k))) => S::as_compute_mut(&mut *tiles[*k]),
+                _ => None,
+            };
+            *p = match (ext.get(s), direct_tile) {
+                (Some(Some(e)), _) => e.as_ptr().cast_mut().cast(),
+                (_, Some(t)) => t.as_mut_ptr().cast(),
+                _ => slots[s].as_mut_ptr().cast(),
+            };
+        }
+        // SAFETY: `S::Compute` is f32 (`compiled` exists only then), so
+        // every pointer is to f32: inputs (which the code only reads:
+        // `compiled` refuses programs writing an input slot) and slot
+        // buffers hold at least `len` elements, output tiles exactly
+        // `len`; no reference to them is used during the call; the CPU has
+        // AVX-512 (`compiled` checks).
+        unsafe { code.run(&ptrs, len) };
+        for instr in &prog.instrs {
+            if let TileInstr::Store { slot, output, req } = instr {
+                run_store::<S>(
+                    (*slot, *output, *req),
+                    slots,
+                    ext,
+                    len,
+                    StoreTo {
+                        tiles,
+                        direct,
+                        deferred,
+                        streamed,
+                    },
+                );
+            }
+        }
+        return Ok(());
+    }
     let steps = prog
         .instrs
         .iter()
@@ -834,8 +936,6 @@ where
     // input.
     let ahead_part = ahead.first().map_or(0, |a| a.len().div_ceil(steps));
     let pending_part = pending.first().map_or(0, |p| p.dst.len().div_ceil(steps));
-    let to_l2 = prog.cost >= L2_PREFETCH_MIN_COST;
-    let like_one_op = prog.cost <= ONE_OP_PREFETCH_MAX_COST;
     let mut step = 0;
     for instr in &prog.instrs {
         if !matches!(instr, TileInstr::Store { .. }) {
@@ -955,27 +1055,96 @@ where
                     }
                 }
             }
-            TileInstr::Store { slot, output, req } => {
-                if tiles.is_empty()
-                    || direct.get(*slot).is_some_and(Option::is_some)
-                    || deferred.get(*slot).is_some_and(Option::is_some)
-                {
-                    continue;
-                }
-                let src = match ext.get(*slot) {
-                    Some(Some(e)) => e,
-                    _ => &slots[*slot][..len],
-                };
-                let stream =
-                    *req == OpReqType::WriteTo && streamed.get(*output).copied().unwrap_or(false);
-                match S::as_compute_mut(&mut *tiles[*output]) {
-                    Some(dst) if stream => stream_copy(dst, src),
-                    _ => store(&mut *tiles[*output], src, *req),
-                }
-            }
+            TileInstr::Store { slot, output, req } => run_store::<S>(
+                (*slot, *output, *req),
+                slots,
+                ext,
+                len,
+                StoreTo {
+                    tiles,
+                    direct,
+                    deferred,
+                    streamed,
+                },
+            ),
         }
     }
     Ok(())
+}
+
+/// Where a `Store` step may write: the tiles, and the slots it skips.
+struct StoreTo<'a, 'b, S> {
+    tiles: &'a mut [&'b mut [S]],
+    direct: &'a [Option<usize>],
+    deferred: &'a [Option<usize>],
+    streamed: &'a [bool],
+}
+
+/// A `Store` step: `slot` into this tile of `output` per `req`, unless the
+/// value went there directly or its store is deferred.
+fn run_store<S: TileIo>(
+    (slot, output, req): (usize, usize, OpReqType),
+    slots: &[&mut [S::Compute]],
+    ext: &[Option<&[S::Compute]>],
+    len: usize,
+    to: StoreTo<'_, '_, S>,
+) {
+    let StoreTo {
+        tiles,
+        direct,
+        deferred,
+        streamed,
+    } = to;
+    if tiles.is_empty()
+        || direct.get(slot).is_some_and(Option::is_some)
+        || deferred.get(slot).is_some_and(Option::is_some)
+    {
+        return;
+    }
+    let src = match ext.get(slot) {
+        Some(Some(e)) => e,
+        _ => &slots[slot][..len],
+    };
+    let stream = req == OpReqType::WriteTo && streamed.get(output).copied().unwrap_or(false);
+    match S::as_compute_mut(&mut *tiles[output]) {
+        Some(dst) if stream => stream_copy(dst, src),
+        _ => store(&mut *tiles[output], src, req),
+    }
+}
+
+/// The program's register-resident code (see [`jit`]), when every step is
+/// an op with a lane form on a CPU the generator covers: `sink` is a slot
+/// read after the program. The caller checks the types (f32 storage).
+fn compiled(
+    prog: &TileProgram<'_>,
+    n_inputs: usize,
+    sink: Option<usize>,
+    streams: &[Option<usize>],
+) -> Option<std::sync::Arc<jit::Compiled>> {
+    if active() != Isa::Avx512 || !jit::codegen_enabled() {
+        return None;
+    }
+    let mut instrs: SmallVec<[jit::JitInstr<'_>; 16]> = SmallVec::new();
+    for i in &prog.instrs {
+        instrs.push(match i {
+            // an input slot may be read where it lies: never write one
+            TileInstr::Forward { fns, env, ins, out } if *out >= n_inputs => jit::JitInstr::Op {
+                lane: (fns.lane?)(env)?,
+                ins,
+                out: *out,
+            },
+            TileInstr::Store { slot, .. } => jit::JitInstr::Keep {
+                slot: *slot,
+                stream: streams.get(*slot).is_some_and(Option::is_some),
+            },
+            _ => return None,
+        });
+    }
+    instrs.extend(sink.map(|slot| jit::JitInstr::Keep {
+        slot,
+        stream: false,
+    }));
+    jit::compile(&instrs, prog.slots)
 }
 
 #[cfg(test)]
@@ -1010,6 +1179,7 @@ mod tests {
             forward_f64: sub64,
             backward_f32: None,
             backward_f64: None,
+            lane: None,
         }
     }
 
@@ -1160,6 +1330,7 @@ mod tests {
             forward_f64: noop64,
             backward_f32: None,
             backward_f64: None,
+            lane: None,
         };
         let fwd = |ins: &'static [usize], out| TileInstr::Forward {
             fns,

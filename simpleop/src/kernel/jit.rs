@@ -1,0 +1,216 @@
+//! Register-resident code for fused elementwise programs.
+//!
+//! The tile interpreter ([`super::fused`]) runs a fused group op by op over
+//! L1-resident tiles, so every op pays a load and a store per vector and a
+//! call per tile: for `chain6` that is two thirds of its time in cache.
+//! Where every op of a program declares a [`LaneOp`] (its semantics in
+//! terms this module can emit: `#[simple_op(lanes = ...)]`), the program is
+//! compiled instead to one loop that keeps intermediate values in vector
+//! registers: per 16 elements it loads the inputs, runs all the ops and
+//! stores only what leaves the program. Today that is x86-64 Linux with
+//! AVX-512 ([`Isa::Avx512`](super::simd::Isa::Avx512)) and f32 storage;
+//! everything else runs the interpreter.
+//!
+//! Each lane emits the operations its op's scalar kernel performs in the
+//! FMA tile loops (the same roundings, NaN and signed-zero behaviour), so
+//! results are bitwise the interpreter's; `tests/tests/codegen.rs` checks
+//! every registered op's lane against its kernel over special values and
+//! sweeps, and fused programs with and without code generation.
+//!
+//! A compiled program is cached by its instructions (ops, scalars, slots),
+//! so a graph run many times compiles once; the cache holds at most
+//! [`CACHE_LIMIT`] programs and is emptied when full.
+
+use std::sync::{Arc, Mutex};
+
+use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
+
+use crate::kernel::simd::Switch;
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod x86;
+
+/// What an op computes, per lane, in terms the code generator can emit.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LaneOp {
+    /// `a + b`.
+    Add,
+    /// `a - b`.
+    Sub,
+    /// `a * b`.
+    Mul,
+    /// `x + s`.
+    AddScalar,
+    /// `x - s`.
+    SubScalar,
+    /// `s - x`.
+    RSubScalar,
+    /// `x * s`.
+    MulScalar,
+    /// `x > 0 ? x : 0`.
+    Relu,
+    /// `|x|`.
+    Abs,
+    /// `-x`.
+    Neg,
+    /// `x * x`.
+    Square,
+    /// `tanh x` as [`crate::vmath::fma::tanh`].
+    Tanh,
+    /// `x < s ? 1 : 0`.
+    LessScalar,
+    /// `c != 0 ? x : y`.
+    Where,
+}
+
+impl LaneOp {
+    /// Number of inputs.
+    pub fn arity(self) -> usize {
+        match self {
+            LaneOp::Add | LaneOp::Sub | LaneOp::Mul => 2,
+            LaneOp::Where => 3,
+            _ => 1,
+        }
+    }
+}
+
+/// An op's lane form with its scalar argument (`0` when it has none).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Lane {
+    /// The operation.
+    pub op: LaneOp,
+    /// The `scalar` argument, as the kernel sees it in f32.
+    pub scalar: f32,
+}
+
+/// One instruction of a program to compile.
+#[derive(Clone, Debug)]
+pub enum JitInstr<'a> {
+    /// `slots[out] = lane(slots[ins..])`.
+    Op {
+        /// The operation.
+        lane: Lane,
+        /// Input slots.
+        ins: &'a [usize],
+        /// Output slot.
+        out: usize,
+    },
+    /// A read of `slot` after the ops (a store, or a reader outside the
+    /// program): its last value must reach memory.
+    Keep {
+        /// The slot.
+        slot: usize,
+        /// Write it with non-temporal stores (an output past the caches,
+        /// whose every full vector is 64-byte aligned; the caller fences).
+        stream: bool,
+    },
+}
+
+/// A compiled program; see the module docs.
+pub struct Compiled {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    code: x86::JitCode,
+    /// Number of slot pointers [`Compiled::run`] reads.
+    slots: usize,
+}
+
+impl std::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compiled")
+            .field("slots", &self.slots)
+            .finish()
+    }
+}
+
+impl Compiled {
+    /// Runs the program over `len` elements: `ptrs[s]` is where slot `s`
+    /// lives for this call.
+    ///
+    /// # Safety
+    /// `ptrs` has an entry per slot; every slot the program reads points
+    /// at `len` readable f32 and every slot it writes at `len` writable
+    /// ones (which no other live reference covers); the CPU has what
+    /// [`Isa::Avx512`](super::simd::Isa::Avx512) stands for.
+    pub unsafe fn run(&self, ptrs: &[*mut f32], len: usize) {
+        assert!(ptrs.len() >= self.slots, "one pointer per slot");
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        // SAFETY: the caller's contract, the pointer count checked above.
+        unsafe {
+            self.code.run(ptrs, len)
+        }
+        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        let _ = len;
+    }
+}
+
+/// Programs kept compiled at most; see the module docs.
+pub const CACHE_LIMIT: usize = 256;
+
+type Cache = FxHashMap<Vec<u64>, Option<Arc<Compiled>>>;
+static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
+
+/// The cache key: built on the stack, since it is looked up per run.
+fn key(instrs: &[JitInstr<'_>], n_slots: usize) -> SmallVec<[u64; 64]> {
+    let mut k = SmallVec::new();
+    k.push(n_slots as u64);
+    for i in instrs {
+        match i {
+            JitInstr::Op { lane, ins, out } => {
+                k.push((lane.op as u64) << 32 | u64::from(lane.scalar.to_bits()));
+                k.push(ins.len() as u64);
+                k.extend(ins.iter().map(|&s| s as u64));
+                k.push(*out as u64);
+            }
+            JitInstr::Keep { slot, stream } => {
+                k.push(u64::MAX - 2 * *slot as u64 - u64::from(*stream));
+            }
+        }
+    }
+    k
+}
+
+/// The compiled form of `instrs` over `n_slots` slots (cached), or `None`
+/// where code generation is off, unsupported here, or the program does not
+/// fit (more live values than registers): the caller interprets it then.
+/// Only for CPUs with [`Isa::Avx512`](super::simd::Isa::Avx512).
+pub fn compile(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<Arc<Compiled>> {
+    if !codegen_enabled() {
+        return None;
+    }
+    let k = key(instrs, n_slots);
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = cache.get_or_insert_with(FxHashMap::default);
+    if let Some(c) = cache.get(k.as_slice()) {
+        return c.clone();
+    }
+    if cache.len() >= CACHE_LIMIT {
+        cache.clear();
+    }
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    let c = x86::compile(instrs, n_slots).map(|code| {
+        Arc::new(Compiled {
+            code,
+            slots: n_slots,
+        })
+    });
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    let c = None;
+    cache.insert(k.to_vec(), c.clone());
+    c
+}
+
+static CODEGEN: Switch = Switch::new("SIMPLEOP_CODEGEN");
+
+/// Whether fused programs are compiled to register-resident code where
+/// they can be (on unless `SIMPLEOP_CODEGEN=0` at the first use, or
+/// [`set_codegen`]).
+pub fn codegen_enabled() -> bool {
+    CODEGEN.get()
+}
+
+/// Turns code generation on or off for later runs, which is how the
+/// benchmark and the tests compare it with the interpreter.
+pub fn set_codegen(on: bool) {
+    CODEGEN.set(on);
+}

@@ -1,0 +1,416 @@
+//! The AVX-512 code generator behind [`super::compile`].
+//!
+//! The generated function is `extern "sysv64" fn(ptrs, pool, len)`:
+//! `ptrs[s]` is where slot `s` lives, `pool` the program's constants, `len`
+//! the element count. It reads and writes `ptrs[s][0..len]` only (the last
+//! partial vector under a mask, which suppresses faults on masked lanes)
+//! and reads nothing else but the pool, so its memory safety rests on the
+//! loop bounds below and on the caller's pointers.
+
+use iced_x86::code_asm::*;
+
+use super::{JitInstr, Lane, LaneOp};
+use crate::vmath::{ROUND_MAGIC, TANH_CLAMP, TANH_G};
+
+/// Registers for values; the last four are the lanes' scratch.
+const VALUE_REGS: usize = 28;
+
+fn zmm(i: usize) -> AsmRegisterZmm {
+    const Z: [AsmRegisterZmm; 32] = [
+        zmm0, zmm1, zmm2, zmm3, zmm4, zmm5, zmm6, zmm7, zmm8, zmm9, zmm10, zmm11, zmm12, zmm13,
+        zmm14, zmm15, zmm16, zmm17, zmm18, zmm19, zmm20, zmm21, zmm22, zmm23, zmm24, zmm25, zmm26,
+        zmm27, zmm28, zmm29, zmm30, zmm31,
+    ];
+    Z[i]
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    Load {
+        slot: usize,
+        reg: usize,
+    },
+    Op {
+        lane: Lane,
+        ins: Vec<usize>,
+        out: usize,
+    },
+    Store {
+        slot: usize,
+        reg: usize,
+        stream: bool,
+    },
+}
+
+/// Assigns registers: inputs load at first use, results stay in registers
+/// until their last reader, and values that leave the program (read by
+/// nothing later in it, or kept) are stored right after they are made.
+/// `None` when the program does not fit the registers or reads a slot it
+/// also overwrites before (the interpreter handles those).
+fn plan(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<Vec<Step>> {
+    // value ids: per slot, the value it holds at each point
+    #[derive(Clone, Copy)]
+    enum Holds {
+        Initial,
+        Value(usize),
+    }
+    let mut holds = vec![Holds::Initial; n_slots];
+    let mut loaded: Vec<Option<usize>> = vec![None; n_slots]; // value id of initial load
+    let mut n_values = 0;
+    // per op: (lane, reads as value ids, result's value id, result's slot)
+    let mut ops = Vec::new();
+    let mut kept = Vec::new();
+    for ins in instrs {
+        match ins {
+            JitInstr::Op { lane, ins, out } => {
+                if ins.len() != lane.op.arity()
+                    || *out >= n_slots
+                    || ins.iter().any(|&s| s >= n_slots)
+                {
+                    return None;
+                }
+                let mut reads = Vec::new();
+                for &s in *ins {
+                    let v = match holds[s] {
+                        Holds::Value(v) => v,
+                        Holds::Initial => {
+                            // an initial value is loaded once per vector
+                            *loaded[s].get_or_insert_with(|| {
+                                n_values += 1;
+                                n_values - 1
+                            })
+                        }
+                    };
+                    reads.push(v);
+                }
+                let v = n_values;
+                n_values += 1;
+                holds[*out] = Holds::Value(v);
+                ops.push((*lane, reads, v, *out));
+            }
+            JitInstr::Keep { slot, stream } => {
+                if *slot >= n_slots {
+                    return None;
+                }
+                if let Holds::Value(v) = holds[*slot] {
+                    kept.push((v, *stream));
+                }
+            }
+        }
+    }
+    // Keeps run after the ops, so they must read final values (the
+    // interpreter's store would have read an earlier one).
+    let final_value: Vec<Option<usize>> = holds
+        .iter()
+        .map(|h| match h {
+            Holds::Value(v) => Some(*v),
+            Holds::Initial => None,
+        })
+        .collect();
+    if kept.iter().any(|(v, _)| !final_value.contains(&Some(*v))) {
+        return None;
+    }
+    // Last reader of each value (op index), for freeing registers.
+    let mut last = vec![None; n_values];
+    for (k, (_, reads, _, _)) in ops.iter().enumerate() {
+        for &r in reads {
+            last[r] = Some(k);
+        }
+    }
+    // A result leaves the program when it is a slot's final value and
+    // either kept or read by nothing (a reader outside, e.g. a row sink).
+    let leaves = |v: usize| {
+        final_value.contains(&Some(v)) && (kept.iter().any(|k| k.0 == v) || last[v].is_none())
+    };
+    let streamed = |v: usize| kept.iter().any(|&(k, stream)| k == v && stream);
+    // A slot's initial value is loaded at its first use; a result stored
+    // into that slot's memory before then would clobber it.
+    let mut steps = Vec::new();
+    let mut reg_of = vec![usize::MAX; n_values];
+    let mut free: Vec<usize> = (0..VALUE_REGS).rev().collect();
+    let mut stored_slots = Vec::new();
+    for (k, (lane, reads, v, out)) in ops.iter().enumerate() {
+        let mut in_regs = Vec::new();
+        for &r in reads {
+            if reg_of[r] == usize::MAX {
+                // an initial value: find its slot
+                let s = loaded.iter().position(|l| *l == Some(r))?;
+                if stored_slots.contains(&s) {
+                    return None;
+                }
+                let reg = free.pop()?;
+                reg_of[r] = reg;
+                steps.push(Step::Load { slot: s, reg });
+            }
+            in_regs.push(reg_of[r]);
+        }
+        let out_reg = free.pop()?;
+        reg_of[*v] = out_reg;
+        steps.push(Step::Op {
+            lane: *lane,
+            ins: in_regs,
+            out: out_reg,
+        });
+        for &r in reads {
+            if last[r] == Some(k) && !free.contains(&reg_of[r]) {
+                free.push(reg_of[r]);
+            }
+        }
+        if leaves(*v) {
+            steps.push(Step::Store {
+                slot: *out,
+                reg: out_reg,
+                stream: streamed(*v),
+            });
+            stored_slots.push(*out);
+        }
+        if last[*v].is_none() {
+            free.push(out_reg);
+        }
+    }
+    Some(steps)
+}
+
+/// Constant pool: each distinct bit pattern once.
+#[derive(Default)]
+struct Pool(Vec<u32>);
+
+impl Pool {
+    fn at(&mut self, bits: u32) -> AsmMemoryOperand {
+        let k = match self.0.iter().position(|&b| b == bits) {
+            Some(k) => k,
+            None => {
+                self.0.push(bits);
+                self.0.len() - 1
+            }
+        };
+        dword_bcst(rsi + 4 * k as i32)
+    }
+    fn f(&mut self, x: f32) -> AsmMemoryOperand {
+        self.at(x.to_bits())
+    }
+    fn ptr(&mut self, x: f32) -> AsmMemoryOperand {
+        let k = match self.0.iter().position(|&b| b == x.to_bits()) {
+            Some(k) => k,
+            None => {
+                self.0.push(x.to_bits());
+                self.0.len() - 1
+            }
+        };
+        dword_ptr(rsi + 4 * k as i32)
+    }
+}
+
+fn emit_op(
+    a: &mut CodeAssembler,
+    p: &mut Pool,
+    lane: Lane,
+    i: &[usize],
+    d: usize,
+) -> Result<(), IcedError> {
+    let (t0, t1, t2, t3) = (zmm(28), zmm(29), zmm(30), zmm(31));
+    let d = zmm(d);
+    let x = zmm(i[0]);
+    let s = lane.scalar;
+    match lane.op {
+        LaneOp::Add => a.vaddps(d, x, zmm(i[1]))?,
+        LaneOp::Sub => a.vsubps(d, x, zmm(i[1]))?,
+        LaneOp::Mul => a.vmulps(d, x, zmm(i[1]))?,
+        LaneOp::AddScalar => a.vaddps(d, x, p.f(s))?,
+        LaneOp::SubScalar => a.vsubps(d, x, p.f(s))?,
+        LaneOp::RSubScalar => {
+            a.vbroadcastss(t0, p.ptr(s))?;
+            a.vsubps(d, t0, x)?;
+        }
+        LaneOp::MulScalar => a.vmulps(d, x, p.f(s))?,
+        LaneOp::Relu => {
+            // max returns its second operand unless the first is greater:
+            // 0 for NaN and for -0, as `x > 0 ? x : 0`
+            a.vpxord(t0, t0, t0)?;
+            a.vmaxps(d, x, t0)?;
+        }
+        LaneOp::Abs => a.vpandd(d, x, p.at(0x7fff_ffff))?,
+        LaneOp::Neg => a.vpxord(d, x, p.at(0x8000_0000))?,
+        LaneOp::Square => a.vmulps(d, x, x)?,
+        LaneOp::LessScalar => {
+            // _CMP_LT_OQ: false for NaN, as `x < s`
+            a.vcmpps(k2, x, p.f(s), 0x11)?;
+            a.vbroadcastss(d.k2().z(), p.ptr(1.0))?;
+        }
+        LaneOp::Where => {
+            // _CMP_NEQ_UQ: true for NaN, as `c != 0`
+            a.vpxord(t0, t0, t0)?;
+            a.vcmpps(k2, x, t0, 4)?;
+            a.vblendmps(d.k2(), zmm(i[2]), zmm(i[1]))?;
+        }
+        LaneOp::Tanh => {
+            const HALF_LN2: f32 = 0.5 * std::f32::consts::LN_2;
+            // the operation sequence of `vmath::avx512::tanh`
+            a.vpandd(t0, x, p.at(0x7fff_ffff))?; // |x|
+            a.vbroadcastss(t1, p.ptr(TANH_CLAMP))?;
+            a.vminps(t0, t1, t0)?; // min(clamp, |x|): NaN passes
+            a.vbroadcastss(t1, p.ptr(ROUND_MAGIC))?;
+            a.vfmadd231ps(t1, t0, p.f(2.0 * std::f32::consts::LOG2_E))?;
+            a.vsubps(t1, t1, p.f(ROUND_MAGIC))?; // nf
+            a.vmovaps(t2, t0)?;
+            a.vfnmadd231ps(t2, t1, p.f(HALF_LN2))?; // h
+            a.vbroadcastss(t3, p.ptr(TANH_G[4]))?;
+            for c in TANH_G[..4].iter().rev() {
+                a.vfmadd213ps(t3, t2, p.f(*c))?;
+            }
+            a.vmulps(t0, t2, t2)?;
+            a.vfmadd213ps(t0, t3, t2)?; // q = h^2 P(h) + h
+            a.vbroadcastss(t3, p.ptr(1.0))?;
+            a.vscalefps(t3, t3, t1)?; // s = 2^nf
+            a.vbroadcastss(t1, p.ptr(0.5))?;
+            a.vfmsub213ps(t1, t3, p.f(0.5))?; // s/2 - 1/2
+            a.vfmadd231ps(t1, t0, t3)?; // f = q s + (s/2 - 1/2)
+            a.vaddps(t2, t1, p.f(1.0))?;
+            a.vdivps(t2, t1, t2)?; // f / (f + 1)
+            a.vbroadcastss(d, p.ptr(f32::from_bits(0x8000_0000)))?;
+            a.vpternlogd(d, x, t2, 0xCA)?; // sign of x, rest of the quotient
+        }
+    }
+    Ok(())
+}
+
+fn emit_steps(
+    a: &mut CodeAssembler,
+    p: &mut Pool,
+    steps: &[Step],
+    masked: bool,
+) -> Result<(), IcedError> {
+    for st in steps {
+        match st {
+            Step::Load { slot, reg } => {
+                a.mov(rax, qword_ptr(rdi + 8 * *slot as i32))?;
+                let m = zmmword_ptr(rax + rcx * 4);
+                if masked {
+                    a.vmovups(zmm(*reg).k1().z(), m)?;
+                } else {
+                    a.vmovups(zmm(*reg), m)?;
+                }
+            }
+            Step::Op { lane, ins, out } => emit_op(a, p, *lane, ins, *out)?,
+            Step::Store { slot, reg, stream } => {
+                a.mov(rax, qword_ptr(rdi + 8 * *slot as i32))?;
+                let m = zmmword_ptr(rax + rcx * 4);
+                if masked {
+                    a.vmovups(m.k1(), zmm(*reg))?;
+                } else if *stream {
+                    a.vmovntps(m, zmm(*reg))?;
+                } else {
+                    a.vmovups(m, zmm(*reg))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Executable memory holding one compiled program, and its constants.
+pub(super) struct JitCode {
+    code: *mut u8,
+    size: usize,
+    pool: Vec<f32>,
+}
+
+// SAFETY: the code is immutable after construction and reentrant (it uses
+// only registers and the memory its caller passes).
+unsafe impl Send for JitCode {}
+// SAFETY: as above.
+unsafe impl Sync for JitCode {}
+
+impl Drop for JitCode {
+    fn drop(&mut self) {
+        // SAFETY: `code` is the mapping of `size` bytes made in `compile`.
+        unsafe { libc::munmap(self.code.cast(), self.size) };
+    }
+}
+
+type Entry = unsafe extern "sysv64" fn(*const *mut f32, *const f32, usize);
+
+impl JitCode {
+    /// Runs the program over `len` elements.
+    ///
+    /// # Safety
+    /// As for [`super::Compiled::run`], which also checks that `ptrs` has
+    /// an entry per slot.
+    pub(super) unsafe fn run(&self, ptrs: &[*mut f32], len: usize) {
+        // SAFETY: `code` holds a function with this signature (`compile`);
+        // the caller's contract covers the memory it touches.
+        unsafe {
+            let f: Entry = std::mem::transmute(self.code);
+            f(ptrs.as_ptr(), self.pool.as_ptr(), len)
+        }
+    }
+}
+
+/// Compiles `instrs` over `n_slots` slots, or `None` when some part is not
+/// supported (the caller runs the interpreter).
+pub(super) fn compile(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<JitCode> {
+    let steps = plan(instrs, n_slots)?;
+    let mut pool = Pool::default();
+    let bytes = assemble(&steps, &mut pool).ok()?;
+    let size = bytes.len().next_multiple_of(4096);
+    // SAFETY: a fresh private anonymous mapping; checked for failure.
+    let code = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if code == libc::MAP_FAILED {
+        return None;
+    }
+    let code = code.cast::<u8>();
+    // SAFETY: `bytes` fits the mapping; then it becomes read + execute.
+    let ok = unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), code, bytes.len());
+        libc::mprotect(code.cast(), size, libc::PROT_READ | libc::PROT_EXEC) == 0
+    };
+    let jit = JitCode {
+        code,
+        size,
+        pool: pool.0.iter().map(|&b| f32::from_bits(b)).collect(),
+    };
+    ok.then_some(jit)
+}
+
+fn assemble(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, IcedError> {
+    let mut a = CodeAssembler::new(64)?;
+    let mut main = a.create_label();
+    let mut tail = a.create_label();
+    let mut done = a.create_label();
+    // rdi: slot pointers, rsi: pool, rdx: len, rcx: element index
+    a.xor(ecx, ecx)?;
+    a.cmp(rdx, 16)?;
+    a.jb(tail)?;
+    a.set_label(&mut main)?;
+    emit_steps(&mut a, pool, steps, false)?;
+    a.add(rcx, 16)?;
+    a.lea(rax, qword_ptr(rcx + 16))?;
+    a.cmp(rax, rdx)?;
+    a.jbe(main)?;
+    a.set_label(&mut tail)?;
+    a.cmp(rcx, rdx)?;
+    a.jae(done)?;
+    // k1 = lanes [0, len - i), len - i < 16 (plain shifts: no BMI2 needed)
+    a.mov(r9, rcx)?;
+    a.mov(rcx, rdx)?;
+    a.sub(rcx, r9)?;
+    a.mov(r8d, 1)?;
+    a.shl(r8d, cl)?;
+    a.sub(r8d, 1)?;
+    a.kmovw(k1, r8d)?;
+    a.mov(rcx, r9)?;
+    emit_steps(&mut a, pool, steps, true)?;
+    a.set_label(&mut done)?;
+    a.vzeroupper()?;
+    a.ret()?;
+    a.assemble(0)
+}

@@ -1,0 +1,372 @@
+//! Code generation for fused programs (`simpleop::kernel::jit`): every
+//! op's lane computes what its kernel computes, bit for bit, and compiled
+//! programs give the interpreter's results in every executor path (tails,
+//! threads, streamed outputs, row sinks, dot heads).
+//!
+//! The tests toggle the process-wide switch, so they hold `SWITCH` and
+//! live in this binary alone.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use simpleop::kernel::jit::{self, JitInstr, Lane, LaneOp};
+use simpleop::kernel::simd::{self, Isa};
+use simpleop::symbol::{BindConfig, GradReq};
+use simpleop::{Attrs, DType, Device, EnvArguments, NDArray, ParamKind, Registry, Symbol};
+
+static SWITCH: Mutex<()> = Mutex::new(());
+
+/// Whether this machine runs compiled code at all.
+fn generates() -> bool {
+    cfg!(all(target_arch = "x86_64", target_os = "linux")) && simd::active() == Isa::Avx512
+}
+
+/// Special values, then a sweep, then pseudo-random values of all sizes.
+fn values(n: usize, seed: u32) -> Vec<f32> {
+    let special = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        -0.5,
+        f32::NAN,
+        -f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::MIN_POSITIVE,
+        -1e-40,
+        1e-40,
+        f32::MAX,
+        f32::MIN,
+        9.0,
+        9.1,
+        9.2,
+        -9.1,
+        1e-8,
+        0.031,
+        0.062,
+        88.0,
+        -104.0,
+    ];
+    let mut v: Vec<f32> = special.to_vec();
+    let mut s = seed.wrapping_mul(2_654_435_761).max(1);
+    while v.len() < n {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        let k = v.len();
+        v.push(if k.is_multiple_of(3) {
+            (k as f32 - n as f32 / 2.0) * 0.013
+        } else {
+            // any finite bit pattern
+            let x = f32::from_bits(s);
+            if x.is_finite() {
+                x
+            } else {
+                (s % 1000) as f32 - 500.0
+            }
+        });
+    }
+    v.truncate(n);
+    v
+}
+
+fn same_bits(a: f32, b: f32) -> bool {
+    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+}
+
+#[test]
+fn every_lane_computes_what_its_kernel_computes() {
+    if !generates() {
+        return;
+    }
+    let _g = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
+    simpleop_ops::link();
+    let registry = Registry::global().unwrap();
+    let mut checked = Vec::new();
+    for op in registry.iter() {
+        let Some(tile) = op.kernels(Device::Cpu).unwrap().tile else {
+            continue;
+        };
+        let Some(lane_fn) = tile.lane else {
+            continue;
+        };
+        let envs = if matches!(op.def.params, ParamKind::Scalar) {
+            vec![
+                EnvArguments::scalar(0.5),
+                EnvArguments::scalar(-1.25),
+                EnvArguments::scalar(0.0),
+                EnvArguments::scalar(1e-3),
+            ]
+        } else {
+            vec![EnvArguments::none()]
+        };
+        for env in &envs {
+            let lane = lane_fn(env).expect("a lane for these arguments");
+            let arity = lane.op.arity();
+            // odd length: full vectors and a masked tail
+            let n = 1037;
+            let ins: Vec<Vec<f32>> = (0..arity).map(|k| values(n, 7 + k as u32)).collect();
+            let mut want = vec![0f32; n];
+            let views: Vec<&[f32]> = ins.iter().map(|v| v.as_slice()).collect();
+            (tile.forward_f32)(env, &views, &mut want).unwrap();
+            let slots: Vec<usize> = (0..arity).collect();
+            let program = [
+                JitInstr::Op {
+                    lane,
+                    ins: &slots,
+                    out: arity,
+                },
+                JitInstr::Keep {
+                    slot: arity,
+                    stream: false,
+                },
+            ];
+            jit::set_codegen(true);
+            let code = jit::compile(&program, arity + 1).expect("compiles");
+            let mut got = vec![f32::NAN; n];
+            let mut ptrs: Vec<*mut f32> = ins.iter().map(|v| v.as_ptr().cast_mut()).collect();
+            ptrs.push(got.as_mut_ptr());
+            // SAFETY: one pointer per slot, each to `n` f32; the inputs
+            // are only read, the output is written through this pointer
+            // alone; the CPU has AVX-512 (`generates`).
+            unsafe { code.run(&ptrs, n) };
+            for j in 0..n {
+                assert!(
+                    same_bits(got[j], want[j]),
+                    "{} ({env:?}) at {:?}: lane {:e}, kernel {:e}",
+                    op.def.name,
+                    ins.iter().map(|v| v[j]).collect::<Vec<_>>(),
+                    got[j],
+                    want[j]
+                );
+            }
+        }
+        checked.push(op.def.name);
+    }
+    for name in [
+        "tanh",
+        "relu",
+        "elemwise_add",
+        "_mul_scalar",
+        "where",
+        "_lesser_scalar",
+    ] {
+        assert!(checked.contains(&name), "{name} has no lane: {checked:?}");
+    }
+}
+
+#[test]
+fn programs_that_do_not_fit_are_left_to_the_interpreter() {
+    if !generates() {
+        return;
+    }
+    let _g = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
+    jit::set_codegen(true);
+    let add = Lane {
+        op: LaneOp::AddScalar,
+        scalar: 1.0,
+    };
+    let mul = Lane {
+        op: LaneOp::Mul,
+        scalar: 0.0,
+    };
+    // 30 values live at once: more than the registers hold
+    let ins: Vec<[usize; 1]> = vec![[0]; 30];
+    let pairs: Vec<[usize; 2]> = (0..29).map(|k| [1 + k, 2 + k]).collect();
+    let mut program: Vec<JitInstr<'_>> = (0..30)
+        .map(|k| JitInstr::Op {
+            lane: add,
+            ins: &ins[k],
+            out: 1 + k,
+        })
+        .collect();
+    program.extend((0..29).map(|k| JitInstr::Op {
+        lane: mul,
+        ins: &pairs[k],
+        out: 31 + k,
+    }));
+    assert!(jit::compile(&program, 60).is_none());
+    // a slot overwritten, then kept: its final value is
+    let program = [
+        JitInstr::Op {
+            lane: add,
+            ins: &[0],
+            out: 1,
+        },
+        JitInstr::Op {
+            lane: add,
+            ins: &[1],
+            out: 1,
+        },
+        JitInstr::Keep {
+            slot: 1,
+            stream: false,
+        },
+    ];
+    assert!(
+        jit::compile(&program, 2).is_some(),
+        "final values may be kept"
+    );
+    let program = [
+        JitInstr::Op {
+            lane: add,
+            ins: &[0],
+            out: 1,
+        },
+        JitInstr::Op {
+            lane: add,
+            ins: &[1],
+            out: 2,
+        },
+        JitInstr::Keep {
+            slot: 1,
+            stream: false,
+        },
+        JitInstr::Op {
+            lane: add,
+            ins: &[2],
+            out: 1,
+        },
+    ];
+    // the keep reads slot 1's first value, which the last op replaces:
+    // compiled code would store only the last one
+    assert!(jit::compile(&program, 3).is_none());
+    // wrong arity
+    let program = [JitInstr::Op {
+        lane: mul,
+        ins: &[0],
+        out: 1,
+    }];
+    assert!(jit::compile(&program, 2).is_none());
+}
+
+fn s(v: f64) -> Attrs {
+    Attrs::new().with("scalar", v)
+}
+
+/// chain6, the composed smooth_l1 and a DAG with a value used three times.
+fn graphs() -> Vec<(&'static str, Symbol, usize)> {
+    let x = Symbol::var("x");
+    let y = Symbol::var("y");
+    let a = Symbol::invoke("_mul_scalar", &[&x], &s(0.75)).unwrap();
+    let b = Symbol::invoke("elemwise_sub", &[&a, &y], &Attrs::new()).unwrap();
+    let c = Symbol::invoke("square", &[&b], &Attrs::new()).unwrap();
+    let d = Symbol::invoke("_rminus_scalar", &[&c], &s(2.0)).unwrap();
+    let e = Symbol::invoke("elemwise_mul", &[&d, &b], &Attrs::new()).unwrap();
+    let f = Symbol::invoke("negative", &[&b], &Attrs::new()).unwrap();
+    let g = Symbol::invoke("abs", &[&f], &Attrs::new()).unwrap();
+    let dag = Symbol::invoke("elemwise_add", &[&e, &g], &Attrs::new()).unwrap();
+    vec![
+        ("chain6", simpleop::bench::chain6_symbol().unwrap(), 2),
+        ("smooth_l1", simpleop::bench::smooth_l1_symbol().unwrap(), 1),
+        ("dag", dag, 2),
+    ]
+}
+
+fn run(
+    graph: &Symbol,
+    args: &[(&str, &NDArray)],
+    codegen: bool,
+    training: bool,
+) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+    jit::set_codegen(codegen);
+    let a: HashMap<String, NDArray> = args
+        .iter()
+        .map(|(n, v)| ((*n).to_owned(), (*v).clone()))
+        .collect();
+    let mut grads = HashMap::new();
+    let mut req = HashMap::new();
+    if training {
+        for (n, v) in args {
+            grads.insert(
+                (*n).to_owned(),
+                NDArray::zeros(v.shape().clone(), DType::F32),
+            );
+            req.insert((*n).to_owned(), GradReq::Write);
+        }
+    }
+    let mut exe = graph
+        .bind_with(a, grads, req, BindConfig::default())
+        .unwrap();
+    exe.forward(training).unwrap();
+    let outs = exe
+        .outputs()
+        .iter()
+        .map(|o| o.to_vec::<f32>().unwrap())
+        .collect();
+    let mut gs = Vec::new();
+    if training {
+        let heads: Vec<NDArray> = exe
+            .outputs()
+            .iter()
+            .map(|o| NDArray::ones(o.shape().clone(), DType::F32))
+            .collect();
+        exe.backward(&heads).unwrap();
+        for (n, _) in args {
+            gs.push(exe.grad(n).unwrap().to_vec::<f32>().unwrap());
+        }
+    }
+    jit::set_codegen(true);
+    (outs, gs)
+}
+
+fn assert_same(what: &str, a: &[Vec<f32>], b: &[Vec<f32>]) {
+    assert_eq!(a.len(), b.len(), "{what}");
+    for (x, y) in a.iter().zip(b) {
+        assert_eq!(x.len(), y.len(), "{what}");
+        for (j, (p, q)) in x.iter().zip(y).enumerate() {
+            assert!(
+                same_bits(*p, *q),
+                "{what} at {j}: {p:e} compiled, {q:e} interpreted"
+            );
+        }
+    }
+}
+
+#[test]
+fn compiled_programs_give_the_interpreters_bits() {
+    let _g = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
+    simpleop_ops::link();
+    // tails, one tile, several tiles over threads, and an output past
+    // the streaming threshold (8 MB), written with non-temporal stores
+    for n in [1usize, 15, 16, 17, 1024, 1039, 70_001, 2_100_000] {
+        let x = NDArray::from_vec(values(n, 1), [n]).unwrap();
+        let y = NDArray::from_vec(values(n, 2), [n]).unwrap();
+        for (name, graph, arity) in graphs() {
+            let args: Vec<(&str, &NDArray)> = [("x", &x), ("y", &y)][..arity].to_vec();
+            let (a, _) = run(&graph, &args, true, false);
+            let (b, _) = run(&graph, &args, false, false);
+            assert_same(&format!("{name}, {n} elements"), &a, &b);
+            if n <= 1039 {
+                let (a, ga) = run(&graph, &args, true, true);
+                let (b, gb) = run(&graph, &args, false, true);
+                assert_same(&format!("{name} training, {n}"), &a, &b);
+                assert_same(&format!("{name} gradients, {n}"), &ga, &gb);
+            }
+        }
+    }
+}
+
+#[test]
+fn row_sinks_and_dot_heads_read_compiled_results() {
+    let _g = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
+    simpleop_ops::link();
+    let p = NDArray::random_uniform([300, 1000], -4.0, 4.0, DType::F32, 6).unwrap();
+    let q = NDArray::random_uniform([300, 1000], -4.0, 4.0, DType::F32, 7).unwrap();
+    let graph = simpleop::bench::row_sq_dist_symbol().unwrap();
+    let args = [("x", &p), ("y", &q)];
+    let (a, _) = run(&graph, &args, true, false);
+    let (b, _) = run(&graph, &args, false, false);
+    assert_same("row_sq_dist", &a, &b);
+
+    let x = NDArray::random_uniform([200, 64], -1.0, 1.0, DType::F32, 1).unwrap();
+    let w = NDArray::random_uniform([64, 300], -1.0, 1.0, DType::F32, 2).unwrap();
+    let bias = NDArray::random_uniform([300], -1.0, 1.0, DType::F32, 3).unwrap();
+    let graph = simpleop::bench::dense_symbol().unwrap();
+    let args = [("x", &x), ("w", &w), ("b", &bias)];
+    let (a, _) = run(&graph, &args, true, false);
+    let (b, _) = run(&graph, &args, false, false);
+    assert_same("dense", &a, &b);
+}
