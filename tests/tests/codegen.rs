@@ -350,7 +350,7 @@ fn compiled_programs_give_the_interpreters_bits() {
 }
 
 #[test]
-fn row_sinks_and_dot_heads_read_compiled_results() {
+fn row_sinks_broadcasts_and_dot_heads_read_compiled_results() {
     let _g = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
     simpleop_ops::link();
     let p = NDArray::random_uniform([300, 1000], -4.0, 4.0, DType::F32, 6).unwrap();
@@ -360,6 +360,17 @@ fn row_sinks_and_dot_heads_read_compiled_results() {
     let (a, _) = run(&graph, &args, true, false);
     let (b, _) = run(&graph, &args, false, false);
     assert_same("row_sq_dist", &a, &b);
+
+    // a broadcast operand, gathered into a slot per tile
+    let x = NDArray::random_uniform([300, 1000], -3.0, 3.0, DType::F32, 4).unwrap();
+    let row = NDArray::random_uniform([1, 1000], -1.0, 1.0, DType::F32, 5).unwrap();
+    let t = Symbol::invoke("tanh", &[&Symbol::var("x")], &Attrs::new()).unwrap();
+    let a = Symbol::invoke("broadcast_add", &[&t, &Symbol::var("b")], &Attrs::new()).unwrap();
+    let graph = Symbol::invoke("relu", &[&a], &Attrs::new()).unwrap();
+    let args = [("x", &x), ("b", &row)];
+    let (a, _) = run(&graph, &args, true, false);
+    let (b, _) = run(&graph, &args, false, false);
+    assert_same("broadcast", &a, &b);
 
     let x = NDArray::random_uniform([200, 64], -1.0, 1.0, DType::F32, 1).unwrap();
     let w = NDArray::random_uniform([64, 300], -1.0, 1.0, DType::F32, 2).unwrap();

@@ -737,6 +737,20 @@ where
     } = outs;
     // Streamed stores are ordered before this chunk reports back.
     let _fence = streamed.contains(&true).then_some(StreamFence);
+    // Compiled code that reads only inputs lying in memory and writes only
+    // outputs needs no tiles at all: one call covers the range.
+    if let Some(code) = compiled
+        && rows.is_none()
+        && let Some(ptrs) = whole_range::<S>(prog, code, srcs, dsts, (direct, jit_streams), &range)
+    {
+        // SAFETY: `S::Compute` is f32 (`compiled` exists only then); the
+        // inputs are `range` of contiguous f32 inputs, only read; each
+        // output pointer is this worker's disjoint `range` of a distinct
+        // output, `range.len()` f32 long and used by nothing else during
+        // the call, aligned where streamed; the CPU has AVX-512.
+        unsafe { code.run(&ptrs, range.len()) };
+        return Ok(());
+    }
     let mut pending: SmallVec<[Pending<'_, '_, S::Compute>; 4]> =
         SmallVec::with_capacity(spares.len());
     // Rounding buffer, needed only when the storage type is narrower.
@@ -827,6 +841,59 @@ where
         p.write(usize::MAX);
     }
     Ok(())
+}
+
+/// Slot pointers for running compiled code over all of `range` at once,
+/// when it reads only contiguous inputs of the compute type and writes only
+/// results stored straight into distinct outputs (computed into them, or
+/// streamed to 64-byte aligned ones), so that no store step is left.
+fn whole_range<S: TileIo>(
+    prog: &TileProgram<'_>,
+    code: &jit::Compiled,
+    srcs: &[Src<'_, S>],
+    dsts: &[DisjointMut<'_, S>],
+    (direct, streams): (&[Option<usize>], &[Option<usize>]),
+    range: &Range<usize>,
+) -> Option<PerSlot<*mut f32>> {
+    let goes_out = |s: usize| {
+        direct
+            .get(s)
+            .copied()
+            .flatten()
+            .or(streams.get(s).copied().flatten())
+    };
+    for i in &prog.instrs {
+        if let TileInstr::Store { slot, .. } = i {
+            goes_out(*slot)?;
+        }
+    }
+    let mut ptrs: PerSlot<*mut f32> = smallvec::smallvec![std::ptr::null_mut(); prog.slots];
+    for &s in code.reads() {
+        let Some(Src::Contig(data)) = srcs.get(s) else {
+            return None;
+        };
+        ptrs[s] = S::as_compute(&data[range.clone()])?
+            .as_ptr()
+            .cast_mut()
+            .cast();
+    }
+    let mut used: PerSlot<usize> = SmallVec::new();
+    for &s in code.writes() {
+        let k = goes_out(s)?;
+        if used.contains(&k) {
+            return None;
+        }
+        used.push(k);
+        // SAFETY: workers get disjoint ranges of each output, and this is
+        // the only view of this range of output `k` (outputs are distinct
+        // and `k` is taken once).
+        let out = S::as_compute_mut(unsafe { dsts.get(k)?.range(range.clone()) })?;
+        if streams.get(s).is_some_and(Option::is_some) && out.as_ptr().align_offset(64) != 0 {
+            return None;
+        }
+        ptrs[s] = out.as_mut_ptr().cast();
+    }
+    Some(ptrs)
 }
 
 /// Runs the instructions on slots of `len` elements; stores go to `out`.

@@ -124,6 +124,22 @@ impl std::fmt::Debug for Compiled {
 }
 
 impl Compiled {
+    /// The slots the code reads (their values at the start).
+    pub fn reads(&self) -> &[usize] {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        return &self.code.reads;
+        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        &[]
+    }
+
+    /// The slots the code writes (each once per element).
+    pub fn writes(&self) -> &[usize] {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        return &self.code.writes;
+        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        &[]
+    }
+
     /// Runs the program over `len` elements: `ptrs[s]` is where slot `s`
     /// lives for this call.
     ///

@@ -313,6 +313,10 @@ pub(super) struct JitCode {
     code: *mut u8,
     size: usize,
     pool: Vec<f32>,
+    /// Slots the code loads from.
+    pub(super) reads: Vec<usize>,
+    /// Slots the code stores to.
+    pub(super) writes: Vec<usize>,
 }
 
 // SAFETY: the code is immutable after construction and reentrant (it uses
@@ -350,6 +354,14 @@ impl JitCode {
 /// supported (the caller runs the interpreter).
 pub(super) fn compile(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<JitCode> {
     let steps = plan(instrs, n_slots)?;
+    let (mut reads, mut writes) = (Vec::new(), Vec::new());
+    for st in &steps {
+        match st {
+            Step::Load { slot, .. } => reads.push(*slot),
+            Step::Store { slot, .. } => writes.push(*slot),
+            Step::Op { .. } => {}
+        }
+    }
     let mut pool = Pool::default();
     let bytes = assemble(&steps, &mut pool).ok()?;
     let size = bytes.len().next_multiple_of(4096);
@@ -377,6 +389,8 @@ pub(super) fn compile(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<JitCode
         code,
         size,
         pool: pool.0.iter().map(|&b| f32::from_bits(b)).collect(),
+        reads,
+        writes,
     };
     ok.then_some(jit)
 }
