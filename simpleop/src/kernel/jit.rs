@@ -13,7 +13,7 @@
 //!
 //! Each lane emits the operations its op's scalar kernel performs in the
 //! FMA tile loops (the same roundings, NaN and signed-zero behaviour), so
-//! results are bitwise the interpreter's; `tests/tests/codegen.rs` checks
+//! results are bitwise the interpreter's (any NaN for a NaN); `tests/tests/codegen.rs` checks
 //! every registered op's lane against its kernel over special values and
 //! sweeps, and fused programs with and without code generation.
 //!
@@ -144,10 +144,12 @@ impl Compiled {
     /// lives for this call.
     ///
     /// # Safety
-    /// `ptrs` has an entry per slot; every slot the program reads points
-    /// at `len` readable f32 and every slot it writes at `len` writable
-    /// ones (which no other live reference covers); the CPU has what
-    /// [`Isa::Avx512`](super::simd::Isa::Avx512) stands for.
+    /// `ptrs` has an entry per slot; every slot the program reads
+    /// ([`Compiled::reads`]) points at `len` readable f32 and every slot
+    /// it writes ([`Compiled::writes`]) at `len` writable ones, which no
+    /// other live reference covers and no read slot overlaps; a slot kept
+    /// with `stream` is 64-byte aligned (`vmovntps` faults otherwise); the
+    /// CPU has what [`Isa::Avx512`](super::simd::Isa::Avx512) stands for.
     pub unsafe fn run(&self, ptrs: &[*mut f32], len: usize) {
         assert!(ptrs.len() >= self.slots, "one pointer per slot");
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]

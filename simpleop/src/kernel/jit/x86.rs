@@ -123,21 +123,17 @@ fn plan(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<Vec<Step>> {
         final_value.contains(&Some(v)) && (kept.iter().any(|k| k.0 == v) || last[v].is_none())
     };
     let streamed = |v: usize| kept.iter().any(|&(k, stream)| k == v && stream);
-    // A slot's initial value is loaded at its first use; a result stored
-    // into that slot's memory before then would clobber it.
+    // A slot's initial value is loaded at its first use, before any write
+    // to the slot (after one, the slot holds that value, not its initial).
     let mut steps = Vec::new();
     let mut reg_of = vec![usize::MAX; n_values];
     let mut free: Vec<usize> = (0..VALUE_REGS).rev().collect();
-    let mut stored_slots = Vec::new();
     for (k, (lane, reads, v, out)) in ops.iter().enumerate() {
         let mut in_regs = Vec::new();
         for &r in reads {
             if reg_of[r] == usize::MAX {
                 // an initial value: find its slot
                 let s = loaded.iter().position(|l| *l == Some(r))?;
-                if stored_slots.contains(&s) {
-                    return None;
-                }
                 let reg = free.pop()?;
                 reg_of[r] = reg;
                 steps.push(Step::Load { slot: s, reg });
@@ -162,7 +158,6 @@ fn plan(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<Vec<Step>> {
                 reg: out_reg,
                 stream: streamed(*v),
             });
-            stored_slots.push(*out);
         }
         if last[*v].is_none() {
             free.push(out_reg);
