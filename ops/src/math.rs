@@ -149,7 +149,7 @@ pub mod cbrt {
 }
 
 /// Exponential: `e^x`.
-#[simple_op(inplace = "InOut, OutIn", vector = simpleop::kernel::vector::EXP)]
+#[simple_op(inplace = "InOut, OutIn", vector = simpleop::kernel::vector::EXP, lanes = simpleop::kernel::jit::LaneOp::Exp)]
 pub mod exp {
     use simpleop::prelude::*;
     /// `e^x`.
@@ -359,7 +359,7 @@ pub mod tanh {
 }
 
 /// Logistic sigmoid: `1 / (1 + e^-x)`.
-#[simple_op(inplace = "InOut, OutIn", vector = simpleop::kernel::vector::SIGMOID)]
+#[simple_op(inplace = "InOut, OutIn", vector = simpleop::kernel::vector::SIGMOID, lanes = simpleop::kernel::jit::LaneOp::Sigmoid)]
 pub mod sigmoid {
     use simpleop::prelude::*;
     /// `1 / (1 + e^-x)`, accurate for large |x| too.

@@ -79,9 +79,9 @@ pub mod avx512;
 /// mantissa bits of the sum.
 pub(crate) const ROUND_MAGIC: f32 = 12_582_912.0;
 /// High part of ln 2 (15 significant bits, so `n * LN2_HI` is exact).
-const LN2_HI: f32 = 0.693_145_75;
+pub(crate) const LN2_HI: f32 = 0.693_145_75;
 /// Low part of ln 2.
-const LN2_LO: f32 = 1.428_606_8e-6;
+pub(crate) const LN2_LO: f32 = 1.428_606_8e-6;
 /// High part of log2(e) (12 significant bits).
 const LOG2E_HI: f32 = 1.442_382_8;
 /// Low part of log2(e).
@@ -98,7 +98,7 @@ const LOG10_2_HI: f32 = 0.301_025_4;
 const LOG10_2_LO: f32 = 4.605_039e-6;
 
 /// e^r = 1 + r + r^2 P(r), r in [-ln2/2, ln2/2].
-const EXP_P: [f32; 5] = [
+pub(crate) const EXP_P: [f32; 5] = [
     0.499_999_94,
     0.166_665_21,
     0.041_668_26,

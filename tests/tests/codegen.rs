@@ -147,6 +147,8 @@ fn every_lane_computes_what_its_kernel_computes() {
     }
     for name in [
         "tanh",
+        "exp",
+        "sigmoid",
         "relu",
         "elemwise_add",
         "_mul_scalar",
@@ -258,7 +260,12 @@ fn graphs() -> Vec<(&'static str, Symbol, usize)> {
     let f = Symbol::invoke("negative", &[&b], &Attrs::new()).unwrap();
     let g = Symbol::invoke("abs", &[&f], &Attrs::new()).unwrap();
     let dag = Symbol::invoke("elemwise_add", &[&e, &g], &Attrs::new()).unwrap();
+    let h = Symbol::invoke("_mul_scalar", &[&x], &s(0.1)).unwrap();
+    let h = Symbol::invoke("exp", &[&h], &Attrs::new()).unwrap();
+    let h = Symbol::invoke("elemwise_sub", &[&h, &y], &Attrs::new()).unwrap();
+    let gate = Symbol::invoke("sigmoid", &[&h], &Attrs::new()).unwrap();
     vec![
+        ("gate", gate, 2),
         ("chain6", simpleop::bench::chain6_symbol().unwrap(), 2),
         ("smooth_l1", simpleop::bench::smooth_l1_symbol().unwrap(), 1),
         ("dag", dag, 2),

@@ -58,6 +58,10 @@ pub enum LaneOp {
     Square,
     /// `tanh x` as [`crate::vmath::fma::tanh`].
     Tanh,
+    /// `e^x` as [`crate::vmath::fma::exp`].
+    Exp,
+    /// `1 / (1 + e^-x)` as [`crate::vmath::fma::sigmoid`].
+    Sigmoid,
     /// `x < s ? 1 : 0`.
     LessScalar,
     /// `c != 0 ? x : y`.

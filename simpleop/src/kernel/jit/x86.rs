@@ -10,7 +10,7 @@
 use iced_x86::code_asm::*;
 
 use super::{JitInstr, Lane, LaneOp};
-use crate::vmath::{ROUND_MAGIC, TANH_CLAMP, TANH_G};
+use crate::vmath::{EXP_P, LN2_HI, LN2_LO, ROUND_MAGIC, TANH_CLAMP, TANH_G};
 
 /// Registers for values; the last four are the lanes' scratch.
 const VALUE_REGS: usize = 28;
@@ -238,6 +238,31 @@ fn emit_op(
             a.vcmpps(k2, x, t0, 4)?;
             a.vblendmps(d.k2(), zmm(i[2]), zmm(i[1]))?;
         }
+        LaneOp::Exp => {
+            // the operation sequence of `vmath::avx512::exp`
+            clamp(a, p, x, -104.0, 89.0)?; // t0
+            a.vmulps(t1, t0, p.f(std::f32::consts::LOG2_E))?;
+            a.vrndscaleps(t1, t1, 0x08)?; // nf: nearest, no exceptions
+            reduce_ln2(a, p, false)?; // t2 = r
+            exp_reduced(a, p)?; // t0 = e^r
+            a.vscalefps(d, t0, t1)?;
+        }
+        LaneOp::Sigmoid => {
+            // the operation sequence of `vmath::avx512::sigmoid`
+            const TWO_M64: f32 = 1.0 / 18_446_744_073_709_551_616.0;
+            clamp(a, p, x, -104.0, 40.0)?; // t0
+            a.vbroadcastss(t1, p.ptr(ROUND_MAGIC))?;
+            a.vfmadd231ps(t1, t0, p.f(-std::f32::consts::LOG2_E))?;
+            a.vsubps(t1, t1, p.f(ROUND_MAGIC))?; // nf
+            reduce_ln2(a, p, true)?; // t2 = r for -xc
+            exp_reduced(a, p)?; // t0 = e^r
+            a.vsubps(t1, t1, p.f(64.0))?;
+            a.vbroadcastss(t3, p.ptr(1.0))?;
+            a.vscalefps(t3, t3, t1)?; // 2^(nf - 64)
+            a.vfmadd213ps(t0, t3, p.f(TWO_M64))?;
+            a.vbroadcastss(d, p.ptr(TWO_M64))?;
+            a.vdivps(d, d, t0)?;
+        }
         LaneOp::Tanh => {
             const HALF_LN2: f32 = 0.5 * std::f32::consts::LN_2;
             // the operation sequence of `vmath::avx512::tanh`
@@ -267,6 +292,48 @@ fn emit_op(
         }
     }
     Ok(())
+}
+
+/// `t0 = min(hi, max(lo, x))`, NaN passing through as in the intrinsics'
+/// operand order.
+fn clamp(
+    a: &mut CodeAssembler,
+    p: &mut Pool,
+    x: AsmRegisterZmm,
+    lo: f32,
+    hi: f32,
+) -> Result<(), IcedError> {
+    let (t0, t1) = (zmm(28), zmm(29));
+    a.vbroadcastss(t0, p.ptr(lo))?;
+    a.vmaxps(t0, t0, x)?;
+    a.vbroadcastss(t1, p.ptr(hi))?;
+    a.vminps(t0, t1, t0)
+}
+
+/// `t2 = t0 - t1 ln2` in two steps (Cody–Waite), or `-t0 - t1 ln2` with
+/// `negate`; `t1` holds the rounded multiple.
+fn reduce_ln2(a: &mut CodeAssembler, p: &mut Pool, negate: bool) -> Result<(), IcedError> {
+    let (t0, t1, t2) = (zmm(28), zmm(29), zmm(30));
+    a.vmovaps(t2, t0)?;
+    if negate {
+        a.vfnmsub231ps(t2, t1, p.f(LN2_HI))?;
+    } else {
+        a.vfnmadd231ps(t2, t1, p.f(LN2_HI))?;
+    }
+    a.vfnmadd231ps(t2, t1, p.f(LN2_LO))
+}
+
+/// `t0 = 1 + r + r^2 P(r)` for `r` in `t2` (uses `t3`), as
+/// `vmath::avx512`'s `exp_reduced`.
+fn exp_reduced(a: &mut CodeAssembler, p: &mut Pool) -> Result<(), IcedError> {
+    let (t0, t2, t3) = (zmm(28), zmm(30), zmm(31));
+    a.vbroadcastss(t3, p.ptr(EXP_P[4]))?;
+    for c in EXP_P[..4].iter().rev() {
+        a.vfmadd213ps(t3, t2, p.f(*c))?;
+    }
+    a.vmulps(t0, t2, t2)?;
+    a.vfmadd213ps(t0, t3, t2)?;
+    a.vaddps(t0, t0, p.f(1.0))
 }
 
 fn emit_steps(
