@@ -171,7 +171,8 @@ fn plan(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<Vec<Step>> {
 struct Pool(Vec<u32>);
 
 impl Pool {
-    fn at(&mut self, bits: u32) -> AsmMemoryOperand {
+    /// Byte offset of `bits` in the pool, added on first use.
+    fn offset(&mut self, bits: u32) -> i32 {
         let k = match self.0.iter().position(|&b| b == bits) {
             Some(k) => k,
             None => {
@@ -179,20 +180,18 @@ impl Pool {
                 self.0.len() - 1
             }
         };
-        dword_bcst(rsi + 4 * k as i32)
+        4 * k as i32
+    }
+    /// `bits` broadcast to every lane, as a memory operand.
+    fn at(&mut self, bits: u32) -> AsmMemoryOperand {
+        dword_bcst(rsi + self.offset(bits))
     }
     fn f(&mut self, x: f32) -> AsmMemoryOperand {
         self.at(x.to_bits())
     }
+    /// `x` as a scalar memory operand (for `vbroadcastss`).
     fn ptr(&mut self, x: f32) -> AsmMemoryOperand {
-        let k = match self.0.iter().position(|&b| b == x.to_bits()) {
-            Some(k) => k,
-            None => {
-                self.0.push(x.to_bits());
-                self.0.len() - 1
-            }
-        };
-        dword_ptr(rsi + 4 * k as i32)
+        dword_ptr(rsi + self.offset(x.to_bits()))
     }
 }
 
