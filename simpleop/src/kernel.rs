@@ -733,11 +733,15 @@ pub fn map_forward<K: MapFn<N>, const N: usize>(
         for o in outputs.iter_mut() {
             dsts.push(DisjointMut::new(o.as_slice_mut::<S>()?));
         }
-        // Cheap kernels over outputs past the caches stream their stores
-        // (see `simd::stream_copy`): relu 0.80x, add 0.90x here. For exp
-        // or tanh (cost 11) streaming was 1.1-1.2x slower, so they don't.
-        // A table lookup counts as a cheap kernel, whatever the op's cost,
-        // but does not stream (1.15-1.2x slower with f16 tanh here).
+        // Outputs past the caches stream their stores (see
+        // `simd::stream_copy`) when the kernel is cheap (relu 0.80x, add
+        // 0.90x on a Xeon) or its vector form writes from registers: on
+        // the Zen 5 VM, f32 exp, tanh, sigmoid and log 0.80-0.87x, f16
+        // exp 0.84x when memory was slow. Costlier kernels staged through
+        // an L1 tile (exp and tanh before vector forms streamed) were
+        // 1.1-1.2x slower, so they don't. A table lookup counts as a cheap
+        // kernel, whatever the op's cost, but does not stream (1.15-1.2x
+        // slower with f16 tanh on the Xeon).
         let own_shape = matches!(srcs.first(), Some(Src::Contig(_) | Src::Dst(0)));
         let table = own_shape
             .then(|| table_for::<S, K, N>(op, kernel, n, reqs[0], states.is_empty()))
@@ -745,13 +749,27 @@ pub fn map_forward<K: MapFn<N>, const N: usize>(
         let cost = if table.is_some() { 2 } else { op.cost };
         let stream = reqs[0] == OpReqType::WriteTo
             && table.is_none()
-            && cost <= STREAM_MAX_COST
+            && (cost <= STREAM_MAX_COST || streams_from_registers::<S, K, N>(kernel))
             && n * std::mem::size_of::<S>() >= simd::STREAM_MIN_BYTES
             && simd::stream_stores_enabled();
         let job = ForwardJob { kernel, srcs: &srcs, dsts: &dsts, reqs, states, stream, table };
         for_each_chunk(n, cost as usize, parallel, TILE, |range| job.run(range));
         Ok(())
     }, _ => unreachable!("checked float above"))
+}
+
+/// Whether the kernel's vector form runs this call's tiles (AVX-512, f32,
+/// f16 or bf16 storage), so streamed stores leave from its registers with
+/// no staging pass.
+fn streams_from_registers<S: TileIo, K: MapFn<N>, const N: usize>(kernel: &K) -> bool {
+    let Some(loops) = kernel.vector().and_then(|v| v.avx512().copied()) else {
+        return false;
+    };
+    let covered = match S::DTYPE {
+        DType::F32 => true,
+        _ => S::avx512_loop(&loops).is_some(),
+    };
+    N == 1 && covered && simd::active() == simd::Isa::Avx512
 }
 
 /// The op's f16/bf16 lookup table ([`table`]) when this call should read

@@ -22,7 +22,7 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use super::vector::{Avx512Loops, VectorLoop};
+use super::vector::{Avx512Loops, Stores, VectorLoop};
 use super::{MapFn, MapGrad};
 use crate::{DType, Error, Float, Result};
 
@@ -554,7 +554,7 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for MapTile<'_, K, C, N> {
         if std::mem::size_of_val(out) < PREFETCH_MIN {
             // SAFETY: the caller guarantees what `Isa::Avx512` stands
             // for; the slices are one length.
-            unsafe { simd_loop(x, out) };
+            unsafe { simd_loop(x, out, Stores::Cached) };
             return;
         }
         let n = x.len();
@@ -562,7 +562,7 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for MapTile<'_, K, C, N> {
             let next = ((b + 1) * BLOCK).min(n)..((b + 2) * BLOCK).min(n);
             prefetch_op_loop(&x[next]);
             // SAFETY: as above.
-            unsafe { simd_loop(xb, ob) };
+            unsafe { simd_loop(xb, ob, Stores::Cached) };
         }
     }
 }
@@ -634,12 +634,29 @@ impl<K: MapFn<N>, C: Float, const N: usize> StreamMap<'_, K, C, N> {
     unsafe fn go(self, mode: Mode) {
         let cap = self.res.len().max(1);
         let n = self.out.len();
+        // An f32 vector form streams from registers: no staging tile.
+        let simd_loop = match (mode, self.kernel.vector()) {
+            (Mode::Avx512, Some(v)) if N == 1 && C::DTYPE == DType::F32 => {
+                v.avx512().map(|l| l.f32)
+            }
+            _ => None,
+        };
         let mut start = 0;
         while start < n {
             let len = cap.min(n - start);
             let ahead = (start + len)..(start + 2 * len).min(n);
             for x in &self.ins {
                 prefetch_op_loop(&x[ahead.clone()]);
+            }
+            if let Some(simd_loop) = simd_loop {
+                let x: &[f32] = bytemuck::cast_slice(&self.ins[0][start..start + len]);
+                let out: &mut [f32] = bytemuck::cast_slice_mut(&mut self.out[start..start + len]);
+                // SAFETY: `Avx512` only on such a CPU (the caller's
+                // contract); both slices are `len` long; the caller fences
+                // (this type's contract).
+                unsafe { simd_loop(x, out, Stores::Streamed) };
+                start += len;
+                continue;
             }
             let tile = MapTile {
                 kernel: self.kernel,
@@ -725,16 +742,15 @@ impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
                 prefetch_op_loop(&self.ins[0][ahead]);
                 let x = &self.ins[0][start..start + len];
                 let out = &mut self.out[start..start + len];
-                match staged.as_deref_mut() {
-                    Some(buf) => {
-                        // SAFETY: `Avx512` only on such a CPU (the
-                        // caller's contract); both slices are `len` long.
-                        unsafe { simd_loop(x, &mut buf[..len]) };
-                        stream_copy(out, &buf[..len]);
-                    }
-                    // SAFETY: as above.
-                    None => unsafe { simd_loop(x, out) },
-                }
+                // Streamed straight from registers: no staging buffer.
+                let stores = match staged {
+                    Some(_) => Stores::Streamed,
+                    None => Stores::Cached,
+                };
+                // SAFETY: `Avx512` only on such a CPU (the caller's
+                // contract); both slices are `len` long; with `staged`
+                // the caller fences (its contract).
+                unsafe { simd_loop(x, out, stores) };
                 start += len;
                 continue;
             }

@@ -12,8 +12,21 @@
 
 use half::{bf16, f16};
 
-/// A loop `out[j] = f(x[j])` over two slices of one length.
-pub type VectorLoop<T> = unsafe fn(&[T], &mut [T]);
+/// A loop `out[j] = f(x[j])` over two slices of one length, writing `out`
+/// as [`Stores`] asks.
+pub type VectorLoop<T> = unsafe fn(&[T], &mut [T], Stores);
+
+/// How a [`VectorLoop`] may write its output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stores {
+    /// Plain stores: the output stays in the caches for whoever reads it.
+    Cached,
+    /// The output is large and read by no one soon: the loop may write
+    /// whole cache lines with streaming (non-temporal) stores, which skip
+    /// reading each line for ownership. Such stores are weakly ordered;
+    /// the caller fences them (`sfence`) before the output is used.
+    Streamed,
+}
 
 /// A unary function over slices, in explicit vector code for the
 /// instruction sets it covers (today AVX-512: F, BW, DQ and VL, what
@@ -94,6 +107,21 @@ mod x86 {
         /// # Safety
         /// As for `load`; every selected lane is writable.
         unsafe fn store(p: *mut Self::Elem, m: __mmask16, v: __m512);
+        /// Stores `a` then `b` (32 lanes) to `p` with streaming stores of
+        /// whole cache lines.
+        ///
+        /// # Safety
+        /// As for `load`; the 32 lanes are writable and `p` is 64-byte
+        /// aligned. The stores are weakly ordered (the caller fences).
+        unsafe fn stream2(p: *mut Self::Elem, a: __m512, b: __m512);
+    }
+
+    /// Two 16-lane halves of 16-bit results as one 64-byte line.
+    #[inline(always)]
+    fn join(a: __m256i, b: __m256i) -> __m512i {
+        // SAFETY: register-only AVX-512F operations; `map`'s callers are
+        // compiled for it.
+        unsafe { _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b) }
     }
 
     pub(super) struct F32;
@@ -115,6 +143,15 @@ mod x86 {
             // SAFETY: the caller's contract.
             unsafe { _mm512_mask_storeu_ps(p, m, v) }
         }
+        #[inline(always)]
+        unsafe fn stream2(p: *mut f32, a: __m512, b: __m512) {
+            // SAFETY: the caller's contract; `p + 16` is 64 bytes further,
+            // so aligned as well.
+            unsafe {
+                _mm512_stream_ps(p, a);
+                _mm512_stream_ps(p.add(16), b);
+            }
+        }
     }
 
     impl Lanes for F16 {
@@ -127,11 +164,20 @@ mod x86 {
         #[inline(always)]
         unsafe fn store(p: *mut f16, m: __mmask16, v: __m512) {
             // SAFETY: as above.
-            unsafe {
-                let h = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(v);
-                _mm256_mask_storeu_epi16(p.cast(), m, h)
-            }
+            unsafe { _mm256_mask_storeu_epi16(p.cast(), m, f16_narrow(v)) }
         }
+        #[inline(always)]
+        unsafe fn stream2(p: *mut f16, a: __m512, b: __m512) {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_stream_si512(p.cast(), join(f16_narrow(a), f16_narrow(b))) }
+        }
+    }
+
+    /// f32 -> f16 bits, to nearest even.
+    #[inline(always)]
+    fn f16_narrow(v: __m512) -> __m256i {
+        // SAFETY: a register-only AVX-512F operation (the callers' target).
+        unsafe { _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(v) }
     }
 
     impl Lanes for Bf16 {
@@ -144,21 +190,32 @@ mod x86 {
                 _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
             }
         }
-        /// `round_bf16` in lanes: nearest even by adding 0x7fff plus the
-        /// kept lowest bit, NaNs made quiet instead.
         #[inline(always)]
         unsafe fn store(p: *mut bf16, m: __mmask16, v: __m512) {
             // SAFETY: the caller's contract.
-            unsafe {
-                let b = _mm512_castps_si512(v);
-                let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(b), _mm512_set1_epi32(1));
-                let rounded = _mm512_add_epi32(b, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
-                let quiet = _mm512_or_si512(b, _mm512_set1_epi32(0x0040_0000));
-                let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
-                let bits = _mm512_mask_blend_epi32(nan, rounded, quiet);
-                let h = _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(bits));
-                _mm256_mask_storeu_epi16(p.cast(), m, h)
-            }
+            unsafe { _mm256_mask_storeu_epi16(p.cast(), m, bf16_narrow(v)) }
+        }
+        #[inline(always)]
+        unsafe fn stream2(p: *mut bf16, a: __m512, b: __m512) {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_stream_si512(p.cast(), join(bf16_narrow(a), bf16_narrow(b))) }
+        }
+    }
+
+    /// `round_bf16` in lanes: nearest even by adding 0x7fff plus the kept
+    /// lowest bit, NaNs made quiet instead.
+    #[inline(always)]
+    fn bf16_narrow(v: __m512) -> __m256i {
+        // SAFETY: register-only AVX-512F/BW operations (the callers'
+        // target).
+        unsafe {
+            let b = _mm512_castps_si512(v);
+            let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(b), _mm512_set1_epi32(1));
+            let rounded = _mm512_add_epi32(b, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+            let quiet = _mm512_or_si512(b, _mm512_set1_epi32(0x0040_0000));
+            let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
+            let bits = _mm512_mask_blend_epi32(nan, rounded, quiet);
+            _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(bits))
         }
     }
 
@@ -173,18 +230,42 @@ mod x86 {
         /// does not, so a vector holding one narrows as [`Bf16`] does.
         #[inline(always)]
         unsafe fn store(p: *mut bf16, m: __mmask16, v: __m512) {
-            /// `fpclass`'s class bit for subnormals.
-            const SUBNORMAL: i32 = 0x20;
-            // SAFETY: the caller's contract (which includes AVX-512 BF16);
-            // `__m256bh` and `__m256i` are both 32 plain bytes.
+            // SAFETY: the caller's contract (which includes AVX-512 BF16).
             unsafe {
                 if _mm512_mask_fpclass_ps_mask::<SUBNORMAL>(m, v) != 0 {
                     return Bf16::store(p, m, v);
                 }
-                let h = std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(v));
-                _mm256_mask_storeu_epi16(p.cast(), m, h)
+                _mm256_mask_storeu_epi16(p.cast(), m, bf16_narrow_native(v))
             }
         }
+        #[inline(always)]
+        unsafe fn stream2(p: *mut bf16, a: __m512, b: __m512) {
+            // SAFETY: the caller's contract (which includes AVX-512 BF16).
+            unsafe {
+                let sub =
+                    _mm512_fpclass_ps_mask::<SUBNORMAL>(a) | _mm512_fpclass_ps_mask::<SUBNORMAL>(b);
+                let line = if sub != 0 {
+                    join(bf16_narrow(a), bf16_narrow(b))
+                } else {
+                    join(bf16_narrow_native(a), bf16_narrow_native(b))
+                };
+                _mm512_stream_si512(p.cast(), line)
+            }
+        }
+    }
+
+    /// `fpclass`'s class bit for subnormals.
+    const SUBNORMAL: i32 = 0x20;
+
+    /// `vcvtneps2bf16` (subnormals flushed: see [`Bf16Native`]).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 BF16 (the callers' target).
+    #[inline(always)]
+    unsafe fn bf16_narrow_native(v: __m512) -> __m256i {
+        // SAFETY: the caller's contract; `__m256bh` and `__m256i` are both
+        // 32 plain bytes.
+        unsafe { std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(v)) }
     }
 
     /// `max(x, 0)`: `vmaxps` returns its second operand (+0) when either
@@ -195,8 +276,31 @@ mod x86 {
         _mm512_max_ps(x, _mm512_setzero_ps())
     }
 
-    /// `out[j] = f(x[j])`, sixteen lanes at a time; the tail runs masked
-    /// (lanes past the end are computed on zeros and not stored).
+    /// [`map`] with streaming stores or without, as `stores` asks.
+    ///
+    /// # Safety
+    /// As for [`map`].
+    #[inline(always)]
+    pub(super) unsafe fn run<L: Lanes>(
+        f: impl Fn(__m512) -> __m512,
+        x: &[L::Elem],
+        out: &mut [L::Elem],
+        stores: super::Stores,
+    ) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            match stores {
+                super::Stores::Cached => map::<L, false>(f, x, out),
+                super::Stores::Streamed => map::<L, true>(f, x, out),
+            }
+        }
+    }
+
+    /// `out[j] = f(x[j])`, 32 lanes (two vectors, so that two results are
+    /// in flight) at a time, then 16; the tail runs masked (lanes past the
+    /// end are computed on zeros and not stored). With `STREAM`, lanes up
+    /// to `out`'s first 64-byte boundary are stored plainly and the whole
+    /// lines after it with streaming stores, which the caller fences.
     ///
     /// # Safety
     /// The caller is compiled for AVX-512F, BW, DQ and VL (and BF16 for
@@ -206,31 +310,50 @@ mod x86 {
     /// # Panics
     /// If the lengths differ.
     #[inline(always)]
-    pub(super) unsafe fn map<L: Lanes>(
+    pub(super) unsafe fn map<L: Lanes, const STREAM: bool>(
         f: impl Fn(__m512) -> __m512,
         x: &[L::Elem],
         out: &mut [L::Elem],
     ) {
         assert_eq!(x.len(), out.len(), "vector loop over slices of one length");
         let n = x.len();
-        let mut i = 0;
-        while i + 16 <= n {
-            // SAFETY: lanes i..i+16 lie inside both slices; the features
-            // are the caller's contract.
-            unsafe {
-                L::store(
-                    out.as_mut_ptr().add(i),
-                    !0,
-                    f(L::load(x.as_ptr().add(i), !0)),
-                )
-            };
-            i += 16;
-        }
-        if i < n {
-            let m: __mmask16 = (1u16 << (n - i)) - 1;
-            // SAFETY: the mask selects exactly the n - i (< 16) lanes left
-            // inside both slices; masked-off lanes are not accessed.
-            unsafe { L::store(out.as_mut_ptr().add(i), m, f(L::load(x.as_ptr().add(i), m))) };
+        let (src, dst) = (x.as_ptr(), out.as_mut_ptr());
+        // SAFETY (whole body): every access covers lanes `i..i + 32` or
+        // `i..i + 16` with that bound checked against `n`, or is masked to
+        // lanes below `n` (`head <= n`); the features are the caller's
+        // contract. Streamed lines start where `dst + i` is 64-byte
+        // aligned: `i` starts at `head` and steps by 32 lanes, a multiple
+        // of 64 bytes for both lane widths.
+        unsafe {
+            let mut i = 0;
+            if STREAM {
+                let head = dst.align_offset(64).min(n);
+                while i < head {
+                    let lanes = (head - i).min(16);
+                    let m = ((1u32 << lanes) - 1) as __mmask16;
+                    L::store(dst.add(i), m, f(L::load(src.add(i), m)));
+                    i += lanes;
+                }
+                while i + 32 <= n {
+                    let a = f(L::load(src.add(i), !0));
+                    let b = f(L::load(src.add(i + 16), !0));
+                    L::stream2(dst.add(i), a, b);
+                    i += 32;
+                }
+            }
+            while i + 32 <= n {
+                let a = f(L::load(src.add(i), !0));
+                let b = f(L::load(src.add(i + 16), !0));
+                L::store(dst.add(i), !0, a);
+                L::store(dst.add(i + 16), !0, b);
+                i += 32;
+            }
+            while i < n {
+                let lanes = (n - i).min(16);
+                let m = ((1u32 << lanes) - 1) as __mmask16;
+                L::store(dst.add(i), m, f(L::load(src.add(i), m)));
+                i += lanes;
+            }
         }
     }
 }
@@ -251,35 +374,35 @@ macro_rules! builtin {
             VectorForm::with_avx512(stringify!($f), Avx512Loops {
                 f32: {
                     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-                    fn simd_loop(x: &[f32], out: &mut [f32]) {
+                    fn simd_loop(x: &[f32], out: &mut [f32], stores: Stores) {
                         // SAFETY: compiled for what `map` needs.
-                        unsafe { x86::map::<x86::F32>(|v| $path(v), x, out) }
+                        unsafe { x86::run::<x86::F32>(|v| $path(v), x, out, stores) }
                     }
                     simd_loop
                 },
                 f16: Some({
                     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-                    fn simd_loop(x: &[f16], out: &mut [f16]) {
+                    fn simd_loop(x: &[f16], out: &mut [f16], stores: Stores) {
                         // SAFETY: as above.
-                        unsafe { x86::map::<x86::F16>(|v| $path(v), x, out) }
+                        unsafe { x86::run::<x86::F16>(|v| $path(v), x, out, stores) }
                     }
                     simd_loop
                 }),
                 bf16: Some({
                     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")]
-                    fn native(x: &[bf16], out: &mut [bf16]) {
+                    fn native(x: &[bf16], out: &mut [bf16], stores: Stores) {
                         // SAFETY: as above, BF16 included.
-                        unsafe { x86::map::<x86::Bf16Native>(|v| $path(v), x, out) }
+                        unsafe { x86::run::<x86::Bf16Native>(|v| $path(v), x, out, stores) }
                     }
                     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-                    fn simd_loop(x: &[bf16], out: &mut [bf16]) {
+                    fn simd_loop(x: &[bf16], out: &mut [bf16], stores: Stores) {
                         if std::arch::is_x86_feature_detected!("avx512bf16") {
                             // SAFETY: the CPU has AVX-512 BF16, and the
                             // rest (this function's features).
-                            unsafe { native(x, out) }
+                            unsafe { native(x, out, stores) }
                         } else {
                             // SAFETY: compiled for what `map` needs.
-                            unsafe { x86::map::<x86::Bf16>(|v| $path(v), x, out) }
+                            unsafe { x86::run::<x86::Bf16>(|v| $path(v), x, out, stores) }
                         }
                     }
                     simd_loop
@@ -401,7 +524,7 @@ mod tests {
                 let x = &xs[xs.len() - len..];
                 let mut out = vec![0.0; len];
                 // SAFETY: the CPU has AVX-512; equal lengths.
-                unsafe { simd_loop(x, &mut out) };
+                unsafe { simd_loop(x, &mut out, Stores::Cached) };
                 for (&x, &y) in x.iter().zip(&out) {
                     let want = scalar(x);
                     assert!(
@@ -412,6 +535,60 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// `Stores::Streamed` writes what `Stores::Cached` writes, at every
+    /// alignment of the output (plain head, whole streamed lines, masked
+    /// tail), and nothing outside it.
+    #[test]
+    fn streamed_loops_write_what_cached_loops_write() {
+        if !avx512() {
+            return;
+        }
+        fn check<T: bytemuck::Pod>(name: &str, simd_loop: VectorLoop<T>, xs: &[T]) {
+            let mut guard: T = bytemuck::Zeroable::zeroed();
+            bytemuck::bytes_of_mut(&mut guard).fill(0x5a);
+            for len in [0, 1, 15, 31, 32, 33, 64, 95, 1000] {
+                let x = &xs[..len];
+                let mut want = vec![guard; len];
+                // SAFETY: the CPU has AVX-512; equal lengths.
+                unsafe { simd_loop(x, &mut want, Stores::Cached) };
+                // 64-byte aligned storage, then every element offset into
+                // the first two lines
+                let mut lines = vec![[0u8; 64]; (len + 80) * std::mem::size_of::<T>() / 64 + 2];
+                let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut lines);
+                let all: &mut [T] = bytemuck::cast_slice_mut(bytes);
+                for offset in 0..=64 / std::mem::size_of::<T>() + 1 {
+                    all.fill(guard);
+                    let out = &mut all[offset..offset + len];
+                    // SAFETY: as above.
+                    unsafe { simd_loop(x, out, Stores::Streamed) };
+                    crate::kernel::simd::stream_fence();
+                    let bits = |v: &[T]| bytemuck::cast_slice::<T, u8>(v).to_vec();
+                    assert_eq!(
+                        bits(&all[offset..offset + len]),
+                        bits(&want),
+                        "{name} {len}+{offset}"
+                    );
+                    assert!(
+                        all[..offset]
+                            .iter()
+                            .chain(&all[offset + len..])
+                            .all(|g| bytemuck::bytes_of(g) == bytemuck::bytes_of(&guard)),
+                        "{name} {len}+{offset}: wrote outside"
+                    );
+                }
+            }
+        }
+        let wide: Vec<f32> = (0..1000).map(|i| (i as f32 - 500.0) * 0.013).collect();
+        let f16s: Vec<f16> = wide.iter().map(|&x| f16::from_f32(x)).collect();
+        let bf16s: Vec<bf16> = wide.iter().map(|&x| bf16::from_f32(x)).collect();
+        for (form, _) in FORMS {
+            let loops = form.avx512().expect("built in");
+            check(form.name(), loops.f32, &wide);
+            check(form.name(), loops.f16.expect("built in"), &f16s);
+            check(form.name(), loops.bf16.expect("built in"), &bf16s);
         }
     }
 
@@ -452,7 +629,7 @@ mod tests {
         let xs: Vec<H> = (0..=u16::MAX).chain(0..tail).map(bytemuck::cast).collect();
         let mut out = vec![H::zero(); xs.len()];
         // SAFETY: the caller checked for AVX-512; equal lengths.
-        unsafe { simd_loop(&xs, &mut out) };
+        unsafe { simd_loop(&xs, &mut out, Stores::Cached) };
         for (&x, &y) in xs.iter().zip(&out) {
             let want = narrow(scalar(x.to_f64() as f32));
             assert!(
@@ -479,7 +656,7 @@ mod tests {
             let at = std::cell::Cell::new(0);
             // SAFETY: compiled for what `map` needs.
             unsafe {
-                x86::map::<x86::Bf16>(
+                x86::map::<x86::Bf16, false>(
                     |_| {
                         let i = at.replace(at.get() + 16);
                         std::arch::x86_64::_mm512_loadu_ps(xs[i..i + 16].as_ptr())
@@ -494,7 +671,7 @@ mod tests {
             let at = std::cell::Cell::new(0);
             // SAFETY: compiled for what `map` needs, BF16 included.
             unsafe {
-                x86::map::<x86::Bf16Native>(
+                x86::map::<x86::Bf16Native, false>(
                     |_| {
                         let i = at.replace(at.get() + 16);
                         std::arch::x86_64::_mm512_loadu_ps(xs[i..i + 16].as_ptr())
