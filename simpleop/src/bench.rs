@@ -9,7 +9,9 @@
 //! * `<op>/f32/out`: the op into an existing output (`out=`), against the
 //!   baseline for its bytes; `<op>/f32/fresh`: a new output per call,
 //!   against `out=` (the pooled allocator's job).
-//! * `<op>/f16/out`, `<op>/bf16/out`: against the f32 row (half the bytes);
+//! * `<op>/f16/out`, `<op>/bf16/out`: against the f32 row (half the bytes),
+//!   timed in alternating pairs with the f32 call, the ratio being the
+//!   median of the pairs' ratios (see `time_paired`);
 //!   `tanh/<half>/computed`: lookup tables off ([`table::set_half_tables`]),
 //!   against the `out=` row: what reading a table instead of computing buys
 //!   (about 1 where the table lost its timing and is not read anyway).
@@ -131,6 +133,37 @@ fn time_ms(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
     Ok(t[t.len() / 2])
 }
 
+/// Times `base` and `f` alternately, `reps` times each after one warm-up
+/// of each: the median ms of `f`, and the median of the per-pair ratios
+/// `f / base`. Pairs see the same machine state, which on a shared VM
+/// can change within seconds (whether the two vCPUs share a physical
+/// core halves the speed of compute-bound loops, not of memory-bound
+/// ones), so the ratio does not depend on when each row happened to run.
+fn time_paired(
+    reps: usize,
+    mut base: impl FnMut() -> Result<()>,
+    mut f: impl FnMut() -> Result<()>,
+) -> Result<(f64, f64)> {
+    base()?;
+    f()?;
+    let (mut t, mut ratios) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
+    for _ in 0..reps.max(1) {
+        let start = Instant::now();
+        base()?;
+        let b = start.elapsed().as_secs_f64() * 1e3;
+        let start = Instant::now();
+        f()?;
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        t.push(ms);
+        ratios.push(ms / b);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    Ok((median(&mut t), median(&mut ratios)))
+}
+
 struct Triad<'a> {
     a: &'a mut [f32],
     b: &'a [f32],
@@ -182,6 +215,25 @@ impl Bench {
             ratio,
         });
         ms
+    }
+
+    /// A row timed in pairs with its baseline's call (see [`time_paired`]):
+    /// the ratio is the median of the pairs' ratios.
+    fn time_against(
+        &mut self,
+        name: &str,
+        baseline: &str,
+        base: impl FnMut() -> Result<()>,
+        f: impl FnMut() -> Result<()>,
+    ) -> Result<f64> {
+        let (ms, ratio) = time_paired(self.opts.reps, base, f)?;
+        self.rows.push(Row {
+            name: name.into(),
+            ms,
+            baseline: Some(baseline.into()),
+            ratio: Some(ratio),
+        });
+        Ok(ms)
     }
 
     fn time(
@@ -322,19 +374,26 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
     )?;
     report(&b);
 
-    // Half types: half the bytes of the f32 rows.
+    // Half types: half the bytes of the f32 rows, timed in pairs with the
+    // f32 call (`time_paired`).
     for dtype in [DType::F16, DType::BF16] {
         let xh = x_signed.astype(dtype);
         let mut oh = NDArray::zeros([n], dtype);
         let xpos = x.astype(dtype);
         for (op, attrs) in UNARY {
             let attrs = Attrs::from_iter(attrs.iter().copied());
-            let input = if op == "log" { &xpos } else { &xh };
+            let (input, input32) = if op == "log" {
+                (&xpos, &x)
+            } else {
+                (&xh, &x_signed)
+            };
             let base = format!("{op}/f32/out");
             let row = format!("{op}/{}/out", dtype.name());
+            let base_call =
+                || eager::invoke_into_by_name(op, &[input32], &attrs, &mut out, OpReqType::WriteTo);
             let mut call =
                 || eager::invoke_into_by_name(op, &[input], &attrs, &mut oh, OpReqType::WriteTo);
-            b.time(&row, Some(&base), &mut call)?;
+            b.time_against(&row, &base, base_call, &mut call)?;
             report(&b);
             if op == "tanh" {
                 b.time_switched_off(
