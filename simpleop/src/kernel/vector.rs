@@ -107,8 +107,31 @@ mod x86 {
         /// # Safety
         /// As for `load`; every selected lane is writable.
         unsafe fn store(p: *mut Self::Elem, m: __mmask16, v: __m512);
-        /// Stores `a` then `b` (32 lanes) to `p` with streaming stores of
-        /// whole cache lines.
+        /// Lanes `0..32` from `p` as two vectors, in any split that
+        /// [`Lanes::store2`] and [`Lanes::stream2`] undo (an elementwise
+        /// function does not care which lane holds which element).
+        ///
+        /// # Safety
+        /// As for `load`; the 32 lanes are readable.
+        #[inline(always)]
+        unsafe fn load2(p: *const Self::Elem) -> (__m512, __m512) {
+            // SAFETY: the caller's contract.
+            unsafe { (Self::load(p, !0), Self::load(p.add(16), !0)) }
+        }
+        /// Stores a [`Lanes::load2`] pair's results to lanes `0..32`.
+        ///
+        /// # Safety
+        /// As for `load`; the 32 lanes are writable.
+        #[inline(always)]
+        unsafe fn store2(p: *mut Self::Elem, a: __m512, b: __m512) {
+            // SAFETY: the caller's contract.
+            unsafe {
+                Self::store(p, !0, a);
+                Self::store(p.add(16), !0, b);
+            }
+        }
+        /// As [`Lanes::store2`], with streaming stores of whole cache
+        /// lines.
         ///
         /// # Safety
         /// As for `load`; the 32 lanes are writable and `p` is 64-byte
@@ -193,19 +216,47 @@ mod x86 {
         #[inline(always)]
         unsafe fn store(p: *mut bf16, m: __mmask16, v: __m512) {
             // SAFETY: the caller's contract.
-            unsafe { _mm256_mask_storeu_epi16(p.cast(), m, bf16_narrow(v)) }
+            unsafe { _mm256_mask_storeu_epi16(p.cast(), m, _mm512_cvtepi32_epi16(bf16_bits(v))) }
+        }
+        /// One 64-byte load, widened in 128-bit lanes (see [`split_lane`]).
+        #[inline(always)]
+        unsafe fn load2(p: *const bf16) -> (__m512, __m512) {
+            // SAFETY: the caller's contract.
+            unsafe {
+                let v = _mm512_loadu_si512(p.cast());
+                let z = _mm512_setzero_si512();
+                (
+                    _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, v)),
+                    _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, v)),
+                )
+            }
+        }
+        #[inline(always)]
+        unsafe fn store2(p: *mut bf16, a: __m512, b: __m512) {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_storeu_si512(p.cast(), bf16_pack(a, b)) }
         }
         #[inline(always)]
         unsafe fn stream2(p: *mut bf16, a: __m512, b: __m512) {
             // SAFETY: the caller's contract.
-            unsafe { _mm512_stream_si512(p.cast(), join(bf16_narrow(a), bf16_narrow(b))) }
+            unsafe { _mm512_stream_si512(p.cast(), bf16_pack(a, b)) }
         }
     }
 
+    /// Where element `k` of 32 sits after [`Bf16::load2`]: `(second
+    /// vector?, lane)`. Unpacking works within 128-bit lanes, so the first
+    /// vector holds elements 0-3, 8-11, 16-19 and 24-27, the second the
+    /// rest; for an elementwise function that order is as good as any, and
+    /// the stores put each element back.
+    pub(super) const fn split_lane(k: usize) -> (bool, usize) {
+        (k % 8 >= 4, k / 8 * 4 + k % 4)
+    }
+
     /// `round_bf16` in lanes: nearest even by adding 0x7fff plus the kept
-    /// lowest bit, NaNs made quiet instead.
+    /// lowest bit, NaNs made quiet instead; the bf16 bits in the low half
+    /// of each 32-bit lane.
     #[inline(always)]
-    fn bf16_narrow(v: __m512) -> __m256i {
+    fn bf16_bits(v: __m512) -> __m512i {
         // SAFETY: register-only AVX-512F/BW operations (the callers'
         // target).
         unsafe {
@@ -214,10 +265,31 @@ mod x86 {
             let rounded = _mm512_add_epi32(b, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
             let quiet = _mm512_or_si512(b, _mm512_set1_epi32(0x0040_0000));
             let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
-            let bits = _mm512_mask_blend_epi32(nan, rounded, quiet);
-            _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(bits))
+            _mm512_srli_epi32::<16>(_mm512_mask_blend_epi32(nan, rounded, quiet))
         }
     }
+
+    /// The 32 results of a [`Bf16::load2`] pair, rounded, in element
+    /// order: packing works within 128-bit lanes too, and undoes the split.
+    #[inline(always)]
+    fn bf16_pack(a: __m512, b: __m512) -> __m512i {
+        // SAFETY: register-only AVX-512BW operation (the callers' target);
+        // every lane is at most 0xffff, so the saturation never acts.
+        unsafe { _mm512_packus_epi32(bf16_bits(a), bf16_bits(b)) }
+    }
+
+    /// Word `k` of the result: the word of `vcvtne2ps2bf16(b, a)` (a's
+    /// lanes, then b's) that holds element `k` after [`Bf16::load2`].
+    const SPLIT_ORDER: [u16; 32] = {
+        let mut idx = [0u16; 32];
+        let mut k = 0;
+        while k < 32 {
+            let (second, lane) = split_lane(k);
+            idx[k] = (lane + if second { 16 } else { 0 }) as u16;
+            k += 1;
+        }
+        idx
+    };
 
     impl Lanes for Bf16Native {
         type Elem = bf16;
@@ -230,42 +302,54 @@ mod x86 {
         /// does not, so a vector holding one narrows as [`Bf16`] does.
         #[inline(always)]
         unsafe fn store(p: *mut bf16, m: __mmask16, v: __m512) {
-            // SAFETY: the caller's contract (which includes AVX-512 BF16).
+            // SAFETY: the caller's contract (which includes AVX-512 BF16);
+            // `__m256bh` and `__m256i` are both 32 plain bytes.
             unsafe {
                 if _mm512_mask_fpclass_ps_mask::<SUBNORMAL>(m, v) != 0 {
                     return Bf16::store(p, m, v);
                 }
-                _mm256_mask_storeu_epi16(p.cast(), m, bf16_narrow_native(v))
+                let h = std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(v));
+                _mm256_mask_storeu_epi16(p.cast(), m, h)
             }
+        }
+        #[inline(always)]
+        unsafe fn load2(p: *const bf16) -> (__m512, __m512) {
+            // SAFETY: the caller's contract.
+            unsafe { Bf16::load2(p) }
+        }
+        #[inline(always)]
+        unsafe fn store2(p: *mut bf16, a: __m512, b: __m512) {
+            // SAFETY: the caller's contract (which includes AVX-512 BF16).
+            unsafe { _mm512_storeu_si512(p.cast(), bf16_pack_native(a, b)) }
         }
         #[inline(always)]
         unsafe fn stream2(p: *mut bf16, a: __m512, b: __m512) {
             // SAFETY: the caller's contract (which includes AVX-512 BF16).
-            unsafe {
-                let sub =
-                    _mm512_fpclass_ps_mask::<SUBNORMAL>(a) | _mm512_fpclass_ps_mask::<SUBNORMAL>(b);
-                let line = if sub != 0 {
-                    join(bf16_narrow(a), bf16_narrow(b))
-                } else {
-                    join(bf16_narrow_native(a), bf16_narrow_native(b))
-                };
-                _mm512_stream_si512(p.cast(), line)
-            }
+            unsafe { _mm512_stream_si512(p.cast(), bf16_pack_native(a, b)) }
         }
     }
 
     /// `fpclass`'s class bit for subnormals.
     const SUBNORMAL: i32 = 0x20;
 
-    /// `vcvtneps2bf16` (subnormals flushed: see [`Bf16Native`]).
+    /// [`bf16_pack`] with one `vcvtne2ps2bf16` and a word permutation,
+    /// unless a lane is subnormal (see [`Bf16Native::store`]).
     ///
     /// # Safety
     /// The CPU has AVX-512 BF16 (the callers' target).
     #[inline(always)]
-    unsafe fn bf16_narrow_native(v: __m512) -> __m256i {
-        // SAFETY: the caller's contract; `__m256bh` and `__m256i` are both
-        // 32 plain bytes.
-        unsafe { std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(v)) }
+    unsafe fn bf16_pack_native(a: __m512, b: __m512) -> __m512i {
+        // SAFETY: the caller's contract; `__m512bh` and `__m512i` are both
+        // 64 plain bytes; `SPLIT_ORDER` is 64 readable bytes.
+        unsafe {
+            if (_mm512_fpclass_ps_mask::<SUBNORMAL>(a) | _mm512_fpclass_ps_mask::<SUBNORMAL>(b))
+                != 0
+            {
+                return bf16_pack(a, b);
+            }
+            let h = std::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(b, a));
+            _mm512_permutexvar_epi16(_mm512_loadu_si512(SPLIT_ORDER.as_ptr().cast()), h)
+        }
     }
 
     /// `max(x, 0)`: `vmaxps` returns its second operand (+0) when either
@@ -335,17 +419,14 @@ mod x86 {
                     i += lanes;
                 }
                 while i + 32 <= n {
-                    let a = f(L::load(src.add(i), !0));
-                    let b = f(L::load(src.add(i + 16), !0));
-                    L::stream2(dst.add(i), a, b);
+                    let (a, b) = L::load2(src.add(i));
+                    L::stream2(dst.add(i), f(a), f(b));
                     i += 32;
                 }
             }
             while i + 32 <= n {
-                let a = f(L::load(src.add(i), !0));
-                let b = f(L::load(src.add(i + 16), !0));
-                L::store(dst.add(i), !0, a);
-                L::store(dst.add(i + 16), !0, b);
+                let (a, b) = L::load2(src.add(i));
+                L::store2(dst.add(i), f(a), f(b));
                 i += 32;
             }
             while i < n {
@@ -648,38 +729,47 @@ mod tests {
         if !avx512() {
             return;
         }
-        #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-        fn integer(x: &[bf16], out: &mut [bf16], xs: &[f32]) {
-            // the "function" puts the test's f32 bits in the lanes: load
-            // them from `xs` by position instead of from `x`
-            let _ = x;
-            let at = std::cell::Cell::new(0);
-            // SAFETY: compiled for what `map` needs.
-            unsafe {
-                x86::map::<x86::Bf16, false>(
-                    |_| {
-                        let i = at.replace(at.get() + 16);
-                        std::arch::x86_64::_mm512_loadu_ps(xs[i..i + 16].as_ptr())
-                    },
-                    x,
-                    out,
-                )
+        use std::arch::x86_64::{__m512, _mm512_loadu_ps};
+        use x86::Lanes;
+        /// Narrows `xs` (a multiple of 32 long) with `L`: each block of 32
+        /// through `store2`, its lanes placed as `load2` places elements,
+        /// and again 16 at a time through `store`.
+        ///
+        /// # Safety
+        /// The CPU has what `L` needs.
+        #[inline(always)]
+        unsafe fn narrow<L: Lanes<Elem = bf16>>(
+            xs: &[f32],
+            pairs: &mut [bf16],
+            singles: &mut [bf16],
+        ) {
+            for (k, block) in xs.chunks_exact(32).enumerate() {
+                let mut lanes = [[0.0f32; 16]; 2];
+                for (e, &x) in block.iter().enumerate() {
+                    let (second, lane) = x86::split_lane(e);
+                    lanes[usize::from(second)][lane] = x;
+                }
+                // SAFETY: the caller's contract; 16 readable lanes each,
+                // 32 writable lanes at `32 k`.
+                unsafe {
+                    let v: [__m512; 2] = lanes.map(|l| _mm512_loadu_ps(l.as_ptr()));
+                    L::store2(pairs.as_mut_ptr().add(32 * k), v[0], v[1]);
+                    for h in 0..2 {
+                        let v = _mm512_loadu_ps(block[16 * h..].as_ptr());
+                        L::store(singles.as_mut_ptr().add(32 * k + 16 * h), !0, v);
+                    }
+                }
             }
         }
+        #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+        fn integer(xs: &[f32], pairs: &mut [bf16], singles: &mut [bf16]) {
+            // SAFETY: compiled for what `Bf16` needs.
+            unsafe { narrow::<x86::Bf16>(xs, pairs, singles) }
+        }
         #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")]
-        fn native(x: &[bf16], out: &mut [bf16], xs: &[f32]) {
-            let at = std::cell::Cell::new(0);
-            // SAFETY: compiled for what `map` needs, BF16 included.
-            unsafe {
-                x86::map::<x86::Bf16Native, false>(
-                    |_| {
-                        let i = at.replace(at.get() + 16);
-                        std::arch::x86_64::_mm512_loadu_ps(xs[i..i + 16].as_ptr())
-                    },
-                    x,
-                    out,
-                )
-            }
+        fn native(xs: &[f32], pairs: &mut [bf16], singles: &mut [bf16]) {
+            // SAFETY: compiled for what `Bf16Native` needs.
+            unsafe { narrow::<x86::Bf16Native>(xs, pairs, singles) }
         }
         let mut xs: Vec<f32> = (0..=u32::MAX).step_by(65_537).map(f32::from_bits).collect();
         for b in [
@@ -694,17 +784,20 @@ mod tests {
         ] {
             xs.extend([f32::from_bits(b), f32::from_bits(b ^ 0x8000_0000)]);
         }
-        xs.truncate(xs.len() / 16 * 16);
+        xs.truncate(xs.len() / 32 * 32);
         let want: Vec<bf16> = xs.iter().map(|&x| bf16::from_f32(x)).collect();
-        let dummy = vec![bf16::ZERO; xs.len()];
-        let mut out = vec![bf16::ZERO; xs.len()];
+        let mut pairs = vec![bf16::ZERO; xs.len()];
+        let mut singles = vec![bf16::ZERO; xs.len()];
         // SAFETY: the CPU has AVX-512.
-        unsafe { integer(&dummy, &mut out, &xs) };
-        let mut runs = vec![("integer", out.clone())];
+        unsafe { integer(&xs, &mut pairs, &mut singles) };
+        let mut runs = vec![
+            ("integer, pairs", pairs.clone()),
+            ("integer", singles.clone()),
+        ];
         if std::arch::is_x86_feature_detected!("avx512bf16") {
             // SAFETY: and AVX-512 BF16.
-            unsafe { native(&dummy, &mut out, &xs) };
-            runs.push(("vcvtneps2bf16", out));
+            unsafe { native(&xs, &mut pairs, &mut singles) };
+            runs.extend([("vcvtne2ps2bf16, pairs", pairs), ("vcvtneps2bf16", singles)]);
         }
         for (how, got) in runs {
             for ((x, g), w) in xs.iter().zip(&got).zip(&want) {
