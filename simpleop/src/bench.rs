@@ -11,7 +11,8 @@
 //!   against `out=` (the pooled allocator's job).
 //! * `<op>/f16/out`, `<op>/bf16/out`: against the f32 row (half the bytes),
 //!   timed in alternating pairs with the f32 call, the ratio being the
-//!   median of the pairs' ratios (see `time_paired`);
+//!   median of the pairs' ratios (see `time_paired`; it is not the quotient
+//!   of the two rows' printed medians);
 //!   `tanh/<half>/computed`: lookup tables off ([`table::set_half_tables`]),
 //!   against the `out=` row: what reading a table instead of computing buys
 //!   (about 1 where the table lost its timing and is not read anyway).
@@ -147,13 +148,21 @@ fn time_paired(
     base()?;
     f()?;
     let (mut t, mut ratios) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
-    for _ in 0..reps.max(1) {
+    let timed = |g: &mut dyn FnMut() -> Result<()>| -> Result<f64> {
         let start = Instant::now();
-        base()?;
-        let b = start.elapsed().as_secs_f64() * 1e3;
-        let start = Instant::now();
-        f()?;
-        let ms = start.elapsed().as_secs_f64() * 1e3;
+        g()?;
+        Ok(start.elapsed().as_secs_f64() * 1e3)
+    };
+    for i in 0..reps.max(1) {
+        // Which call goes first alternates, so that neither always starts
+        // while the other's writes drain.
+        let (b, ms) = if i % 2 == 0 {
+            let b = timed(&mut base)?;
+            (b, timed(&mut f)?)
+        } else {
+            let ms = timed(&mut f)?;
+            (timed(&mut base)?, ms)
+        };
         t.push(ms);
         ratios.push(ms / b);
     }

@@ -895,7 +895,9 @@ struct ForwardJob<'a, 'b, S: Float, K, const N: usize> {
 }
 
 /// The most a kernel may cost per element (`OpDef::cost`, about one per
-/// cheap arithmetic op) for a single-op call to stream its output.
+/// cheap arithmetic op) for a single-op call to stream its output through
+/// a staging tile; a kernel whose vector form runs streams whatever its
+/// cost ([`streams_from_registers`]).
 const STREAM_MAX_COST: u32 = 2;
 
 impl<S: TileIo, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {

@@ -415,8 +415,9 @@ impl Drop for StreamFence {
     }
 }
 
-/// Orders this thread's earlier [`stream_copy`] stores before its later
-/// stores (and so before it signals that its work is done).
+/// Orders this thread's earlier streaming stores ([`stream_copy`]'s, and
+/// a vector form's with `Stores::Streamed`) before its later stores (and
+/// so before it signals that its work is done).
 #[inline]
 pub(crate) fn stream_fence() {
     #[cfg(target_arch = "x86_64")]
@@ -603,8 +604,9 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for MapTileMut<'_, K, C, N> 
 }
 
 /// As [`MapTile`] for outputs written with streaming stores: a tile at a
-/// time into the L1 buffer `res`, then [`stream_copy`] to `out`, asking
-/// for the next tile's inputs meanwhile. The caller must call
+/// time into the L1 buffer `res`, then [`stream_copy`] to `out` (or, where
+/// an f32 vector form runs, its loop streaming straight from registers),
+/// asking for the next tile's inputs meanwhile. The caller must call
 /// [`stream_fence`] after, on the same thread (crate-private for that).
 pub(crate) struct StreamMap<'a, K, C, const N: usize> {
     /// The op's forward kernel.
@@ -699,8 +701,9 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for StreamMap<'_, K, C, N> {
 /// its compute type (f16, bf16): a tile at a time, each input converted
 /// into its L1 buffer, the kernel run into `res`, and the result converted
 /// back, all inside one dispatch. With `staged` (crate-internal), the
-/// result is converted into that L1 buffer and copied out with streaming
-/// stores, which the caller then fences on the same thread.
+/// output is written with streaming stores, which the caller then fences
+/// on the same thread: straight from registers where a vector form runs,
+/// otherwise converted into that L1 buffer and copied out.
 pub struct ConvertMap<'a, K, S: TileIo, const N: usize> {
     /// The op's forward kernel.
     pub kernel: &'a K,
@@ -712,8 +715,9 @@ pub struct ConvertMap<'a, K, S: TileIo, const N: usize> {
     pub bufs: [&'a mut [S::Compute]; N],
     /// The tile's result; its length is the tile size.
     pub res: &'a mut [S::Compute],
-    /// A buffer of at least `res.len()` elements to convert the result
-    /// into and stream out from, for outputs past the caches. Crate-private
+    /// Asks for streaming stores, for outputs past the caches: a buffer of
+    /// at least `res.len()` elements to convert the result into and stream
+    /// out from when no vector form runs (unused when one does). Crate-private
     /// (so only the crate builds a `ConvertMap`): streamed stores need the
     /// fence that safe callers could forget.
     pub(crate) staged: Option<&'a mut [S]>,
@@ -728,8 +732,8 @@ impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
         let n = self.out.len();
         let mut bufs = self.bufs;
         let mut staged = self.staged;
-        // A vector form converts in registers, skipping the tile buffers;
-        // with staged stores it writes the staging buffer.
+        // A vector form converts in registers, skipping the tile buffers,
+        // and streams from them when asked to.
         let simd_loop = match (mode, self.kernel.vector()) {
             (Mode::Avx512, Some(v)) if N == 1 => v.avx512().and_then(S::avx512_loop),
             _ => None,
