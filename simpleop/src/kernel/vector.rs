@@ -455,6 +455,10 @@ macro_rules! builtin {
         builtin!($(#[$doc])* $name, $f, crate::vmath::avx512::$f);
     };
     ($(#[$doc:meta])* $name:ident, $f:ident, $path:path) => {
+        builtin!($(#[$doc])* $name, $f, $path, f16: $path);
+    };
+    // `$f16` computes `$path`'s bits on every f16 value widened to f32.
+    ($(#[$doc:meta])* $name:ident, $f:ident, $path:path, f16: $f16:path) => {
         $(#[$doc])*
         #[cfg(target_arch = "x86_64")]
         // SAFETY: each loop is compiled for, and so requires, AVX-512F/BW/
@@ -475,7 +479,7 @@ macro_rules! builtin {
                     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
                     fn simd_loop(x: &[f16], out: &mut [f16], stores: Stores) {
                         // SAFETY: as above.
-                        unsafe { x86::run::<x86::F16>(|v| $path(v), x, out, stores) }
+                        unsafe { x86::run::<x86::F16>(|v| $f16(v), x, out, stores) }
                     }
                     simd_loop
                 }),
@@ -519,8 +523,9 @@ builtin!(
     SIGMOID, sigmoid
 );
 builtin!(
-    /// ln x ([`crate::vmath::fma::ln`]).
-    LN, ln
+    /// ln x ([`crate::vmath::fma::ln`]); f16 values are never f32
+    /// subnormals, so their loop skips that rescaling.
+    LN, ln, crate::vmath::avx512::ln, f16: crate::vmath::avx512::ln_no_subnormals
 );
 builtin!(
     /// `max(x, 0)`, NaN and -0 giving +0 as `if x > 0 { x } else { 0 }`

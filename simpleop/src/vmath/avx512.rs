@@ -132,6 +132,28 @@ pub fn sigmoid(x: __m512) -> __m512 {
 #[target_feature(enable = "avx512f")]
 #[inline]
 pub fn ln(x: __m512) -> __m512 {
+    ln_impl::<true>(x)
+}
+
+/// [`ln`] for lanes that hold no positive subnormal, such as f16 values
+/// widened to f32 (the least f16, 2^-24, is a normal f32): the same bits
+/// with the subnormal rescaling left out, three instructions fewer. Zeros
+/// and negative numbers are answered by the special-value fix-up either
+/// way, so skipping their rescaling changes nothing.
+///
+/// # Safety
+/// The CPU must have AVX-512F: safe to call from code compiled for it,
+/// `unsafe` elsewhere.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub fn ln_no_subnormals(x: __m512) -> __m512 {
+    ln_impl::<false>(x)
+}
+
+/// [`ln`], rescaling subnormal inputs when `SUBNORMALS`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn ln_impl<const SUBNORMALS: bool>(x: __m512) -> __m512 {
     /// `vfixupimmps` answers per input class, four bits each from class 0
     /// up: NaN (quiet, signalling) -> x itself, ±0 -> -inf, +inf -> x,
     /// the rest (+1, negatives, finite positives) -> the value given,
@@ -141,11 +163,23 @@ pub fn ln(x: __m512) -> __m512 {
     const SPECIALS: i32 = 0x0010_0411;
     const SQRT_HALF_BITS: i32 = 0x3f35_04f3;
     // `ln_reduce`: subnormal (and non-positive) inputs scaled by 2^23
-    let sub = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, splat(f32::MIN_POSITIVE));
-    let xs = _mm512_mask_mul_ps(x, sub, x, splat(8_388_608.0));
+    let sub = if SUBNORMALS {
+        _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, splat(f32::MIN_POSITIVE))
+    } else {
+        0
+    };
+    let xs = if SUBNORMALS {
+        _mm512_mask_mul_ps(x, sub, x, splat(8_388_608.0))
+    } else {
+        x
+    };
     let ix = _mm512_sub_epi32(_mm512_castps_si512(xs), _mm512_set1_epi32(SQRT_HALF_BITS));
     let k = _mm512_srai_epi32::<23>(ix);
-    let k = _mm512_mask_sub_epi32(k, sub, k, _mm512_set1_epi32(23));
+    let k = if SUBNORMALS {
+        _mm512_mask_sub_epi32(k, sub, k, _mm512_set1_epi32(23))
+    } else {
+        k
+    };
     let m = _mm512_add_epi32(
         _mm512_and_si512(ix, _mm512_set1_epi32(0x007f_ffff)),
         _mm512_set1_epi32(SQRT_HALF_BITS),
