@@ -163,23 +163,17 @@ fn ln_impl<const SUBNORMALS: bool>(x: __m512) -> __m512 {
     const SPECIALS: i32 = 0x0010_0411;
     const SQRT_HALF_BITS: i32 = 0x3f35_04f3;
     // `ln_reduce`: subnormal (and non-positive) inputs scaled by 2^23
+    // without SUBNORMALS the mask is the constant 0, and the compiler
+    // drops the two masked operations with it
     let sub = if SUBNORMALS {
         _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, splat(f32::MIN_POSITIVE))
     } else {
         0
     };
-    let xs = if SUBNORMALS {
-        _mm512_mask_mul_ps(x, sub, x, splat(8_388_608.0))
-    } else {
-        x
-    };
+    let xs = _mm512_mask_mul_ps(x, sub, x, splat(8_388_608.0));
     let ix = _mm512_sub_epi32(_mm512_castps_si512(xs), _mm512_set1_epi32(SQRT_HALF_BITS));
     let k = _mm512_srai_epi32::<23>(ix);
-    let k = if SUBNORMALS {
-        _mm512_mask_sub_epi32(k, sub, k, _mm512_set1_epi32(23))
-    } else {
-        k
-    };
+    let k = _mm512_mask_sub_epi32(k, sub, k, _mm512_set1_epi32(23));
     let m = _mm512_add_epi32(
         _mm512_and_si512(ix, _mm512_set1_epi32(0x007f_ffff)),
         _mm512_set1_epi32(SQRT_HALF_BITS),
