@@ -377,6 +377,7 @@ mod x86 {
     #[inline(always)]
     pub(super) unsafe fn run<L: Lanes>(
         f: impl Fn(__m512) -> __m512,
+        f2: impl Fn(__m512, __m512) -> (__m512, __m512),
         x: &[L::Elem],
         out: &mut [L::Elem],
         stores: super::Stores,
@@ -384,14 +385,14 @@ mod x86 {
         // SAFETY: the caller's contract.
         unsafe {
             match stores {
-                super::Stores::Cached => map::<L, false>(f, x, out),
-                super::Stores::Streamed => map::<L, true>(f, x, out),
+                super::Stores::Cached => map::<L, false>(f, f2, x, out),
+                super::Stores::Streamed => map::<L, true>(f, f2, x, out),
             }
         }
     }
 
     /// `out[j] = f(x[j])`, 32 lanes (two vectors, so that two results are
-    /// in flight) at a time, then 16; the tail runs masked (lanes past the
+    /// in flight; `f2` is `f` on both) at a time, then 16; the tail runs masked (lanes past the
     /// end are computed on zeros and not stored). With `STREAM`, lanes up
     /// to `out`'s first 64-byte boundary are stored plainly and the whole
     /// lines after it with streaming stores, which the caller fences.
@@ -406,6 +407,7 @@ mod x86 {
     #[inline(always)]
     pub(super) unsafe fn map<L: Lanes, const STREAM: bool>(
         f: impl Fn(__m512) -> __m512,
+        f2: impl Fn(__m512, __m512) -> (__m512, __m512),
         x: &[L::Elem],
         out: &mut [L::Elem],
     ) {
@@ -430,13 +432,15 @@ mod x86 {
                 }
                 while i + 32 <= n {
                     let (a, b) = L::load2(src.add(i));
-                    L::stream2(dst.add(i), f(a), f(b));
+                    let (a, b) = f2(a, b);
+                    L::stream2(dst.add(i), a, b);
                     i += 32;
                 }
             }
             while i + 32 <= n {
                 let (a, b) = L::load2(src.add(i));
-                L::store2(dst.add(i), f(a), f(b));
+                let (a, b) = f2(a, b);
+                L::store2(dst.add(i), a, b);
                 i += 32;
             }
             while i < n {
@@ -459,6 +463,10 @@ macro_rules! builtin {
     };
     // `$f16` computes `$path`'s bits on every f16 value widened to f32.
     ($(#[$doc:meta])* $name:ident, $f:ident, $path:path, f16: $f16:path) => {
+        builtin!($(#[$doc])* $name, $f, $path, f16: $f16, pair: |a, b| ($path(a), $path(b)));
+    };
+    // `$pair` computes `$path`'s bits on two vectors at once (f32, bf16).
+    ($(#[$doc:meta])* $name:ident, $f:ident, $path:path, f16: $f16:path, pair: $pair:expr) => {
         $(#[$doc])*
         #[cfg(target_arch = "x86_64")]
         // SAFETY: each loop is compiled for, and so requires, AVX-512F/BW/
@@ -471,7 +479,7 @@ macro_rules! builtin {
                     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
                     fn simd_loop(x: &[f32], out: &mut [f32], stores: Stores) {
                         // SAFETY: compiled for what `map` needs.
-                        unsafe { x86::run::<x86::F32>(|v| $path(v), x, out, stores) }
+                        unsafe { x86::run::<x86::F32>(|v| $path(v), $pair, x, out, stores) }
                     }
                     simd_loop
                 },
@@ -479,7 +487,7 @@ macro_rules! builtin {
                     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
                     fn simd_loop(x: &[f16], out: &mut [f16], stores: Stores) {
                         // SAFETY: as above.
-                        unsafe { x86::run::<x86::F16>(|v| $f16(v), x, out, stores) }
+                        unsafe { x86::run::<x86::F16>(|v| $f16(v), |a, b| ($f16(a), $f16(b)), x, out, stores) }
                     }
                     simd_loop
                 }),
@@ -487,7 +495,7 @@ macro_rules! builtin {
                     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")]
                     fn native(x: &[bf16], out: &mut [bf16], stores: Stores) {
                         // SAFETY: as above, BF16 included.
-                        unsafe { x86::run::<x86::Bf16Native>(|v| $path(v), x, out, stores) }
+                        unsafe { x86::run::<x86::Bf16Native>(|v| $path(v), $pair, x, out, stores) }
                     }
                     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
                     fn simd_loop(x: &[bf16], out: &mut [bf16], stores: Stores) {
@@ -497,7 +505,7 @@ macro_rules! builtin {
                             unsafe { native(x, out, stores) }
                         } else {
                             // SAFETY: compiled for what `map` needs.
-                            unsafe { x86::run::<x86::Bf16>(|v| $path(v), x, out, stores) }
+                            unsafe { x86::run::<x86::Bf16>(|v| $path(v), $pair, x, out, stores) }
                         }
                     }
                     simd_loop
@@ -524,8 +532,10 @@ builtin!(
 );
 builtin!(
     /// ln x ([`crate::vmath::fma::ln`]); f16 values are never f32
-    /// subnormals, so their loop skips that rescaling.
-    LN, ln, crate::vmath::avx512::ln, f16: crate::vmath::avx512::ln_no_subnormals
+    /// subnormals, so their loop skips that rescaling, and the other loops
+    /// skip it for two vectors at a time when neither holds one.
+    LN, ln, crate::vmath::avx512::ln, f16: crate::vmath::avx512::ln_no_subnormals,
+    pair: |a, b| crate::vmath::avx512::ln_pair(a, b)
 );
 builtin!(
     /// `max(x, 0)`, NaN and -0 giving +0 as `if x > 0 { x } else { 0 }`
@@ -628,6 +638,41 @@ mod tests {
                         "{} at {x:e} ({:#010x}): {y:e}, scalar form {want:e}",
                         form.name(),
                         x.to_bits()
+                    );
+                }
+            }
+        }
+    }
+
+    /// `ln`'s two-vector step takes its subnormal-free path unless a lane
+    /// of either vector is subnormal: one subnormal at each lane of a
+    /// step among normal numbers, zeros and negatives, on both paths, gives
+    /// the scalar form's bits (f32; bf16 shares the lane function).
+    #[test]
+    fn ln_pairs_match_the_scalar_form_whichever_path_they_take() {
+        if !avx512() {
+            return;
+        }
+        let simd_loop = LN.avx512().expect("built in").f32;
+        let normal = |i: usize| match i % 5 {
+            0 => 0.0,
+            1 => -(i as f32),
+            _ => 0.3 + i as f32 * 0.37,
+        };
+        for sub in [1e-45, 1e-40, -1e-40, f32::from_bits(0x007f_ffff)] {
+            for at in 0..=64 {
+                // `at == 64`: no subnormal at all
+                let x: Vec<f32> = (0..64)
+                    .map(|i| if i == at { sub } else { normal(i) })
+                    .collect();
+                let mut out = vec![0.0; x.len()];
+                // SAFETY: the CPU has AVX-512; equal lengths.
+                unsafe { simd_loop(&x, &mut out, Stores::Cached) };
+                for (&x, &y) in x.iter().zip(&out) {
+                    let want = vmath::fma::ln(x);
+                    assert!(
+                        same(y, want),
+                        "ln({x:e}) with {sub:e} at {at}: {y:e}, want {want:e}"
                     );
                 }
             }

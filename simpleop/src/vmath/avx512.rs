@@ -150,6 +150,28 @@ pub fn ln_no_subnormals(x: __m512) -> __m512 {
     ln_impl::<false>(x)
 }
 
+/// [`ln`] of two vectors: [`ln_no_subnormals`] on both unless either holds
+/// a subnormal. The same bits as [`ln`] on each; one test per 32 lanes
+/// instead of the three masked rescaling operations per 16, which cost
+/// about 30% of `ln`'s time on Zen 5 (a test per vector costs more than it
+/// saves).
+///
+/// # Safety
+/// The CPU must have AVX-512F and DQ: safe to call from code compiled for
+/// them, `unsafe` elsewhere.
+#[target_feature(enable = "avx512f,avx512dq")]
+#[inline]
+pub fn ln_pair(a: __m512, b: __m512) -> (__m512, __m512) {
+    // category 0x20: subnormal, either sign (negative ones are answered
+    // alike on both paths, and are rare enough to take the slow one)
+    let sub = _mm512_fpclass_ps_mask::<0x20>(a) | _mm512_fpclass_ps_mask::<0x20>(b);
+    if sub == 0 {
+        (ln_impl::<false>(a), ln_impl::<false>(b))
+    } else {
+        (ln_impl::<true>(a), ln_impl::<true>(b))
+    }
+}
+
 /// [`ln`], rescaling subnormal inputs when `SUBNORMALS`.
 #[target_feature(enable = "avx512f")]
 #[inline]
