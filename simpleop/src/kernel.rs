@@ -735,13 +735,15 @@ pub fn map_forward<K: MapFn<N>, const N: usize>(
         }
         // Outputs past the caches stream their stores (see
         // `simd::stream_copy`) when the kernel is cheap (relu 0.80x, add
-        // 0.90x on a Xeon) or its vector form writes from registers: on
-        // the Zen 5 VM, f32 exp, tanh, sigmoid and log 0.80-0.87x, f16
-        // exp 0.84x when memory was slow. Costlier kernels staged through
-        // an L1 tile (exp and tanh before vector forms streamed) were
-        // 1.1-1.2x slower, so they don't. A table lookup counts as a cheap
-        // kernel, whatever the op's cost, but does not stream (1.15-1.2x
-        // slower with f16 tanh on the Xeon).
+        // 0.90x on a Xeon) or writes from registers: on the Zen 5 VM, the
+        // f32 vector forms of exp, tanh, sigmoid and log 0.80-0.87x, f16
+        // exp 0.84x when memory was slow; f32 kernels without one, streamed
+        // a chunk at a time, expm1 0.81x, erf 0.97x, log1p 1.01x (the last
+        // two compute-bound). Costlier kernels staged through an L1 tile
+        // (exp and tanh before vector forms streamed) were 1.1-1.2x
+        // slower, so they don't. A table lookup counts as a cheap kernel,
+        // whatever the op's cost, but does not stream (1.15-1.2x slower
+        // with f16 tanh on the Xeon).
         let own_shape = matches!(srcs.first(), Some(Src::Contig(_) | Src::Dst(0)));
         let table = own_shape
             .then(|| table_for::<S, K, N>(op, kernel, n, reqs[0], states.is_empty()))
@@ -758,18 +760,24 @@ pub fn map_forward<K: MapFn<N>, const N: usize>(
     }, _ => unreachable!("checked float above"))
 }
 
-/// Whether the kernel's vector form runs this call's tiles (AVX-512, f32,
-/// f16 or bf16 storage), so streamed stores leave from its registers with
-/// no staging pass.
+/// Whether this call's streamed stores leave from registers with no
+/// staging pass, whatever the kernel: with AVX-512 active, f32 and f64
+/// kernels ([`simd::StreamMap`] streams each chunk as it is computed) and
+/// unary f16/bf16 kernels whose vector form covers the type.
 fn streams_from_registers<S: TileIo, K: MapFn<N>, const N: usize>(kernel: &K) -> bool {
-    let Some(loops) = kernel.vector().and_then(|v| v.avx512().copied()) else {
+    if simd::active() != simd::Isa::Avx512 {
         return false;
-    };
-    let covered = match S::DTYPE {
-        DType::F32 => true,
-        _ => S::avx512_loop(&loops).is_some(),
-    };
-    N == 1 && covered && simd::active() == simd::Isa::Avx512
+    }
+    match S::DTYPE {
+        DType::F32 | DType::F64 => true,
+        _ => {
+            N == 1
+                && kernel
+                    .vector()
+                    .and_then(|v| v.avx512().copied())
+                    .is_some_and(|loops| S::avx512_loop(&loops).is_some())
+        }
+    }
 }
 
 /// The op's f16/bf16 lookup table ([`table`]) when this call should read
@@ -896,8 +904,8 @@ struct ForwardJob<'a, 'b, S: Float, K, const N: usize> {
 
 /// The most a kernel may cost per element (`OpDef::cost`, about one per
 /// cheap arithmetic op) for a single-op call to stream its output through
-/// a staging tile; a kernel whose vector form runs streams whatever its
-/// cost ([`streams_from_registers`]).
+/// a staging tile; a kernel that writes from registers streams whatever
+/// its cost ([`streams_from_registers`]).
 const STREAM_MAX_COST: u32 = 2;
 
 impl<S: TileIo, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {

@@ -276,8 +276,8 @@ fn small_direct_calls_match_the_tiled_path() {
 fn large_outputs_of_cheap_ops_stream_with_the_same_bits() {
     simpleop_ops::link();
     // 8 MiB and more written whole by a cheap kernel go out with
-    // streaming stores (from registers where a vector form runs, through
-    // a staging tile otherwise); 2^21 + 123
+    // streaming stores (from registers where a vector form runs or, with
+    // AVX-512, for f32/f64, through a staging tile otherwise); 2^21 + 123
     // elements (2^22 + 123 for half types) leave a tail past the last
     // line. Streaming off must give the same bits; `AddTo` (which never
     // streams) is checked against exact values alongside. Special values
@@ -352,9 +352,15 @@ fn large_outputs_of_cheap_ops_stream_with_the_same_bits() {
         let plain = run("relu", &x, &Attrs::new());
         simd::set_stream_stores(before);
         assert_eq!(bits(&plain), bits(&relu), "{dtype:?} streaming off");
-        // Costlier ops whose vector form writes from registers stream too
-        // (on AVX-512 CPUs); log of a negative number is a NaN either way.
-        for op in ["exp", "tanh", "sigmoid", "log"] {
+        simd::set_stream_stores(false);
+        let plain = eager::invoke("elemwise_add", &[&x, &y], &Attrs::new()).unwrap();
+        simd::set_stream_stores(before);
+        assert_eq!(bits(&plain), bits(&add), "{dtype:?} add streaming off");
+        // Costlier ops that write from registers stream too (on AVX-512
+        // CPUs): those with a vector form, and on f32/f64 any kernel, a
+        // chunk at a time (erf and expm1 have no vector form; square is
+        // cheap); log of a negative number is a NaN either way.
+        for op in ["exp", "tanh", "sigmoid", "log", "erf", "expm1", "square"] {
             let streamed = run(op, &x, &Attrs::new());
             simd::set_stream_stores(false);
             let plain = run(op, &x, &Attrs::new());
