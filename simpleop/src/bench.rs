@@ -1,6 +1,9 @@
-//! The kernel benchmark behind `simpleop bench`: every row is timed in the
-//! same run as the row it is compared with, because absolute speeds drift
-//! on a shared machine while ratios hold.
+//! The kernel benchmark behind `simpleop bench`: every row with a baseline
+//! is timed in alternating pairs with its baseline's call, and its ratio is
+//! the median of the pairs' ratios (see `time_paired`; it is not the
+//! quotient of the two rows' printed medians), because absolute speeds
+//! drift on a shared machine, even within one run, while ratios of calls
+//! made moments apart hold.
 //!
 //! Rows (16M f32 elements unless named otherwise):
 //! * `stream/copy` and `stream/triad`: STREAM-style baselines over the same
@@ -28,7 +31,8 @@
 //! * `chain6/fused`: the same chain as a graph with fusion on (one pass:
 //!   read x and y, write the result), against one `elemwise_add`;
 //!   `chain6/fused/bandwidth` is the same time against `stream/triad`
-//!   (same bytes); `chain6/fused/cached-stores`: streaming stores of the
+//!   (same bytes; the one ratio not timed in pairs: the quotient of the
+//!   two medians); `chain6/fused/cached-stores`: streaming stores of the
 //!   output off ([`simd::set_stream_stores`]), against `chain6/fused`;
 //!   `chain6/fused/interpreted`: code generation off
 //!   ([`jit::set_codegen`]), so the tile interpreter runs the ops,
@@ -134,34 +138,40 @@ fn time_ms(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
     Ok(t[t.len() / 2])
 }
 
-/// Times `base` and `f` alternately, `reps` times each after one warm-up
-/// of each: the median ms of `f`, and the median of the per-pair ratios
-/// `f / base`. Pairs see the same machine state, which on a shared VM
-/// can change within seconds (whether the two vCPUs share a physical
-/// core halves the speed of compute-bound loops, not of memory-bound
-/// ones), so the ratio does not depend on when each row happened to run.
-fn time_paired(
-    reps: usize,
-    mut base: impl FnMut() -> Result<()>,
-    mut f: impl FnMut() -> Result<()>,
-) -> Result<(f64, f64)> {
-    base()?;
-    f()?;
+/// Which call of a timed pair runs: the baseline's or the row's own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Call {
+    Base,
+    Row,
+}
+
+/// Times `call(Call::Base)` and `call(Call::Row)` alternately, `reps`
+/// times each after one warm-up of each: the median ms of the row's call,
+/// and the median of the per-pair ratios `row / base`. Pairs see the same
+/// machine state, which on a shared VM can change within seconds (whether
+/// the two vCPUs share a physical core halves the speed of compute-bound
+/// loops, not of memory-bound ones; memory bandwidth itself drifts), so
+/// the ratio does not depend on when each row happened to run. One
+/// closure for both calls lets them share mutable state (an executor, an
+/// output).
+fn time_paired(reps: usize, mut call: impl FnMut(Call) -> Result<()>) -> Result<(f64, f64)> {
+    call(Call::Base)?;
+    call(Call::Row)?;
     let (mut t, mut ratios) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
-    let timed = |g: &mut dyn FnMut() -> Result<()>| -> Result<f64> {
+    let mut timed = |c: Call| -> Result<f64> {
         let start = Instant::now();
-        g()?;
+        call(c)?;
         Ok(start.elapsed().as_secs_f64() * 1e3)
     };
     for i in 0..reps.max(1) {
         // Which call goes first alternates, so that neither always starts
         // while the other's writes drain.
         let (b, ms) = if i % 2 == 0 {
-            let b = timed(&mut base)?;
-            (b, timed(&mut f)?)
+            let b = timed(Call::Base)?;
+            (b, timed(Call::Row)?)
         } else {
-            let ms = timed(&mut f)?;
-            (timed(&mut base)?, ms)
+            let ms = timed(Call::Row)?;
+            (timed(Call::Base)?, ms)
         };
         t.push(ms);
         ratios.push(ms / b);
@@ -214,61 +224,56 @@ struct Bench {
 }
 
 impl Bench {
-    fn push(&mut self, name: &str, ms: f64, baseline: Option<&str>) -> f64 {
-        let ratio =
-            baseline.and_then(|b| self.rows.iter().find(|r| r.name == b).map(|r| ms / r.ms));
+    fn push(&mut self, name: &str, ms: f64, baseline: Option<&str>, ratio: Option<f64>) {
         self.rows.push(Row {
             name: name.into(),
             ms,
             baseline: baseline.map(Into::into),
             ratio,
         });
-        ms
     }
 
-    /// A row timed in pairs with its baseline's call (see [`time_paired`]):
-    /// the ratio is the median of the pairs' ratios.
-    fn time_against(
-        &mut self,
-        name: &str,
-        baseline: &str,
-        base: impl FnMut() -> Result<()>,
-        f: impl FnMut() -> Result<()>,
-    ) -> Result<f64> {
-        let (ms, ratio) = time_paired(self.opts.reps, base, f)?;
-        self.rows.push(Row {
-            name: name.into(),
-            ms,
-            baseline: Some(baseline.into()),
-            ratio: Some(ratio),
-        });
+    /// A row without a baseline (a baseline itself, or an absolute figure).
+    fn time(&mut self, name: &str, f: impl FnMut() -> Result<()>) -> Result<f64> {
+        let ms = time_ms(self.opts.reps, f)?;
+        self.push(name, ms, None, None);
         Ok(ms)
     }
 
-    fn time(
+    /// A row timed in pairs with its baseline's call (see [`time_paired`]):
+    /// the ratio is the median of the pairs' ratios, not the quotient of
+    /// the two rows' printed medians.
+    fn pair(
         &mut self,
         name: &str,
-        baseline: Option<&str>,
-        f: impl FnMut() -> Result<()>,
+        baseline: &str,
+        call: impl FnMut(Call) -> Result<()>,
     ) -> Result<f64> {
-        let ms = time_ms(self.opts.reps, f)?;
-        Ok(self.push(name, ms, baseline))
+        let (ms, ratio) = time_paired(self.opts.reps, call)?;
+        self.push(name, ms, Some(baseline), Some(ratio));
+        Ok(ms)
     }
 
-    /// [`Bench::time`] with an on/off switch of the kernels (`get`, `set`)
-    /// turned off, and restored afterwards whatever happens.
-    fn time_switched_off(
+    /// [`Bench::pair`] of `f` with an on/off switch of the kernels (`get`,
+    /// `set`) turned off for the row's calls, against `f` as the switch
+    /// stands; restored afterwards whatever happens.
+    fn pair_switched_off(
         &mut self,
         name: &str,
-        baseline: Option<&str>,
+        baseline: &str,
         (get, set): Switch,
-        f: impl FnMut() -> Result<()>,
+        mut f: impl FnMut() -> Result<()>,
     ) -> Result<f64> {
         let before = get();
-        set(false);
-        let r = self.time(name, baseline, f);
-        set(before);
-        r
+        self.pair(name, baseline, |c| match c {
+            Call::Base => f(),
+            Call::Row => {
+                set(false);
+                let r = f();
+                set(before);
+                r
+            }
+        })
     }
 }
 
@@ -302,89 +307,118 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
     let x_signed = NDArray::random_uniform([n], -4.0, 4.0, DType::F32, 2)?;
     let y = NDArray::random_uniform([n], -4.0, 4.0, DType::F32, 3)?;
     let mut out = NDArray::zeros([n], DType::F32);
+    // where the baselines' calls write, so that a pair's two calls need
+    // not share an output
+    let mut out_base = NDArray::zeros([n], DType::F32);
+    let into = |op: &str, input: &NDArray, attrs: &Attrs, out: &mut NDArray| {
+        eager::invoke_into_by_name(op, &[input], attrs, out, OpReqType::WriteTo)
+    };
+    let add_into = |out: &mut NDArray| {
+        eager::invoke_into_by_name(
+            "elemwise_add",
+            &[&x, &y],
+            &Attrs::new(),
+            out,
+            OpReqType::WriteTo,
+        )
+    };
+    let no_attrs = Attrs::new();
 
     // Baselines over the same bytes.
-    {
-        let src = x.to_vec::<f32>()?;
-        let src2 = y.to_vec::<f32>()?;
-        let mut dst = vec![0.0f32; n];
-        b.time("stream/copy", None, || {
-            stream_copy(&mut dst, &src);
-            black_box(&dst);
-            Ok(())
-        })?;
-        report(&b);
-        b.time("stream/triad", None, || {
-            stream_triad(&mut dst, &src, &src2);
-            black_box(&dst);
-            Ok(())
-        })?;
-        report(&b);
-    }
+    let src = x.to_vec::<f32>()?;
+    let src2 = y.to_vec::<f32>()?;
+    let mut dst = vec![0.0f32; n];
+    b.time("stream/copy", || {
+        stream_copy(&mut dst, &src);
+        black_box(&dst);
+        Ok(())
+    })?;
+    report(&b);
+    b.time("stream/triad", || {
+        stream_triad(&mut dst, &src, &src2);
+        black_box(&dst);
+        Ok(())
+    })?;
+    report(&b);
 
     for (op, attrs) in UNARY {
         let attrs = Attrs::from_iter(attrs.iter().copied());
         // log needs positive inputs; the others see both signs.
         let input = if op == "log" { &x } else { &x_signed };
-        let base = if op == "relu" {
-            "stream/copy"
-        } else {
-            "relu/f32/out"
-        };
         let out_row = format!("{op}/f32/out");
-        b.time(&out_row, Some(base), || {
-            eager::invoke_into_by_name(op, &[input], &attrs, &mut out, OpReqType::WriteTo)
-        })?;
+        if op == "relu" {
+            b.pair(&out_row, "stream/copy", |c| match c {
+                Call::Base => {
+                    stream_copy(&mut dst, &src);
+                    black_box(&dst);
+                    Ok(())
+                }
+                Call::Row => into(op, input, &attrs, &mut out),
+            })?;
+        } else {
+            b.pair(&out_row, "relu/f32/out", |c| match c {
+                Call::Base => into("relu", &x_signed, &no_attrs, &mut out_base),
+                Call::Row => into(op, input, &attrs, &mut out),
+            })?;
+        }
         report(&b);
-        b.time(&format!("{op}/f32/fresh"), Some(&out_row), || {
-            black_box(eager::invoke(op, &[input], &attrs)?);
-            Ok(())
+        b.pair(&format!("{op}/f32/fresh"), &out_row, |c| match c {
+            Call::Base => into(op, input, &attrs, &mut out),
+            Call::Row => {
+                black_box(eager::invoke(op, &[input], &attrs)?);
+                Ok(())
+            }
         })?;
         report(&b);
         if op == "relu" || op == "exp" || op == "tanh" {
-            b.time_switched_off(
+            b.pair_switched_off(
                 &format!("{op}/f32/no-prefetch"),
-                Some(&out_row),
+                &out_row,
                 (simd::prefetch_enabled, simd::set_prefetch),
-                || eager::invoke_into_by_name(op, &[input], &attrs, &mut out, OpReqType::WriteTo),
+                || into(op, input, &attrs, &mut out),
             )?;
             report(&b);
         }
         if op == "relu" || op == "smooth_l1" {
-            let before = simd::active();
-            simd::set_active(Isa::Scalar)?;
-            let r = b.time(&format!("{op}/f32/scalar-isa"), Some(&out_row), || {
-                eager::invoke_into_by_name(op, &[input], &attrs, &mut out, OpReqType::WriteTo)
+            let vectorised = simd::active();
+            let r = b.pair(&format!("{op}/f32/scalar-isa"), &out_row, |c| {
+                simd::set_active(if c == Call::Row {
+                    Isa::Scalar
+                } else {
+                    vectorised
+                })?;
+                into(op, input, &attrs, &mut out)
             });
-            simd::set_active(before)?;
+            simd::set_active(vectorised)?;
             r?;
             report(&b);
         }
     }
 
     // Binary.
-    b.time("elemwise_add/f32/out", Some("stream/triad"), || {
-        eager::invoke_into_by_name(
-            "elemwise_add",
-            &[&x, &y],
-            &Attrs::new(),
-            &mut out,
-            OpReqType::WriteTo,
-        )
+    b.pair("elemwise_add/f32/out", "stream/triad", |c| match c {
+        Call::Base => {
+            stream_triad(&mut dst, &src, &src2);
+            black_box(&dst);
+            Ok(())
+        }
+        Call::Row => add_into(&mut out),
     })?;
     report(&b);
-    b.time(
+    b.pair(
         "elemwise_add/f32/fresh",
-        Some("elemwise_add/f32/out"),
-        || {
-            black_box(eager::invoke("elemwise_add", &[&x, &y], &Attrs::new())?);
-            Ok(())
+        "elemwise_add/f32/out",
+        |c| match c {
+            Call::Base => add_into(&mut out),
+            Call::Row => {
+                black_box(eager::invoke("elemwise_add", &[&x, &y], &Attrs::new())?);
+                Ok(())
+            }
         },
     )?;
     report(&b);
 
-    // Half types: half the bytes of the f32 rows, timed in pairs with the
-    // f32 call (`time_paired`).
+    // Half types: half the bytes of the f32 rows.
     for dtype in [DType::F16, DType::BF16] {
         let xh = x_signed.astype(dtype);
         let mut oh = NDArray::zeros([n], dtype);
@@ -396,20 +430,18 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
             } else {
                 (&xh, &x_signed)
             };
-            let base = format!("{op}/f32/out");
             let row = format!("{op}/{}/out", dtype.name());
-            let base_call =
-                || eager::invoke_into_by_name(op, &[input32], &attrs, &mut out, OpReqType::WriteTo);
-            let mut call =
-                || eager::invoke_into_by_name(op, &[input], &attrs, &mut oh, OpReqType::WriteTo);
-            b.time_against(&row, &base, base_call, &mut call)?;
+            b.pair(&row, &format!("{op}/f32/out"), |c| match c {
+                Call::Base => into(op, input32, &attrs, &mut out),
+                Call::Row => into(op, input, &attrs, &mut oh),
+            })?;
             report(&b);
             if op == "tanh" {
-                b.time_switched_off(
+                b.pair_switched_off(
                     &format!("{op}/{}/computed", dtype.name()),
-                    Some(&row),
+                    &row,
                     (table::half_tables_enabled, table::set_half_tables),
-                    &mut call,
+                    || into(op, input, &attrs, &mut oh),
                 )?;
                 report(&b);
             }
@@ -426,9 +458,12 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
         let a = eager::invoke("elemwise_mul", &[&a, y], &Attrs::new())?;
         eager::invoke("elemwise_add", &[&a, x], &Attrs::new())
     };
-    b.time("chain6/eager", Some("elemwise_add/f32/out"), || {
-        black_box(chain(&x_signed, &y)?);
-        Ok(())
+    b.pair("chain6/eager", "elemwise_add/f32/out", |c| match c {
+        Call::Base => add_into(&mut out_base),
+        Call::Row => {
+            black_box(chain(&x_signed, &y)?);
+            Ok(())
+        }
     })?;
     report(&b);
 
@@ -438,41 +473,58 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
         let args = [("x", &x_signed), ("y", &y)];
         let mut fused = bind_inference(&graph, &args, true)?;
         let mut unfused = bind_inference(&graph, &args, false)?;
-        let fused_ms = b.time("chain6/fused", Some("elemwise_add/f32/out"), || {
-            fused.forward(false)
+        let fused_ms = b.pair("chain6/fused", "elemwise_add/f32/out", |c| match c {
+            Call::Base => add_into(&mut out_base),
+            Call::Row => fused.forward(false),
         })?;
         report(&b);
-        b.push("chain6/fused/bandwidth", fused_ms, Some("stream/triad"));
+        // derived: the fused row's median against the triad row's
+        let triad = b
+            .rows
+            .iter()
+            .find(|r| r.name == "stream/triad")
+            .map(|r| r.ms);
+        b.push(
+            "chain6/fused/bandwidth",
+            fused_ms,
+            Some("stream/triad"),
+            triad.map(|t| fused_ms / t),
+        );
         report(&b);
-        b.time_switched_off(
+        b.pair_switched_off(
             "chain6/fused/cached-stores",
-            Some("chain6/fused"),
+            "chain6/fused",
             (simd::stream_stores_enabled, simd::set_stream_stores),
             || fused.forward(false),
         )?;
         report(&b);
-        b.time_switched_off(
+        b.pair_switched_off(
             "chain6/fused/interpreted",
-            Some("chain6/fused"),
+            "chain6/fused",
             (jit::codegen_enabled, jit::set_codegen),
             || fused.forward(false),
         )?;
         report(&b);
-        b.time("chain6/unfused", Some("chain6/fused"), || {
-            unfused.forward(false)
+        b.pair("chain6/unfused", "chain6/fused", |c| match c {
+            Call::Base => fused.forward(false),
+            Call::Row => unfused.forward(false),
         })?;
         report(&b);
         let composed = smooth_l1_symbol()?;
         let mut sl1 = bind_inference(&composed, &[("x", &x_signed)], true)?;
-        b.time(
+        let sl1_attrs = Attrs::from([("scalar", "1.0")]);
+        b.pair(
             "smooth_l1/composed-fused",
-            Some("smooth_l1/f32/out"),
-            || sl1.forward(false),
+            "smooth_l1/f32/out",
+            |c| match c {
+                Call::Base => into("smooth_l1", &x_signed, &sl1_attrs, &mut out_base),
+                Call::Row => sl1.forward(false),
+            },
         )?;
         report(&b);
-        b.time_switched_off(
+        b.pair_switched_off(
             "smooth_l1/composed-interpreted",
-            Some("smooth_l1/composed-fused"),
+            "smooth_l1/composed-fused",
             (jit::codegen_enabled, jit::set_codegen),
             || sl1.forward(false),
         )?;
@@ -487,19 +539,21 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
         let args = [("x", &p), ("y", &q)];
         let mut fused = bind_inference(&graph, &args, true)?;
         let mut unfused = bind_inference(&graph, &args, false)?;
-        b.time("row_sq_dist/fused", Some("elemwise_add/f32/out"), || {
-            fused.forward(false)
+        b.pair("row_sq_dist/fused", "elemwise_add/f32/out", |c| match c {
+            Call::Base => add_into(&mut out_base),
+            Call::Row => fused.forward(false),
         })?;
         report(&b);
-        b.time_switched_off(
+        b.pair_switched_off(
             "row_sq_dist/fused-slabs",
-            Some("row_sq_dist/fused"),
+            "row_sq_dist/fused",
             (fused::row_sinks_enabled, fused::set_row_sinks),
             || fused.forward(false),
         )?;
         report(&b);
-        b.time("row_sq_dist/unfused", Some("row_sq_dist/fused"), || {
-            unfused.forward(false)
+        b.pair("row_sq_dist/unfused", "row_sq_dist/fused", |c| match c {
+            Call::Base => fused.forward(false),
+            Call::Row => unfused.forward(false),
         })?;
         report(&b);
     }
@@ -509,7 +563,7 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
         let a = NDArray::random_uniform([1024, 1024], -1.0, 1.0, DType::F32, 4)?;
         let c = NDArray::random_uniform([1024, 1024], -1.0, 1.0, DType::F32, 5)?;
         let mut o = NDArray::zeros([1024, 1024], DType::F32);
-        b.time("dot/1024/f32", None, || {
+        b.time("dot/1024/f32", || {
             eager::invoke_into_by_name("dot", &[&a, &c], &Attrs::new(), &mut o, OpReqType::WriteTo)
         })?;
         report(&b);
@@ -524,7 +578,7 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
             let w = NDArray::random_uniform([k, cols], -1.0, 1.0, DType::F32, 9)?;
             let bias = NDArray::random_uniform([cols], -1.0, 1.0, DType::F32, 10)?;
             let mut o = NDArray::zeros([rows, cols], DType::F32);
-            b.time("dense/dot", None, || {
+            let mut dot = || {
                 eager::invoke_into_by_name(
                     "dot",
                     &[&x, &w],
@@ -532,46 +586,56 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
                     &mut o,
                     OpReqType::WriteTo,
                 )
-            })?;
+            };
+            b.time("dense/dot", &mut dot)?;
             report(&b);
             let graph = dense_symbol()?;
             let args = [("x", &x), ("w", &w), ("b", &bias)];
             let mut fused = bind_inference(&graph, &args, true)?;
             let mut unfused = bind_inference(&graph, &args, false)?;
-            b.time("dense/fused", Some("dense/dot"), || fused.forward(false))?;
+            b.pair("dense/fused", "dense/dot", |c| match c {
+                Call::Base => dot(),
+                Call::Row => fused.forward(false),
+            })?;
             report(&b);
-            b.time("dense/unfused", Some("dense/fused"), || {
-                unfused.forward(false)
+            b.pair("dense/unfused", "dense/fused", |c| match c {
+                Call::Base => fused.forward(false),
+                Call::Row => unfused.forward(false),
             })?;
             report(&b);
         }
     }
 
-    // Dispatch overhead on one element.
+    // Dispatch overhead on one element: µs per call, over many calls.
     let one = NDArray::from_vec(vec![0.5f32], [1])?;
     let relu = eager::lookup("relu")?.def;
     let env = crate::EnvArguments::none();
     let calls = if opts.reps > 5 { 200_000 } else { 50_000 };
-    let per_call = |f: &mut dyn FnMut() -> Result<()>| -> Result<f64> {
-        time_ms(opts.reps, || {
-            for _ in 0..calls {
-                f()?;
-            }
-            Ok(())
-        })
-        .map(|ms| ms / calls as f64)
+    let typed = || -> Result<()> {
+        for _ in 0..calls {
+            black_box(eager::invoke_with(relu, &[black_box(&one)], &env)?);
+        }
+        Ok(())
     };
-    let typed = per_call(&mut || {
-        black_box(eager::invoke_with(relu, &[black_box(&one)], &env)?);
+    let by_name = || -> Result<()> {
+        for _ in 0..calls {
+            black_box(eager::invoke("relu", &[black_box(&one)], &Attrs::new())?);
+        }
         Ok(())
-    })?;
-    b.push("tiny/relu/typed", typed, None);
+    };
+    let typed_ms = time_ms(opts.reps, typed)?;
+    b.push("tiny/relu/typed", typed_ms / calls as f64, None, None);
     report(&b);
-    let by_name = per_call(&mut || {
-        black_box(eager::invoke("relu", &[black_box(&one)], &Attrs::new())?);
-        Ok(())
+    let (by_name_ms, ratio) = time_paired(opts.reps, |c| match c {
+        Call::Base => typed(),
+        Call::Row => by_name(),
     })?;
-    b.push("tiny/relu/by-name", by_name, Some("tiny/relu/typed"));
+    b.push(
+        "tiny/relu/by-name",
+        by_name_ms / calls as f64,
+        Some("tiny/relu/typed"),
+        Some(ratio),
+    );
     report(&b);
     Ok(b.rows)
 }
