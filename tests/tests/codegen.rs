@@ -364,7 +364,16 @@ fn row_sinks_broadcasts_and_dot_heads_read_compiled_results() {
     let q = NDArray::random_uniform([300, 1000], -4.0, 4.0, DType::F32, 7).unwrap();
     let graph = simpleop::bench::row_sq_dist_symbol().unwrap();
     let args = [("x", &p), ("y", &q)];
+    // Compiled and interpreted programs give the same bits, so the count
+    // of compiled runs tells which one ran.
+    let compiled = |name: &str, before: u64| {
+        if generates() {
+            assert!(jit::compiled_ranges() > before, "{name}: not compiled");
+        }
+    };
+    let before = jit::compiled_ranges();
     let (a, _) = run(&graph, &args, true, false);
+    compiled("row_sq_dist", before);
     let (b, _) = run(&graph, &args, false, false);
     assert_same("row_sq_dist", &a, &b);
 
@@ -375,7 +384,9 @@ fn row_sinks_broadcasts_and_dot_heads_read_compiled_results() {
     let a = Symbol::invoke("broadcast_add", &[&t, &Symbol::var("b")], &Attrs::new()).unwrap();
     let graph = Symbol::invoke("relu", &[&a], &Attrs::new()).unwrap();
     let args = [("x", &x), ("b", &row)];
+    let before = jit::compiled_ranges();
     let (a, _) = run(&graph, &args, true, false);
+    compiled("broadcast", before);
     let (b, _) = run(&graph, &args, false, false);
     assert_same("broadcast", &a, &b);
 
@@ -384,7 +395,9 @@ fn row_sinks_broadcasts_and_dot_heads_read_compiled_results() {
     let bias = NDArray::random_uniform([300], -1.0, 1.0, DType::F32, 3).unwrap();
     let graph = simpleop::bench::dense_symbol().unwrap();
     let args = [("x", &x), ("w", &w), ("b", &bias)];
+    let before = jit::compiled_ranges();
     let (a, _) = run(&graph, &args, true, false);
+    compiled("dense", before);
     let (b, _) = run(&graph, &args, false, false);
     assert_same("dense", &a, &b);
 }

@@ -749,8 +749,10 @@ where
         // output, `range.len()` f32 long and used by nothing else during
         // the call, aligned where streamed; the CPU has AVX-512.
         unsafe { code.run(&ptrs, range.len()) };
+        jit::count_compiled_range();
         return Ok(());
     }
+    let mut ran_compiled = false;
     let mut pending: SmallVec<[Pending<'_, '_, S::Compute>; 4]> =
         SmallVec::with_capacity(spares.len());
     // Rounding buffer, needed only when the storage type is narrower.
@@ -812,7 +814,7 @@ where
             // Earlier tiles' results still reach memory (and the fence).
             pending.iter_mut().for_each(|p| p.write(usize::MAX));
         }
-        r?;
+        ran_compiled |= r?;
         if let Some(rows) = rows.as_mut() {
             rows.feed(match ext.get(rows.slot) {
                 Some(Some(e)) => e,
@@ -839,6 +841,9 @@ where
     }
     for mut p in pending {
         p.write(usize::MAX);
+    }
+    if ran_compiled {
+        jit::count_compiled_range();
     }
     Ok(())
 }
@@ -898,7 +903,7 @@ fn whole_range<S: TileIo>(
 
 /// Runs the instructions on slots of `len` elements; stores go to `out`.
 /// With `compiled` (the program's register-resident code), that runs the
-/// ops and only the stores are interpreted.
+/// ops and only the stores are interpreted. True when it did.
 fn run_instrs<S>(
     (prog, compiled): (&TileProgram<'_>, Option<&jit::Compiled>),
     slots: &mut [&mut [S::Compute]],
@@ -907,7 +912,7 @@ fn run_instrs<S>(
     half: &mut [S],
     len: usize,
     outs: Outs<'_, '_, '_, '_, S>,
-) -> Result<()>
+) -> Result<bool>
 where
     S: TileIo,
     S::Compute: Compute,
@@ -943,7 +948,7 @@ where
     } = outs;
     let to_l2 = prog.cost >= L2_PREFETCH_MIN_COST;
     let like_one_op = prog.cost <= ONE_OP_PREFETCH_MAX_COST;
-    if let Some(code) = compiled.filter(|_| !tiles.is_empty()) {
+    if let Some(code) = compiled {
         // One pass with the values in registers streams memory as a
         // single-op loop does, and prefetches as one.
         for a in ahead {
@@ -989,7 +994,7 @@ where
                 );
             }
         }
-        return Ok(());
+        return Ok(true);
     }
     let steps = prog
         .instrs
@@ -1136,7 +1141,7 @@ where
             ),
         }
     }
-    Ok(())
+    Ok(false)
 }
 
 /// Where a `Store` step may write: the tiles, and the slots it skips.

@@ -166,6 +166,21 @@ impl Compiled {
     }
 }
 
+static COMPILED_RANGES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many workers' shares of fused calls ran compiled code (at least one
+/// tile of it) since the process started: how tests tell a compiled
+/// program from an interpreted one, which give the same bits.
+pub fn compiled_ranges() -> u64 {
+    COMPILED_RANGES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Counts one share for [`compiled_ranges`] (once per worker and call, not
+/// per tile: the counter is shared).
+pub(crate) fn count_compiled_range() {
+    COMPILED_RANGES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Programs kept compiled at most; see the module docs.
 pub const CACHE_LIMIT: usize = 256;
 
