@@ -543,11 +543,7 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for MapTile<'_, K, C, N> {
     /// loops, as in [`TileJob::run`].
     #[inline(always)]
     unsafe fn run_avx512(self) {
-        let form = match self.kernel.vector() {
-            Some(v) if N == 1 && C::DTYPE == DType::F32 => v.avx512().map(|l| l.f32),
-            _ => None,
-        };
-        let Some(simd_loop) = form else {
+        let Some(simd_loop) = f32_form::<K, C, N>(self.kernel) else {
             return self.run_fma();
         };
         let out: &mut [f32] = bytemuck::cast_slice_mut(self.out);
@@ -617,6 +613,18 @@ pub(crate) struct StreamMap<'a, K, C, const N: usize> {
     pub out: &'a mut [C],
     /// The tile buffer; its length is the tile size.
     pub res: &'a mut [C],
+}
+
+/// The AVX-512 loop of the kernel's vector form over f32 compute slices
+/// (unary kernels only; f16/bf16 storage goes through
+/// [`TileIo::avx512_loop`] instead, f64 has none): the one place the f32
+/// tile loops decide whether a form runs.
+#[inline(always)]
+fn f32_form<K: MapFn<N>, C: Float, const N: usize>(kernel: &K) -> Option<VectorLoop<f32>> {
+    match kernel.vector() {
+        Some(v) if N == 1 && C::DTYPE == DType::F32 => v.avx512().map(|l| l.f32),
+        _ => None,
+    }
 }
 
 /// Which of its loops a job that builds [`MapTile`]s runs them with.
@@ -724,10 +732,8 @@ impl<K: MapFn<N>, C: Float, const N: usize> StreamMap<'_, K, C, N> {
     unsafe fn go(self, mode: Mode) {
         let n = self.out.len();
         // An f32 vector form streams from registers: no staging tile.
-        let simd_loop = match (mode, self.kernel.vector()) {
-            (Mode::Avx512, Some(v)) if N == 1 && C::DTYPE == DType::F32 => {
-                v.avx512().map(|l| l.f32)
-            }
+        let simd_loop = match mode {
+            Mode::Avx512 => f32_form::<K, C, N>(self.kernel),
             _ => None,
         };
         #[cfg(target_arch = "x86_64")]
