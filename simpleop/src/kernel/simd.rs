@@ -657,7 +657,7 @@ fn staged_tile<T>(cap: usize) -> usize {
 /// streaming it out: four cache lines of f32.
 const STREAM_CHUNK: usize = 64;
 
-/// A chunk's results, aligned so that whole lines load from it.
+/// A chunk's results, line-aligned so that no load of a line splits.
 #[repr(C, align(64))]
 struct ChunkLines<T>([T; STREAM_CHUNK]);
 
@@ -708,18 +708,12 @@ unsafe fn stream_chunks_avx512<K: MapFn<N>, D: Float, const N: usize>(
             let mut x: [D; N] = std::array::from_fn(|i| xs[i][j]);
             *o = kernel.apply(&mut x);
         }
-        let bytes: &[u8] = bytemuck::cast_slice(&chunk.0);
-        // SAFETY: `out[start..]` starts on a line: `start - head` is a
-        // multiple of `STREAM_CHUNK`, whose bytes are a multiple of 64 for
-        // 4- and 8-byte types; `bytes` is as long as `out[start..][..64]`
-        // in bytes. The features are the caller's contract.
-        unsafe {
-            x86::stream_lines_avx512(
-                out.as_mut_ptr().add(start).cast::<u8>(),
-                bytes.as_ptr(),
-                bytes.len(),
-            )
-        };
+        let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut out[start..start + STREAM_CHUNK]);
+        // SAFETY: `dst` starts on a line: `start - head` is a multiple of
+        // `STREAM_CHUNK`, whose bytes are a multiple of 64 for 4- and
+        // 8-byte types; both slices are that many bytes. The features are
+        // the caller's contract.
+        unsafe { x86::stream_avx512(dst, bytemuck::cast_slice(&chunk.0)) };
         start += STREAM_CHUNK;
     }
     MapTile::<K, D, N>::apply_slices(&kernel, ins.map(|s| &s[start..]), &mut out[start..]);
@@ -1256,8 +1250,10 @@ mod x86 {
     }
 
     /// `dst = src` in 64-byte lines with non-temporal stores; `dst` starts
-    /// on a line and both are `dst.len()` bytes, a multiple of 64.
+    /// on a line and both are `dst.len()` bytes, a multiple of 64. Inlines
+    /// into AVX-512 callers (`stream_chunks_avx512` calls it per chunk).
     #[target_feature(enable = "avx512f")]
+    #[inline]
     pub(super) unsafe fn stream_avx512(dst: &mut [u8], src: &[u8]) {
         for i in (0..dst.len().min(src.len()) / 64 * 64).step_by(64) {
             // SAFETY: `i + 64` bytes of both are in bounds, and `dst + i`
@@ -1265,24 +1261,6 @@ mod x86 {
             unsafe {
                 let v = _mm512_loadu_si512(src.as_ptr().add(i).cast());
                 _mm512_stream_si512(dst.as_mut_ptr().add(i).cast(), v);
-            }
-        }
-    }
-
-    /// Streams `bytes` (a multiple of 64) from `src` to `dst`, which starts
-    /// on a line; inlines into AVX-512 callers, unlike [`stream_avx512`].
-    ///
-    /// # Safety
-    /// Both ranges are valid for `bytes` bytes; `src` is 64-byte aligned
-    /// too; the CPU has AVX-512F.
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    pub(super) unsafe fn stream_lines_avx512(dst: *mut u8, src: *const u8, bytes: usize) {
-        for i in (0..bytes / 64 * 64).step_by(64) {
-            // SAFETY: the caller's contract.
-            unsafe {
-                let v = _mm512_load_si512(src.add(i).cast());
-                _mm512_stream_si512(dst.add(i).cast(), v);
             }
         }
     }

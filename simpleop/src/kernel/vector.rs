@@ -392,8 +392,8 @@ mod x86 {
     }
 
     /// `out[j] = f(x[j])`, 32 lanes (two vectors, so that two results are
-    /// in flight; `f2` is `f` on both) at a time, then 16; the tail runs masked (lanes past the
-    /// end are computed on zeros and not stored). With `STREAM`, lanes up
+    /// in flight; `f2` is `f` on both) at a time, then 16; the tail runs
+    /// masked (lanes past the end are computed on zeros and not stored). With `STREAM`, lanes up
     /// to `out`'s first 64-byte boundary are stored plainly and the whole
     /// lines after it with streaming stores, which the caller fences.
     ///
@@ -416,8 +416,8 @@ mod x86 {
         let (src, dst) = (x.as_ptr(), out.as_mut_ptr());
         // SAFETY (whole body): every unmasked access covers lanes
         // `i..i + 32` with that bound checked against `n`; the rest are
-        // masked to lanes below `head` (`<= n`) or `n`; the features are the caller's
-        // contract. Streamed lines start where `dst + i` is 64-byte
+        // masked to lanes below `head` (`<= n`) or `n`; the features are
+        // the caller's contract. Streamed lines start where `dst + i` is 64-byte
         // aligned: `i` starts at `head` and steps by 32 lanes, a multiple
         // of 64 bytes for both lane widths.
         unsafe {
