@@ -87,13 +87,14 @@ impl VectorForm {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(super) mod x86 {
     use std::arch::x86_64::*;
 
     use half::{bf16, f16};
 
-    /// How one storage type goes to and from 16 f32 lanes.
-    pub(super) trait Lanes {
+    /// How one storage type goes to and from 16 f32 lanes (also what the
+    /// chunked half-type loops of kernels without a form convert with).
+    pub(in crate::kernel) trait Lanes {
         /// The storage type.
         type Elem;
         /// The lanes `m` selects from `p` (others zero).
@@ -150,11 +151,11 @@ mod x86 {
     }
 
     pub(super) struct F32;
-    pub(super) struct F16;
+    pub(in crate::kernel) struct F16;
     /// bf16 narrowed with integer operations.
-    pub(super) struct Bf16;
+    pub(in crate::kernel) struct Bf16;
     /// bf16 narrowed by AVX-512 BF16's `vcvtneps2bf16`.
-    pub(super) struct Bf16Native;
+    pub(in crate::kernel) struct Bf16Native;
 
     impl Lanes for F32 {
         type Elem = f32;
