@@ -638,8 +638,8 @@ enum Mode {
 }
 
 /// The most output bytes a staged tile computes before streaming them out
-/// (where [`stream_chunks_avx512`] does not run: AVX2 and plain code, and
-/// f16/bf16 kernels without a vector form). On the Zen 5 VM (probe:
+/// (where neither [`stream_chunks_avx512`] nor [`convert_chunks_avx512`]
+/// runs: AVX2 and plain code). On the Zen 5 VM (probe:
 /// `smooth_l1`'s body, 16M f32, two threads, each timed in pairs with a
 /// loop streaming from registers) 1 KB tiles took 1.27-1.35x that loop's
 /// time and 4 KB tiles (the tile size) 1.36-1.50x.
@@ -930,9 +930,10 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for StreamMap<'_, K, C, N> {
 }
 
 /// `out[j] = kernel(ins[0][j], ..)` over storage slices whose type is not
-/// its compute type (f16, bf16): a tile at a time, each input converted
-/// into its L1 buffer, the kernel run into `res`, and the result converted
-/// back, all inside one dispatch. With `staged` (crate-internal), the
+/// its compute type (f16, bf16): on AVX-512, a vector form's loop or
+/// `convert_chunks_avx512`, converting in registers; elsewhere a tile at
+/// a time, each input converted into its L1 buffer, the kernel run into
+/// `res`, and the result converted back, all inside one dispatch. With `staged` (crate-internal), the
 /// output is written with streaming stores, which the caller then fences
 /// on the same thread: straight from registers where a vector form runs,
 /// otherwise converted into that L1 buffer and copied out.
@@ -1830,7 +1831,7 @@ mod tests {
                             let mut dst = vec![guard; len + 2 * line + 1];
                             let (mut b0, mut b1, mut r) =
                                 (vec![0.0; 512], vec![0.0; 512], vec![0.0; 512]);
-                            let mut staged = vec![S::zero(); 512];
+                            let mut staged = [S::zero(); 512];
                             run_with(
                                 isa,
                                 ConvertMap {
