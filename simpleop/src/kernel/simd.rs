@@ -722,7 +722,7 @@ unsafe fn stream_chunks_avx512<K: MapFn<N>, D: Float, const N: usize>(
 /// `out[j] = kernel(ins[0][j], ..)` over half-type storage for kernels
 /// without a vector form, converting in registers: each chunk of
 /// [`STREAM_CHUNK`] elements is widened into a line-aligned f32 buffer
-/// per input ([`TileIo::widen16_avx512`]), computed as the f32 tile loops
+/// per input ([`TileIo::widen32_avx512`]), computed as the f32 tile loops
 /// compute it, narrowed, and written out, plainly or (with `streamed`)
 /// as whole streamed lines, the lanes before `out`'s first line and the
 /// tail element by element. Against converting a tile into L1 buffers,
@@ -933,10 +933,11 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for StreamMap<'_, K, C, N> {
 /// its compute type (f16, bf16): on AVX-512, a vector form's loop or
 /// `convert_chunks_avx512`, converting in registers; elsewhere a tile at
 /// a time, each input converted into its L1 buffer, the kernel run into
-/// `res`, and the result converted back, all inside one dispatch. With `staged` (crate-internal), the
-/// output is written with streaming stores, which the caller then fences
-/// on the same thread: straight from registers where a vector form runs,
-/// otherwise converted into that L1 buffer and copied out.
+/// `res`, and the result converted back, all inside one dispatch. With
+/// `staged` (crate-internal), the output is written with streaming
+/// stores, which the caller then fences on the same thread: from
+/// registers on AVX-512, otherwise converted into that L1 buffer and
+/// copied out.
 pub struct ConvertMap<'a, K, S: TileIo, const N: usize> {
     /// The op's forward kernel.
     pub kernel: &'a K,
@@ -973,8 +974,6 @@ impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
         // Without a form, convert in registers a chunk at a time.
         #[cfg(target_arch = "x86_64")]
         if let (Mode::Avx512, None) = (mode, simd_loop) {
-            // SAFETY: `Avx512` only on such a CPU (the caller's contract);
-            // with `staged` the caller fences (this type's contract).
             let streamed = staged.is_some();
             if S::DTYPE == DType::BF16 && std::arch::is_x86_feature_detected!("avx512bf16") {
                 // SAFETY: as below, and the CPU has AVX-512 BF16.
@@ -982,6 +981,8 @@ impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
                     convert_chunks_avx512bf16(self.kernel, self.ins, self.out, streamed)
                 };
             }
+            // SAFETY: `Avx512` only on such a CPU (the caller's contract);
+            // with `staged` the caller fences (this type's contract).
             return unsafe {
                 convert_chunks_avx512::<K, S, N, false>(self.kernel, self.ins, self.out, streamed)
             };
@@ -1297,28 +1298,16 @@ impl TileIo for half::f16 {
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn widen32_avx512(src: &[Self; 32], dst: &mut [f32; 32]) {
-        use super::vector::x86::{F16, Lanes};
-        use std::arch::x86_64::_mm512_storeu_ps;
-        // SAFETY: the caller's contract; both arrays hold the 32 lanes.
-        unsafe {
-            let (a, b) = F16::load2(src.as_ptr());
-            _mm512_storeu_ps(dst.as_mut_ptr(), a);
-            _mm512_storeu_ps(dst.as_mut_ptr().add(16), b);
-        }
+        use super::vector::x86::{F16, widen32};
+        // SAFETY: the caller's contract.
+        unsafe { widen32::<F16>(src, dst) }
     }
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn narrow32_avx512(src: &[f32; 32], dst: &mut [Self; 32]) {
-        use super::vector::x86::{F16, Lanes};
-        use std::arch::x86_64::_mm512_loadu_ps;
-        // SAFETY: as above.
-        unsafe {
-            let (a, b) = (
-                _mm512_loadu_ps(src.as_ptr()),
-                _mm512_loadu_ps(src.as_ptr().add(16)),
-            );
-            F16::store2(dst.as_mut_ptr(), a, b)
-        }
+        use super::vector::x86::{F16, narrow32};
+        // SAFETY: the caller's contract.
+        unsafe { narrow32::<F16>(src, dst) }
     }
     fn as_compute(_: &[Self]) -> Option<&[f32]> {
         None
@@ -1534,44 +1523,25 @@ impl TileIo for half::bf16 {
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn widen32_avx512(src: &[Self; 32], dst: &mut [f32; 32]) {
-        use super::vector::x86::{Bf16, Lanes};
-        use std::arch::x86_64::_mm512_storeu_ps;
-        // SAFETY: the caller's contract; both arrays hold the 32 lanes.
-        unsafe {
-            let (a, b) = Bf16::load2(src.as_ptr());
-            _mm512_storeu_ps(dst.as_mut_ptr(), a);
-            _mm512_storeu_ps(dst.as_mut_ptr().add(16), b);
-        }
+        use super::vector::x86::{Bf16, widen32};
+        // SAFETY: the caller's contract.
+        unsafe { widen32::<Bf16>(src, dst) }
     }
     /// With integer rounding: `vcvtneps2bf16` needs AVX-512 BF16, which
     /// the loops this inlines into are not compiled for.
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn narrow32_avx512(src: &[f32; 32], dst: &mut [Self; 32]) {
-        use super::vector::x86::{Bf16, Lanes};
-        use std::arch::x86_64::_mm512_loadu_ps;
-        // SAFETY: as above.
-        unsafe {
-            let (a, b) = (
-                _mm512_loadu_ps(src.as_ptr()),
-                _mm512_loadu_ps(src.as_ptr().add(16)),
-            );
-            Bf16::store2(dst.as_mut_ptr(), a, b)
-        }
+        use super::vector::x86::{Bf16, narrow32};
+        // SAFETY: the caller's contract.
+        unsafe { narrow32::<Bf16>(src, dst) }
     }
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn narrow32_avx512bf16(src: &[f32; 32], dst: &mut [Self; 32]) {
-        use super::vector::x86::{Bf16Native, Lanes};
-        use std::arch::x86_64::_mm512_loadu_ps;
-        // SAFETY: as above, AVX-512 BF16 included.
-        unsafe {
-            let (a, b) = (
-                _mm512_loadu_ps(src.as_ptr()),
-                _mm512_loadu_ps(src.as_ptr().add(16)),
-            );
-            Bf16Native::store2(dst.as_mut_ptr(), a, b)
-        }
+        use super::vector::x86::{Bf16Native, narrow32};
+        // SAFETY: the caller's contract, AVX-512 BF16 included.
+        unsafe { narrow32::<Bf16Native>(src, dst) }
     }
     fn as_compute(_: &[Self]) -> Option<&[f32]> {
         None

@@ -140,6 +140,35 @@ pub(super) mod x86 {
         unsafe fn stream2(p: *mut Self::Elem, a: __m512, b: __m512);
     }
 
+    /// Lanes `0..32` of `src` widened into `dst` in [`Lanes::load2`]'s
+    /// order (for loops that compute from an f32 buffer).
+    ///
+    /// # Safety
+    /// As for [`Lanes::load`].
+    #[inline(always)]
+    pub(in crate::kernel) unsafe fn widen32<L: Lanes>(src: &[L::Elem; 32], dst: &mut [f32; 32]) {
+        // SAFETY: the caller's contract; both arrays hold the 32 lanes.
+        unsafe {
+            let (a, b) = L::load2(src.as_ptr());
+            _mm512_storeu_ps(dst.as_mut_ptr(), a);
+            _mm512_storeu_ps(dst.as_mut_ptr().add(16), b);
+        }
+    }
+
+    /// The inverse of [`widen32`], order included.
+    ///
+    /// # Safety
+    /// As for [`Lanes::store`].
+    #[inline(always)]
+    pub(in crate::kernel) unsafe fn narrow32<L: Lanes>(src: &[f32; 32], dst: &mut [L::Elem; 32]) {
+        // SAFETY: the caller's contract; both arrays hold the 32 lanes.
+        unsafe {
+            let a = _mm512_loadu_ps(src.as_ptr());
+            let b = _mm512_loadu_ps(src.as_ptr().add(16));
+            L::store2(dst.as_mut_ptr(), a, b)
+        }
+    }
+
     /// Two 16-lane halves of 16-bit results as one 64-byte line.
     ///
     /// # Safety
