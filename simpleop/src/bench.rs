@@ -40,8 +40,9 @@
 //!   registered op; `smooth_l1/composed-interpreted`: code generation off,
 //!   against the compiled row.
 //! * `row_sq_dist/fused`: `sum((x - y)², axis = 1)` over 1,024-element rows
-//!   of the same number of f32 elements, fused (each tile's squares are
-//!   summed while in L1: [`fused::RowSink`]), against one `elemwise_add`
+//!   of the same number of f32 elements, fused (the squares are summed in
+//!   registers by the compiled program, or from L1 where the program is
+//!   interpreted: [`fused::RowSink`]), against one `elemwise_add`
 //!   (which reads the same two inputs); `row_sq_dist/fused-slabs`: row
 //!   sinks off ([`fused::set_row_sinks`]), so the program writes slabs of
 //!   squares that the reduction then reads from cache, against

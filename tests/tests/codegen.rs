@@ -390,6 +390,45 @@ fn row_sinks_broadcasts_and_dot_heads_read_compiled_results() {
     let (b, _) = run(&graph, &args, false, false);
     assert_same("broadcast", &a, &b);
 
+    // rows of whole 32-element chunks, summed by the compiled code in
+    // registers: rows shorter than, as long as, and longer than a tile,
+    // and rows that end inside one; every reducer, special values
+    // included; a summed value also leaving as an output
+    let reducers = [
+        ("sum", Attrs::new().with("axis", 1)),
+        ("mean", Attrs::new().with("axis", 1)),
+        ("norm", Attrs::new().with("axis", 1).with("ord", 1)),
+        ("norm", Attrs::new().with("axis", 1).with("ord", 2)),
+    ];
+    for (rows, len) in [(97, 32), (40, 96), (9, 1024), (5, 3072)] {
+        let n = rows * len;
+        let x = NDArray::from_vec(values(n, 3), [rows, len]).unwrap();
+        // mostly small values, so that most sums are finite
+        let y: Vec<f32> = (0..n)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.07)
+            .collect();
+        let y = NDArray::from_vec(y, [rows, len]).unwrap();
+        let args = [("x", &x), ("y", &y)];
+        let d = Symbol::invoke(
+            "elemwise_sub",
+            &[&Symbol::var("x"), &Symbol::var("y")],
+            &Attrs::new(),
+        )
+        .unwrap();
+        let t = Symbol::invoke("tanh", &[&d], &Attrs::new()).unwrap();
+        for (op, attrs) in &reducers {
+            let r = Symbol::invoke(op, &[&t], attrs).unwrap();
+            for graph in [r.clone(), Symbol::group(&[r.clone(), t.clone()])] {
+                let what = format!("{op} {attrs:?} of {rows} rows of {len}");
+                let before = jit::compiled_ranges();
+                let (a, _) = run(&graph, &args, true, false);
+                compiled(&what, before);
+                let (b, _) = run(&graph, &args, false, false);
+                assert_same(&what, &a, &b);
+            }
+        }
+    }
+
     let x = NDArray::random_uniform([200, 64], -1.0, 1.0, DType::F32, 1).unwrap();
     let w = NDArray::random_uniform([64, 300], -1.0, 1.0, DType::F32, 2).unwrap();
     let bias = NDArray::random_uniform([300], -1.0, 1.0, DType::F32, 3).unwrap();

@@ -17,6 +17,12 @@
 //! every registered op's lane against its kernel over special values and
 //! sweeps, and fused programs with and without code generation.
 //!
+//! A program feeding a row reduction ([`super::rows`]) can also sum a
+//! slot's values in registers ([`JitInstr::Accumulate`]): each vector is
+//! widened to f64 and added to the running sums its elements belong to,
+//! in the order [`super::rows::RowAcc`] fixes, so the sums are bitwise
+//! the ones the reduction computes from stored values.
+//!
 //! A compiled program is cached by its instructions (ops, scalars, slots),
 //! so a graph run many times compiles once; the cache holds at most
 //! [`CACHE_LIMIT`] programs and is emptied when full.
@@ -88,6 +94,22 @@ pub struct Lane {
     pub scalar: f32,
 }
 
+/// What a row reduction adds up of each accumulated value, in f64 (see
+/// [`crate::kernel::rows::RowReducer`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Summand {
+    /// The value.
+    Value,
+    /// Its magnitude.
+    Abs,
+    /// Its square, squared in f64.
+    Square,
+}
+
+/// Running f64 sums per row chunk: element `p` of a row goes to sum
+/// `p % ACC_LANES`, the order [`crate::kernel::rows`] fixes.
+pub const ACC_LANES: usize = crate::kernel::rows::LANES;
+
 /// One instruction of a program to compile.
 #[derive(Clone, Debug)]
 pub enum JitInstr<'a> {
@@ -109,6 +131,16 @@ pub enum JitInstr<'a> {
         /// whose every full vector is 64-byte aligned; the caller fences).
         stream: bool,
     },
+    /// After the ops, adds `summand(slot)` of every element to the running
+    /// sums [`Compiled::run_accumulating`] is given, instead of storing
+    /// the slot: how a row reduction fed by the program sums its input
+    /// in registers. At most one per program.
+    Accumulate {
+        /// The slot (an op's result).
+        slot: usize,
+        /// What is added.
+        summand: Summand,
+    },
 }
 
 /// A compiled program; see the module docs.
@@ -117,12 +149,15 @@ pub struct Compiled {
     code: x86::JitCode,
     /// Number of slot pointers [`Compiled::run`] reads.
     slots: usize,
+    /// Whether the program has a [`JitInstr::Accumulate`].
+    accumulates: bool,
 }
 
 impl std::fmt::Debug for Compiled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Compiled")
             .field("slots", &self.slots)
+            .field("accumulates", &self.accumulates)
             .finish()
     }
 }
@@ -144,6 +179,12 @@ impl Compiled {
         &[]
     }
 
+    /// Whether the program accumulates ([`JitInstr::Accumulate`]): then
+    /// it runs with [`Compiled::run_accumulating`] only.
+    pub fn accumulates(&self) -> bool {
+        self.accumulates
+    }
+
     /// Runs the program over `len` elements: `ptrs[s]` is where slot `s`
     /// lives for this call.
     ///
@@ -156,13 +197,41 @@ impl Compiled {
     /// CPU has what [`Isa::Avx512`](super::simd::Isa::Avx512) stands for.
     pub unsafe fn run(&self, ptrs: &[*mut f32], len: usize) {
         assert!(ptrs.len() >= self.slots, "one pointer per slot");
+        assert!(!self.accumulates, "an accumulating program needs its sums");
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-        // SAFETY: the caller's contract, the pointer count checked above.
+        // SAFETY: the caller's contract, the pointer count checked above;
+        // the code touches no sums.
         unsafe {
-            self.code.run(ptrs, len)
+            self.code.run(ptrs, len, std::ptr::null_mut())
         }
         #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
         let _ = len;
+    }
+
+    /// Runs an accumulating program over `len` elements, a whole number
+    /// of [`ACC_LANES`] chunks: the summand of element `j` of the
+    /// accumulated slot is added to `sums[j % ACC_LANES]`, in element
+    /// order, as [`crate::kernel::rows::RowAcc`] adds a row's chunks.
+    ///
+    /// # Safety
+    /// As for [`Compiled::run`].
+    pub unsafe fn run_accumulating(
+        &self,
+        ptrs: &[*mut f32],
+        len: usize,
+        sums: &mut [f64; ACC_LANES],
+    ) {
+        assert!(ptrs.len() >= self.slots, "one pointer per slot");
+        assert!(self.accumulates, "a program that accumulates");
+        assert!(len.is_multiple_of(ACC_LANES), "whole chunks of the sums");
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        // SAFETY: the caller's contract, the pointer count and the length
+        // checked above; `sums` is the 32 f64 the code loads and stores.
+        unsafe {
+            self.code.run(ptrs, len, sums.as_mut_ptr())
+        }
+        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        let _ = (len, sums);
     }
 }
 
@@ -202,6 +271,9 @@ fn key(instrs: &[JitInstr<'_>], n_slots: usize) -> SmallVec<[u64; 64]> {
             JitInstr::Keep { slot, stream } => {
                 k.push(u64::MAX - 2 * *slot as u64 - u64::from(*stream));
             }
+            JitInstr::Accumulate { slot, summand } => {
+                k.push(u64::MAX / 2 - 4 * *slot as u64 - *summand as u64);
+            }
         }
     }
     k
@@ -229,6 +301,9 @@ pub fn compile(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<Arc<Compiled>>
         Arc::new(Compiled {
             code,
             slots: n_slots,
+            accumulates: instrs
+                .iter()
+                .any(|i| matches!(i, JitInstr::Accumulate { .. })),
         })
     });
     #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]

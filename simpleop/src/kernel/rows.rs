@@ -10,12 +10,13 @@
 //! on the row, so every caller (fused or not, any split into pieces, any
 //! instruction set) gets the same bits.
 
+use crate::kernel::jit::Summand;
 use crate::kernel::simd::{self, TileJob};
 use crate::{Element, Float};
 
 /// Running sums per row: four 8-wide f64 vectors on AVX-512, so that the
 /// additions do not wait on each other.
-const LANES: usize = 32;
+pub const LANES: usize = 32;
 
 /// What a row reduction sums, and how it finishes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +51,16 @@ pub type RowReductionFn =
     fn(&[crate::Shape], &crate::EnvArguments) -> crate::Result<Option<RowReduction>>;
 
 impl RowReducer {
+    /// What is summed per element, for compiled code that sums a fused
+    /// program's values in registers ([`RowAcc::feed_sums`]).
+    pub fn summand(self) -> Summand {
+        match self {
+            RowReducer::Sum | RowReducer::Mean => Summand::Value,
+            RowReducer::SumAbs => Summand::Abs,
+            RowReducer::Norm2 => Summand::Square,
+        }
+    }
+
     #[inline(always)]
     fn map(self, v: f64) -> f64 {
         match self {
@@ -158,6 +169,23 @@ impl RowAcc {
         }
         self.tail = Some(s);
         self.pos += rest.len();
+    }
+
+    /// Adds the row's next `n` elements through `add`, which must add the
+    /// summand ([`RowReducer::summand`]) of element `j` of them to
+    /// `sums[j % LANES]`, in order: compiled code that computes the
+    /// elements and sums them in registers. The row must be at a chunk
+    /// boundary with `n` whole chunks left in its chunked part (true of
+    /// every piece of a row whose length is a multiple of [`LANES`] when
+    /// the pieces are); anything else is a caller bug and panics.
+    pub fn feed_sums(&mut self, n: usize, add: impl FnOnce(&mut [f64; LANES])) {
+        let chunked = self.len - self.len % LANES;
+        assert!(
+            self.pos.is_multiple_of(LANES) && n.is_multiple_of(LANES) && self.pos + n <= chunked,
+            "whole chunks of the row's chunked part"
+        );
+        add(&mut self.lanes);
+        self.pos += n;
     }
 
     /// The row's reduced value, in f64 (missing elements count as absent).

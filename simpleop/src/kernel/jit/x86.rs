@@ -1,19 +1,24 @@
 //! The AVX-512 code generator behind [`super::compile`].
 //!
-//! The generated function is `extern "sysv64" fn(ptrs, pool, len)`:
+//! The generated function is `extern "sysv64" fn(ptrs, pool, len, sums)`:
 //! `ptrs[s]` is where slot `s` lives, `pool` the program's constants, `len`
-//! the element count. It reads and writes `ptrs[s][0..len]` only (the last
-//! partial vector under a mask, which suppresses faults on masked lanes)
-//! and reads nothing else but the pool, so its memory safety rests on the
+//! the element count, `sums` the 32 running f64 sums of an accumulating
+//! program (untouched otherwise). It reads and writes `ptrs[s][0..len]`
+//! only (the last partial vector under a mask, which suppresses faults on
+//! masked lanes; an accumulating program runs whole 32-element chunks and
+//! has no tail), `sums` and the pool, so its memory safety rests on the
 //! loop bounds below and on the caller's pointers.
 
 use iced_x86::code_asm::*;
 
-use super::{JitInstr, Lane, LaneOp};
+use super::{ACC_LANES, JitInstr, Lane, LaneOp, Summand};
 use crate::vmath::{EXP_P, LN2_HI, LN2_LO, ROUND_MAGIC, TANH_CLAMP, TANH_G};
 
 /// Registers for values; the last four are the lanes' scratch.
 const VALUE_REGS: usize = 28;
+/// The first of the four registers holding an accumulating program's sums
+/// (taken from the values' registers): sums `8k..8k + 8` in `SUM_REGS + k`.
+const SUM_REGS: usize = VALUE_REGS - 4;
 
 fn zmm(i: usize) -> AsmRegisterZmm {
     const Z: [AsmRegisterZmm; 32] = [
@@ -40,6 +45,11 @@ enum Step {
         reg: usize,
         stream: bool,
     },
+    /// Adds the summand of `reg`'s 16 values to two of the sums.
+    Accumulate {
+        reg: usize,
+        summand: Summand,
+    },
 }
 
 /// Assigns registers: inputs load at first use, results stay in registers
@@ -60,6 +70,7 @@ fn plan(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<Vec<Step>> {
     // per op: (lane, reads as value ids, result's value id, result's slot)
     let mut ops = Vec::new();
     let mut kept = Vec::new();
+    let mut accumulated: Option<(usize, Summand)> = None;
     for ins in instrs {
         match ins {
             JitInstr::Op { lane, ins, out } => {
@@ -96,6 +107,13 @@ fn plan(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<Vec<Step>> {
                     kept.push((v, *stream));
                 }
             }
+            JitInstr::Accumulate { slot, summand } => {
+                // one per program, of a value an op made
+                let (None, Some(Holds::Value(v))) = (accumulated, holds.get(*slot)) else {
+                    return None;
+                };
+                accumulated = Some((*v, *summand));
+            }
         }
     }
     // Keeps run after the ops, so they must read final values (the
@@ -107,7 +125,12 @@ fn plan(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<Vec<Step>> {
             Holds::Initial => None,
         })
         .collect();
-    if kept.iter().any(|(v, _)| !final_value.contains(&Some(*v))) {
+    if kept
+        .iter()
+        .map(|k| k.0)
+        .chain(accumulated.map(|a| a.0))
+        .any(|v| !final_value.contains(&Some(v)))
+    {
         return None;
     }
     // Last reader of each value (op index), for freeing registers.
@@ -118,16 +141,24 @@ fn plan(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<Vec<Step>> {
         }
     }
     // A result leaves the program when it is a slot's final value and
-    // either kept or read by nothing (a reader outside, e.g. a row sink).
+    // either kept or read by nothing (a reader outside, e.g. a row sink,
+    // unless the program accumulates it for the sink).
+    let summed = |v: usize| accumulated.filter(|a| a.0 == v).map(|a| a.1);
     let leaves = |v: usize| {
-        final_value.contains(&Some(v)) && (kept.iter().any(|k| k.0 == v) || last[v].is_none())
+        final_value.contains(&Some(v))
+            && (kept.iter().any(|k| k.0 == v) || (last[v].is_none() && summed(v).is_none()))
     };
     let streamed = |v: usize| kept.iter().any(|&(k, stream)| k == v && stream);
     // A slot's initial value is loaded at its first use, before any write
     // to the slot (after one, the slot holds that value, not its initial).
     let mut steps = Vec::new();
     let mut reg_of = vec![usize::MAX; n_values];
-    let mut free: Vec<usize> = (0..VALUE_REGS).rev().collect();
+    let regs = if accumulated.is_some() {
+        SUM_REGS
+    } else {
+        VALUE_REGS
+    };
+    let mut free: Vec<usize> = (0..regs).rev().collect();
     for (k, (lane, reads, v, out)) in ops.iter().enumerate() {
         let mut in_regs = Vec::new();
         for &r in reads {
@@ -157,6 +188,12 @@ fn plan(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<Vec<Step>> {
                 slot: *out,
                 reg: out_reg,
                 stream: streamed(*v),
+            });
+        }
+        if let Some(summand) = summed(*v) {
+            steps.push(Step::Accumulate {
+                reg: out_reg,
+                summand,
             });
         }
         if last[*v].is_none() {
@@ -335,17 +372,59 @@ fn exp_reduced(a: &mut CodeAssembler, p: &mut Pool) -> Result<(), IcedError> {
     a.vaddps(t0, t0, p.f(1.0))
 }
 
+/// Adds the summand of the 16 values in `x` to the sums in the registers
+/// `sums` and `sums + 1` (values 0..8 and 8..16), converted to f64 and
+/// added one by one, as `RowAcc` adds them.
+fn accumulate(
+    a: &mut CodeAssembler,
+    p: &mut Pool,
+    x: usize,
+    summand: Summand,
+    sums: usize,
+) -> Result<(), IcedError> {
+    let (t0, t1, t2) = (28, 29, 30);
+    // |x| is exact in f32 and in f64 alike
+    let x = if summand == Summand::Abs {
+        a.vpandd(zmm(t2), zmm(x), p.at(0x7fff_ffff))?;
+        t2
+    } else {
+        x
+    };
+    a.vcvtps2pd(zmm(t0), ymm(x))?;
+    a.vextractf64x4(ymm(t1), zmm(x), 1)?;
+    a.vcvtps2pd(zmm(t1), ymm(t1))?;
+    if summand == Summand::Square {
+        a.vmulpd(zmm(t0), zmm(t0), zmm(t0))?;
+        a.vmulpd(zmm(t1), zmm(t1), zmm(t1))?;
+    }
+    a.vaddpd(zmm(sums), zmm(sums), zmm(t0))?;
+    a.vaddpd(zmm(sums + 1), zmm(sums + 1), zmm(t1))
+}
+
+fn ymm(i: usize) -> AsmRegisterYmm {
+    const Y: [AsmRegisterYmm; 32] = [
+        ymm0, ymm1, ymm2, ymm3, ymm4, ymm5, ymm6, ymm7, ymm8, ymm9, ymm10, ymm11, ymm12, ymm13,
+        ymm14, ymm15, ymm16, ymm17, ymm18, ymm19, ymm20, ymm21, ymm22, ymm23, ymm24, ymm25, ymm26,
+        ymm27, ymm28, ymm29, ymm30, ymm31,
+    ];
+    Y[i]
+}
+
+/// One vector's steps, `disp` bytes past the element index; an
+/// accumulation adds to the sums from register `sums` on.
 fn emit_steps(
     a: &mut CodeAssembler,
     p: &mut Pool,
     steps: &[Step],
     masked: bool,
+    (disp, sums): (i32, usize),
 ) -> Result<(), IcedError> {
     for st in steps {
         match st {
+            Step::Accumulate { reg, summand } => accumulate(a, p, *reg, *summand, sums)?,
             Step::Load { slot, reg } => {
                 a.mov(rax, qword_ptr(rdi + 8 * *slot as i32))?;
-                let m = zmmword_ptr(rax + rcx * 4);
+                let m = zmmword_ptr(rax + rcx * 4 + disp);
                 if masked {
                     a.vmovups(zmm(*reg).k1().z(), m)?;
                 } else {
@@ -355,7 +434,7 @@ fn emit_steps(
             Step::Op { lane, ins, out } => emit_op(a, p, *lane, ins, *out)?,
             Step::Store { slot, reg, stream } => {
                 a.mov(rax, qword_ptr(rdi + 8 * *slot as i32))?;
-                let m = zmmword_ptr(rax + rcx * 4);
+                let m = zmmword_ptr(rax + rcx * 4 + disp);
                 if masked {
                     a.vmovups(m.k1(), zmm(*reg))?;
                 } else if *stream {
@@ -393,7 +472,7 @@ impl Drop for JitCode {
     }
 }
 
-type Entry = unsafe extern "sysv64" fn(*const *mut f32, *const f32, usize);
+type Entry = unsafe extern "sysv64" fn(*const *mut f32, *const f32, usize, *mut f64);
 
 impl JitCode {
     /// Runs the program over `len` elements.
@@ -401,12 +480,14 @@ impl JitCode {
     /// # Safety
     /// As for [`super::Compiled::run`], which also checks that `ptrs` has
     /// an entry per slot.
-    pub(super) unsafe fn run(&self, ptrs: &[*mut f32], len: usize) {
+    /// `sums`: the 32 running sums of an accumulating program, which
+    /// runs whole 32-element chunks only (null for the others).
+    pub(super) unsafe fn run(&self, ptrs: &[*mut f32], len: usize, sums: *mut f64) {
         // SAFETY: `code` holds a function with this signature (`compile`);
         // the caller's contract covers the memory it touches.
         unsafe {
             let f: Entry = std::mem::transmute(self.code);
-            f(ptrs.as_ptr(), self.pool.as_ptr(), len)
+            f(ptrs.as_ptr(), self.pool.as_ptr(), len, sums)
         }
     }
 }
@@ -420,7 +501,7 @@ pub(super) fn compile(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<JitCode
         match st {
             Step::Load { slot, .. } => reads.push(*slot),
             Step::Store { slot, .. } => writes.push(*slot),
-            Step::Op { .. } => {}
+            Step::Op { .. } | Step::Accumulate { .. } => {}
         }
     }
     let mut pool = Pool::default();
@@ -457,6 +538,9 @@ pub(super) fn compile(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<JitCode
 }
 
 fn assemble(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, IcedError> {
+    if steps.iter().any(|s| matches!(s, Step::Accumulate { .. })) {
+        return assemble_accumulating(steps, pool);
+    }
     let mut a = CodeAssembler::new(64)?;
     let mut main = a.create_label();
     let mut tail = a.create_label();
@@ -466,7 +550,7 @@ fn assemble(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, IcedError> {
     a.cmp(rdx, 16)?;
     a.jb(tail)?;
     a.set_label(&mut main)?;
-    emit_steps(&mut a, pool, steps, false)?;
+    emit_steps(&mut a, pool, steps, false, (0, 0))?;
     a.add(rcx, 16)?;
     a.lea(rax, qword_ptr(rcx + 16))?;
     a.cmp(rax, rdx)?;
@@ -483,8 +567,41 @@ fn assemble(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, IcedError> {
     a.sub(r8d, 1)?;
     a.kmovw(k1, r8d)?;
     a.mov(rcx, r9)?;
-    emit_steps(&mut a, pool, steps, true)?;
+    emit_steps(&mut a, pool, steps, true, (0, 0))?;
     a.set_label(&mut done)?;
+    a.vzeroupper()?;
+    a.ret()?;
+    a.assemble(0)
+}
+
+/// An accumulating program: the sums live in four registers for the call,
+/// and each iteration runs a 32-element chunk, its first 16 elements
+/// adding to sums 0..16 and the next 16 to sums 16..32.
+fn assemble_accumulating(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, IcedError> {
+    const _: () = assert!(ACC_LANES == 32, "two vectors of 16 per chunk");
+    let mut a = CodeAssembler::new(64)?;
+    let mut main = a.create_label();
+    let mut done = a.create_label();
+    // rdi: slot pointers, rsi: pool, rdx: len (a multiple of 32), rcx:
+    // the sums, then the element index; r10: the sums
+    a.mov(r10, rcx)?;
+    for k in 0..4 {
+        a.vmovupd(zmm(SUM_REGS + k), zmmword_ptr(r10 + 64 * k as i32))?;
+    }
+    a.xor(ecx, ecx)?;
+    a.cmp(rdx, 32)?;
+    a.jb(done)?;
+    a.set_label(&mut main)?;
+    emit_steps(&mut a, pool, steps, false, (0, SUM_REGS))?;
+    emit_steps(&mut a, pool, steps, false, (64, SUM_REGS + 2))?;
+    a.add(rcx, 32)?;
+    a.lea(rax, qword_ptr(rcx + 32))?;
+    a.cmp(rax, rdx)?;
+    a.jbe(main)?;
+    a.set_label(&mut done)?;
+    for k in 0..4 {
+        a.vmovupd(zmmword_ptr(r10 + 64 * k as i32), zmm(SUM_REGS + k))?;
+    }
     a.vzeroupper()?;
     a.ret()?;
     a.assemble(0)
