@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use simpleop::kernel::jit::{self, JitInstr, Lane, LaneOp};
+use simpleop::kernel::jit::{self, ACC_LANES, JitInstr, Lane, LaneOp, Summand};
 use simpleop::kernel::simd::{self, Isa};
 use simpleop::symbol::{BindConfig, GradReq};
 use simpleop::{Attrs, DType, Device, EnvArguments, NDArray, ParamKind, Registry, Symbol};
@@ -244,6 +244,84 @@ fn programs_that_do_not_fit_are_left_to_the_interpreter() {
     assert!(jit::compile(&program, 2).is_none());
 }
 
+#[test]
+fn accumulating_programs_add_each_lane_in_order_or_do_not_compile() {
+    if !generates() {
+        return;
+    }
+    let _g = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
+    jit::set_codegen(true);
+    let sub = Lane {
+        op: LaneOp::Sub,
+        scalar: 0.0,
+    };
+    let sum = |slot, summand| JitInstr::Accumulate { slot, summand };
+    let diff = JitInstr::Op {
+        lane: sub,
+        ins: &[0, 1],
+        out: 2,
+    };
+    // an input's value, two sums, and a value the slot no longer holds
+    assert!(jit::compile(&[diff.clone(), sum(0, Summand::Value)], 3).is_none());
+    let twice = [diff.clone(), sum(2, Summand::Value), sum(2, Summand::Abs)];
+    assert!(jit::compile(&twice, 3).is_none());
+    let overwritten = [
+        diff.clone(),
+        sum(2, Summand::Value),
+        JitInstr::Op {
+            lane: sub,
+            ins: &[1, 0],
+            out: 2,
+        },
+    ];
+    assert!(jit::compile(&overwritten, 3).is_none());
+    let n = 32 * 37;
+    let x = values(n, 4);
+    let y: Vec<f32> = (0..n).map(|i| (i % 23) as f32 * 0.25 - 3.0).collect();
+    for summand in [Summand::Value, Summand::Abs, Summand::Square] {
+        let kept = jit::compile(
+            &[
+                diff.clone(),
+                sum(2, summand),
+                JitInstr::Keep {
+                    slot: 2,
+                    stream: false,
+                },
+            ],
+            3,
+        )
+        .expect("compiles");
+        assert!(kept.accumulates());
+        let mut d = vec![f32::NAN; n];
+        let ptrs = [x.as_ptr().cast_mut(), y.as_ptr().cast_mut(), d.as_mut_ptr()];
+        // two calls, as two pieces of one row
+        let mut sums = [0.5f64; ACC_LANES];
+        // SAFETY: each slot points at `n` f32 (x and y only read, d only
+        // written); the CPU has AVX-512 (`generates`).
+        unsafe {
+            kept.run_accumulating(&ptrs, 32 * 20, &mut sums);
+            let rest: Vec<*mut f32> = ptrs.iter().map(|p| p.add(32 * 20)).collect();
+            kept.run_accumulating(&rest, n - 32 * 20, &mut sums);
+        }
+        let mut want = [0.5f64; ACC_LANES];
+        for (j, (a, b)) in x.iter().zip(&y).enumerate() {
+            let v = f64::from(a - b);
+            want[j % ACC_LANES] += match summand {
+                Summand::Value => v,
+                Summand::Abs => v.abs(),
+                Summand::Square => v * v,
+            };
+            assert!(same_bits(d[j], a - b), "kept value {j}");
+        }
+        for (k, (g, w)) in sums.iter().zip(&want).enumerate() {
+            assert!(
+                g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                "{summand:?} sum {k}: {g:e} against {w:e}"
+            );
+        }
+    }
+}
+
 fn s(v: f64) -> Attrs {
     Attrs::new().with("scalar", v)
 }
@@ -400,7 +478,8 @@ fn row_sinks_broadcasts_and_dot_heads_read_compiled_results() {
         ("norm", Attrs::new().with("axis", 1).with("ord", 1)),
         ("norm", Attrs::new().with("axis", 1).with("ord", 2)),
     ];
-    for (rows, len) in [(97, 32), (40, 96), (9, 1024), (5, 3072)] {
+    // (the last: two threads, and 8 MB of `tanh` streamed out beside)
+    for (rows, len) in [(97, 32), (40, 96), (9, 1024), (5, 3072), (2048, 1024)] {
         let n = rows * len;
         let x = NDArray::from_vec(values(n, 3), [rows, len]).unwrap();
         // mostly small values, so that most sums are finite

@@ -510,15 +510,23 @@ where
         jit_streams[k.slot] = None;
     }
     // Rows whose length is whole chunks of the sums are summed by the
-    // compiled code, in registers; others from the slot, after the tile.
+    // compiled code, in registers; others from the slot, after the tile,
+    // and so are those of programs that cannot sum (an input slot sunk,
+    // or no registers left for the sums).
     let compiled = (S::Compute::F32 && same_storage)
         .then(|| {
             let sunk = sink.as_ref().map(|k| {
                 let r = k.reduction;
-                let summand = r.len.is_multiple_of(ROW_LANES).then(|| r.reducer.summand());
+                let summand = (r.len.is_multiple_of(ROW_LANES) && k.slot >= inputs.len())
+                    .then(|| r.reducer.summand());
                 (k.slot, summand)
             });
-            compiled(prog, inputs.len(), sunk, &jit_streams)
+            compiled(prog, inputs.len(), sunk, &jit_streams).or_else(|| match sunk {
+                Some((slot, Some(_))) => {
+                    compiled(prog, inputs.len(), Some((slot, None)), &jit_streams)
+                }
+                _ => None,
+            })
         })
         .flatten();
     // Rows of the sink end inside one worker's range.
@@ -770,7 +778,8 @@ where
     let _fence = streamed.contains(&true).then_some(StreamFence);
     // Compiled code that reads only inputs lying in memory and writes only
     // outputs (or sums a row sink's values) needs no tiles at all: one
-    // call covers the range, or one per row.
+    // call covers the range (for a sink, one per tile's length of it,
+    // split at row ends).
     if let Some(code) = compiled
         && (rows.is_none() || code.accumulates())
         && let Some(ptrs) = whole_range::<S>(prog, code, srcs, dsts, (direct, jit_streams), &range)
@@ -890,9 +899,10 @@ where
 }
 
 /// Runs accumulating compiled code over `range` a tile's length at a
-/// time, asking for each next piece of the inputs ahead: with two workers
-/// reading memory, that took `row_sq_dist` from 3.5 to 2.7 ms here (the
-/// same code over the whole range at once, on the Zen 4 VM).
+/// time (split at row ends), asking for each next piece of the inputs
+/// ahead as single-op loops do where that helps
+/// ([`prefetch_op_loop`]; on the Zen 4 VM, where it does nothing, 16M
+/// `row_sq_dist` took 3.5 ms either way).
 ///
 /// # Safety
 /// As for [`Rows::run_compiled`] over `range`, with `ptrs` from

@@ -132,9 +132,10 @@ pub enum JitInstr<'a> {
         stream: bool,
     },
     /// After the ops, adds `summand(slot)` of every element to the running
-    /// sums [`Compiled::run_accumulating`] is given, instead of storing
-    /// the slot: how a row reduction fed by the program sums its input
-    /// in registers. At most one per program.
+    /// sums [`Compiled::run_accumulating`] is given (the slot is stored
+    /// only if also kept): how a row reduction fed by the program sums its
+    /// input in registers. At most one per program, of a value an op
+    /// makes; other programs do not compile.
     Accumulate {
         /// The slot (an op's result).
         slot: usize,
