@@ -8,7 +8,9 @@
 //! Rows (16M f32 elements unless named otherwise):
 //! * `stream/copy` and `stream/triad`: STREAM-style baselines over the same
 //!   bytes as a unary and a binary op, vectorised and split over the same
-//!   threads as the kernels.
+//!   threads as the kernels; `stream/read2`: the same for reading two
+//!   arrays and writing nothing (a dot product in 32 f32 sums per thread),
+//!   what a reduction of two inputs moves.
 //! * `<op>/f32/out`: the op into an existing output (`out=`), against the
 //!   baseline for its bytes; `<op>/f32/fresh`: a new output per call,
 //!   against `out=` (the pooled allocator's job).
@@ -43,7 +45,10 @@
 //!   of the same number of f32 elements, fused (the squares are summed in
 //!   registers by the compiled program, or from L1 where the program is
 //!   interpreted: [`fused::RowSink`]), against one `elemwise_add`
-//!   (which reads the same two inputs); `row_sq_dist/fused-slabs`: row
+//!   (which reads the same two inputs); `row_sq_dist/fused/bandwidth`: the
+//!   same call against `stream/read2` (the same bytes, so about 1 when the
+//!   reduction runs at the speed of reading memory);
+//!   `row_sq_dist/fused-slabs`: row
 //!   sinks off ([`fused::set_row_sinks`]), so the program writes slabs of
 //!   squares that the reduction then reads from cache, against
 //!   `row_sq_dist/fused`; `row_sq_dist/unfused` against `row_sq_dist/fused`.
@@ -195,6 +200,26 @@ impl TileJob for Triad<'_> {
     }
 }
 
+struct Read2<'a> {
+    b: &'a [f32],
+    c: &'a [f32],
+}
+
+impl TileJob for Read2<'_> {
+    #[inline(always)]
+    fn run(self) {
+        // 32 independent sums, so the loop vectorises and the additions
+        // do not wait on each other.
+        let mut acc = [0.0f32; 32];
+        for (b, c) in self.b.chunks_exact(32).zip(self.c.chunks_exact(32)) {
+            for ((a, &b), &c) in acc.iter_mut().zip(b).zip(c) {
+                *a += b * c;
+            }
+        }
+        black_box(acc);
+    }
+}
+
 /// Splits `0..n` into one chunk per thread, as the kernels do for cheap ops.
 fn chunks(n: usize) -> usize {
     n.div_ceil(rayon::current_num_threads().max(1))
@@ -209,6 +234,16 @@ fn stream_copy(dst: &mut [f32], src: &[f32]) -> Result<()> {
         .zip(src.par_chunks(c))
         .for_each(|(d, s)| d.copy_from_slice(s));
     black_box(dst);
+    Ok(())
+}
+
+/// The read baseline: `Σ b c` per thread (the sums kept from being
+/// optimised away), as [`stream_copy`].
+fn stream_read2(b: &[f32], c: &[f32]) -> Result<()> {
+    let k = chunks(b.len());
+    b.par_chunks(k)
+        .zip(c.par_chunks(k))
+        .for_each(|(b, c)| simd::run(Read2 { b, c }));
     Ok(())
 }
 
@@ -335,6 +370,8 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
     b.time("stream/copy", || stream_copy(&mut dst, &src))?;
     report(&b);
     b.time("stream/triad", || stream_triad(&mut dst, &src, &src2))?;
+    report(&b);
+    b.time("stream/read2", || stream_read2(&src, &src2))?;
     report(&b);
 
     for (op, attrs) in UNARY {
@@ -521,6 +558,12 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
         let mut unfused = bind_inference(&graph, &args, false)?;
         b.pair("row_sq_dist/fused", "elemwise_add/f32/out", |c| match c {
             Call::Base => add_into(&mut out_base),
+            Call::Row => fused.forward(false),
+        })?;
+        report(&b);
+        let (pv, qv) = (p.to_vec::<f32>()?, q.to_vec::<f32>()?);
+        b.pair("row_sq_dist/fused/bandwidth", "stream/read2", |c| match c {
+            Call::Base => stream_read2(&pv, &qv),
             Call::Row => fused.forward(false),
         })?;
         report(&b);
