@@ -752,8 +752,10 @@ pub fn map_forward<K: MapFn<N>, const N: usize>(
         let stream = reqs[0] == OpReqType::WriteTo
             && table.is_none()
             && (cost <= STREAM_MAX_COST || streams_from_registers::<S, K, N>(kernel))
-            && n * std::mem::size_of::<S>() >= simd::STREAM_MIN_BYTES
-            && simd::stream_stores_enabled();
+            && simd::streams_past_caches(
+                n * std::mem::size_of::<S>(),
+                (N + 1) * n * std::mem::size_of::<S>(),
+            );
         let job = ForwardJob { kernel, srcs: &srcs, dsts: &dsts, reqs, states, stream, table };
         for_each_chunk(n, cost as usize, parallel, TILE, |range| job.run(range));
         Ok(())

@@ -412,6 +412,8 @@ fn assert_same(what: &str, a: &[Vec<f32>], b: &[Vec<f32>]) {
 
 #[test]
 fn compiled_programs_give_the_interpreters_bits() {
+    // streamed however large this machine's last-level cache is
+    simpleop::kernel::simd::set_last_level_cache_bytes(0);
     let _g = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
     simpleop_ops::link();
     // tails, one tile, several tiles over threads, and an output past
@@ -436,6 +438,8 @@ fn compiled_programs_give_the_interpreters_bits() {
 
 #[test]
 fn row_sinks_broadcasts_and_dot_heads_read_compiled_results() {
+    // streamed however large this machine's last-level cache is
+    simpleop::kernel::simd::set_last_level_cache_bytes(0);
     let _g = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
     simpleop_ops::link();
     let p = NDArray::random_uniform([300, 1000], -4.0, 4.0, DType::F32, 6).unwrap();

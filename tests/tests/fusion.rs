@@ -385,6 +385,8 @@ fn elementwise_consumers_fuse_onto_dot_and_two_complex_ops_never_merge() {
 
 #[test]
 fn a_dot_runs_slab_by_slab_ahead_of_its_elementwise_consumers() {
+    // streamed however large this machine's last-level cache is
+    simpleop::kernel::simd::set_last_level_cache_bytes(0);
     simpleop_ops::link();
     // `relu(dot(a, w) + b)`: 600 rows of 700 outputs (two slabs, split
     // between threads), a row vector `b` broadcast along axis 0.
@@ -558,6 +560,8 @@ fn gradient_chains_fuse_and_match_unfused() {
 
 #[test]
 fn outputs_past_the_caches_are_streamed_and_match_unfused() {
+    // streamed however large this machine's last-level cache is
+    simpleop::kernel::simd::set_last_level_cache_bytes(0);
     simpleop_ops::link();
     // Outputs (and gradients) of 8 MiB and more are written with streaming
     // stores; 2^21 + 123 elements also leave a tail that is not a line.

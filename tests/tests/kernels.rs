@@ -274,6 +274,8 @@ fn small_direct_calls_match_the_tiled_path() {
 
 #[test]
 fn large_outputs_of_cheap_ops_stream_with_the_same_bits() {
+    // streamed however large this machine's last-level cache is
+    simpleop::kernel::simd::set_last_level_cache_bytes(0);
     simpleop_ops::link();
     // 8 MiB and more written whole by a cheap kernel go out with
     // streaming stores (from registers where a vector form runs or, with

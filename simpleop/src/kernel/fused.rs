@@ -24,8 +24,8 @@ use super::{
 use crate::kernel::jit;
 use crate::kernel::rows::{LANES as ROW_LANES, RowAcc, RowReduction};
 use crate::kernel::simd::{
-    Isa, STREAM_MIN_BYTES, StreamFence, Switch, TileIo, active, prefetch, prefetch_l2,
-    prefetch_op_loop, stream_copy, stream_stores_enabled,
+    Isa, StreamFence, Switch, TileIo, active, prefetch, prefetch_l2, prefetch_op_loop, stream_copy,
+    streams_past_caches,
 };
 use crate::{
     DType, EnvArguments, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, dispatch_float,
@@ -487,11 +487,13 @@ where
     // are streamed to memory: a plain store first reads each line it
     // writes, and a fused chain ran 10-20% slower here for it.
     let same_type = std::mem::size_of::<S>() == std::mem::size_of::<S::Compute>();
+    // What the program touches, taking each input as large as the
+    // largest output (slabs see only part of the arrays).
+    let largest = whole.iter().copied().max().unwrap_or(0) * std::mem::size_of::<S>();
+    let touched = largest * inputs.len() + whole.iter().sum::<usize>() * std::mem::size_of::<S>();
     let streamed: SmallVec<[bool; 4]> = whole
         .iter()
-        .map(|&n| {
-            same_type && stream_stores_enabled() && n * std::mem::size_of::<S>() >= STREAM_MIN_BYTES
-        })
+        .map(|&n| same_type && streams_past_caches(n * std::mem::size_of::<S>(), touched))
         .collect();
     let uses = SlotUses::of(prog, dsts.len());
     let mut direct = direct_slots::<S>(prog, &uses, inputs.len(), &streamed);
