@@ -8,6 +8,10 @@ numpy and, when installed, PyTorch (2 threads), alternating rounds in one
 run so that all three see the same machine. Prints the median over rounds
 of each row's median, and simpleop's time over the faster peer's.
 
+The last column gives the range of the per-round ratios (each round's
+simpleop time over that round's faster peer), which shows how far the
+machine drifted between the programs' turns.
+
 numpy's ufuncs are single-threaded; PyTorch uses 2 threads like simpleop.
 Rows without a counterpart (bf16 in numpy, the SIMD-off rows) print '-'.
 The torch figures of `chain6/fused`, `row_sq_dist/fused` and `dense/fused`
@@ -208,16 +212,28 @@ def main():
         vals = [r[row] for r in runs[who] if row in r]
         return statistics.median(vals) if vals else None
 
+    def round_ratios(row):
+        """ours / the faster peer within each round: the spread shows how
+        much the machine drifted between the round's three runs."""
+        out = []
+        for k, mine in enumerate(runs["simpleop"]):
+            peers = [runs[w][k][row] for w in ("numpy", "torch") if k < len(runs[w]) and row in runs[w][k]]
+            if row in mine and peers:
+                out.append(mine[row] / min(peers))
+        return out
+
     names = list(runs["simpleop"][0].keys())
-    fmt = "{:<26} {:>10} {:>10} {:>10} {:>9}"
+    fmt = "{:<30} {:>10} {:>10} {:>10} {:>9} {:>11}"
     print(f"threads: simpleop 2, numpy 1 (ufuncs), torch {'2' if torch else '-'}; elements {n}")
-    print(fmt.format("row", "simpleop", "numpy", "torch", "ours/best"))
+    print(fmt.format("row", "simpleop", "numpy", "torch", "ours/best", "per round"))
     for name in names:
         cells = [med(w, name) for w in ("simpleop", "numpy", "torch")]
         peers = [c for c in cells[1:] if c is not None]
         ratio = f"{cells[0] / min(peers):.2f}" if peers else "-"
+        rr = round_ratios(name)
+        spread = f"{min(rr):.2f}-{max(rr):.2f}" if len(rr) > 1 else "-"
         scale, unit = (1e3, "µs") if name.startswith("tiny/") else (1.0, "")
-        print(fmt.format(name, *[f"{c * scale:.3f}{unit}" if c is not None else "-" for c in cells], ratio))
+        print(fmt.format(name, *[f"{c * scale:.3f}{unit}" if c is not None else "-" for c in cells], ratio, spread))
 
 
 if __name__ == "__main__":
