@@ -13,6 +13,10 @@ simpleop time over that round's faster peer), which shows how far the
 machine drifted between the programs' turns.
 
 numpy's ufuncs are single-threaded; PyTorch uses 2 threads like simpleop.
+Compare at the default 16M elements: with --quick (4M) the working sets
+are about the size of a server's L3, and simpleop's rows alternate with
+their baselines (which evicts the cache) while the peers repeat one call
+warm, so --quick only checks that everything runs.
 Rows without a counterpart (bf16 in numpy, the SIMD-off rows) print '-'.
 The torch figures of `chain6/fused`, `row_sq_dist/fused` and `dense/fused`
 are the same graphs under `torch.compile` (inductor emits one fused loop,
