@@ -1656,7 +1656,10 @@ mod tests {
         assert!(!past_caches(8 * MB, 16 * MB, 32 * MB));
         assert!(past_caches(8 * MB, 24 * MB, 32 * MB));
         assert!(past_caches(32 * MB, 64 * MB, 32 * MB));
-        assert!(!past_caches(4 * MB, 64 * MB, 32 * MB), "small outputs never");
+        assert!(
+            !past_caches(4 * MB, 64 * MB, 32 * MB),
+            "small outputs never"
+        );
         assert!(past_caches(8 * MB, 8 * MB, 0), "no cache known");
         if std::path::Path::new("/sys/devices/system/cpu/cpu0/cache/index0/size").exists() {
             assert!(read_last_level_cache().is_some_and(|b| b >= 1 << 15));
