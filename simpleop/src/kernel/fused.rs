@@ -393,17 +393,8 @@ struct Rows<'a, S> {
 
 impl<S: Float> Rows<'_, S> {
     /// Feeds a tile's values of the sink slot, finishing the rows it ends.
-    fn feed(&mut self, mut values: &[S::Compute]) {
-        while !values.is_empty() {
-            let take = self.acc.remaining().min(values.len());
-            self.acc.feed(&values[..take]);
-            values = &values[take..];
-            if self.acc.remaining() == 0 {
-                self.dst[self.next] = S::from_f64(self.acc.finish());
-                self.next += 1;
-                self.acc.restart();
-            }
-        }
+    fn feed(&mut self, values: &[S::Compute]) {
+        self.by_row_piece(values.len(), |acc, piece| acc.feed(&values[piece]));
     }
 
     /// Runs accumulating compiled code over a tile of `len` elements, a
@@ -415,17 +406,26 @@ impl<S: Float> Rows<'_, S> {
     /// (`ptrs` covering `len` elements); the rows' length is a multiple
     /// of [`RowAcc`]'s lanes, and the tile starts on a chunk of a row.
     unsafe fn run_compiled(&mut self, code: &jit::Compiled, ptrs: &[*mut f32], len: usize) {
+        self.by_row_piece(len, |acc, piece| {
+            // unread slots' pointers may be null: offset without a claim
+            let at: PerSlot<*mut f32> = ptrs.iter().map(|p| p.wrapping_add(piece.start)).collect();
+            // SAFETY: the caller's contract for the tile, of which this is
+            // the part `piece`; it is whole chunks (the assertion in
+            // `feed_sums`, before the call).
+            acc.feed_sums(piece.len(), |sums| unsafe {
+                code.run_accumulating(&at, piece.len(), sums)
+            });
+        });
+    }
+
+    /// Splits a tile of `len` elements at row ends, hands each piece (as
+    /// a range of the tile) to `feed` with the row it belongs to, and
+    /// finishes the rows that end.
+    fn by_row_piece(&mut self, len: usize, mut feed: impl FnMut(&mut RowAcc, Range<usize>)) {
         let mut done = 0;
         while done < len {
             let take = self.acc.remaining().min(len - done);
-            // unread slots' pointers may be null: offset without a claim
-            let piece: PerSlot<*mut f32> = ptrs.iter().map(|p| p.wrapping_add(done)).collect();
-            // SAFETY: the caller's contract for the tile, of which this is
-            // the part `done..done + take`; `take` is whole chunks (the
-            // assertion in `feed_sums`, before the call).
-            self.acc.feed_sums(take, |sums| unsafe {
-                code.run_accumulating(&piece, take, sums)
-            });
+            feed(&mut self.acc, done..done + take);
             done += take;
             if self.acc.remaining() == 0 {
                 self.dst[self.next] = S::from_f64(self.acc.finish());

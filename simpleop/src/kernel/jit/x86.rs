@@ -9,6 +9,7 @@
 //! has no tail), `sums` and the pool, so its memory safety rests on the
 //! loop bounds below and on the caller's pointers.
 
+use iced_x86::Register;
 use iced_x86::code_asm::*;
 
 use super::{ACC_LANES, JitInstr, Lane, LaneOp, Summand};
@@ -20,13 +21,14 @@ const VALUE_REGS: usize = 28;
 /// (taken from the values' registers): sums `8k..8k + 8` in `SUM_REGS + k`.
 const SUM_REGS: usize = VALUE_REGS - 4;
 
+/// Vector register `i` (0..32) as a zmm.
 fn zmm(i: usize) -> AsmRegisterZmm {
-    const Z: [AsmRegisterZmm; 32] = [
-        zmm0, zmm1, zmm2, zmm3, zmm4, zmm5, zmm6, zmm7, zmm8, zmm9, zmm10, zmm11, zmm12, zmm13,
-        zmm14, zmm15, zmm16, zmm17, zmm18, zmm19, zmm20, zmm21, zmm22, zmm23, zmm24, zmm25, zmm26,
-        zmm27, zmm28, zmm29, zmm30, zmm31,
-    ];
-    Z[i]
+    get_zmm(Register::ZMM0 + i as u32).expect("one of the 32 vector registers")
+}
+
+/// Vector register `i` (0..32) as a ymm (its low half).
+fn ymm(i: usize) -> AsmRegisterYmm {
+    get_ymm(Register::YMM0 + i as u32).expect("one of the 32 vector registers")
 }
 
 #[derive(Clone, Debug)]
@@ -399,15 +401,6 @@ fn accumulate(
     }
     a.vaddpd(zmm(sums), zmm(sums), zmm(t0))?;
     a.vaddpd(zmm(sums + 1), zmm(sums + 1), zmm(t1))
-}
-
-fn ymm(i: usize) -> AsmRegisterYmm {
-    const Y: [AsmRegisterYmm; 32] = [
-        ymm0, ymm1, ymm2, ymm3, ymm4, ymm5, ymm6, ymm7, ymm8, ymm9, ymm10, ymm11, ymm12, ymm13,
-        ymm14, ymm15, ymm16, ymm17, ymm18, ymm19, ymm20, ymm21, ymm22, ymm23, ymm24, ymm25, ymm26,
-        ymm27, ymm28, ymm29, ymm30, ymm31,
-    ];
-    Y[i]
 }
 
 /// One vector's steps, `disp` bytes past the element index; an
