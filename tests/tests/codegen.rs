@@ -275,7 +275,8 @@ fn accumulating_programs_add_each_lane_in_order_or_do_not_compile() {
         },
     ];
     assert!(jit::compile(&overwritten, 3).is_none());
-    let n = 32 * 37;
+    // whole chunks, then a last partial one of 19 elements
+    let n = 32 * 37 + 19;
     let x = values(n, 4);
     let y: Vec<f32> = (0..n).map(|i| (i % 23) as f32 * 0.25 - 3.0).collect();
     for summand in [Summand::Value, Summand::Abs, Summand::Square] {
@@ -292,7 +293,9 @@ fn accumulating_programs_add_each_lane_in_order_or_do_not_compile() {
         )
         .expect("compiles");
         assert!(kept.accumulates());
-        let mut d = vec![f32::NAN; n];
+        // sentinels past the end, which no masked lane may touch
+        let mut d = vec![f32::NAN; n + 32];
+        d[n..].fill(7.0);
         let ptrs = [x.as_ptr().cast_mut(), y.as_ptr().cast_mut(), d.as_mut_ptr()];
         // two calls, as two pieces of one row
         let mut sums = [0.5f64; ACC_LANES];
@@ -303,6 +306,10 @@ fn accumulating_programs_add_each_lane_in_order_or_do_not_compile() {
             let rest: Vec<*mut f32> = ptrs.iter().map(|p| p.add(32 * 20)).collect();
             kept.run_accumulating(&rest, n - 32 * 20, &mut sums);
         }
+        assert!(
+            d[n..].iter().all(|&v| v == 7.0),
+            "{summand:?}: wrote past the end"
+        );
         let mut want = [0.5f64; ACC_LANES];
         for (j, (a, b)) in x.iter().zip(&y).enumerate() {
             let v = f64::from(a - b);
@@ -318,6 +325,29 @@ fn accumulating_programs_add_each_lane_in_order_or_do_not_compile() {
                 g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
                 "{summand:?} sum {k}: {g:e} against {w:e}"
             );
+        }
+        // partial chunks alone: in the first vector, across both, all of
+        // the first, and nothing; element j of each adds to sum j only
+        for len in [5, 17, 16, 31, 0] {
+            let mut sums = [0.25f64; ACC_LANES];
+            // SAFETY: as above, `len` <= `n`.
+            unsafe { kept.run_accumulating(&ptrs, len, &mut sums) };
+            for (j, g) in sums.iter().enumerate() {
+                let want = if j < len {
+                    let v = f64::from(x[j] - y[j]);
+                    0.25 + match summand {
+                        Summand::Value => v,
+                        Summand::Abs => v.abs(),
+                        Summand::Square => v * v,
+                    }
+                } else {
+                    0.25
+                };
+                assert!(
+                    g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan()),
+                    "{summand:?}, {len} elements, sum {j}: {g:e} against {want:e}"
+                );
+            }
         }
     }
 }
@@ -472,10 +502,21 @@ fn row_sinks_broadcasts_and_dot_heads_read_compiled_results() {
     let (b, _) = run(&graph, &args, false, false);
     assert_same("broadcast", &a, &b);
 
-    // rows of whole 32-element chunks, summed by the compiled code in
-    // registers: rows shorter than, as long as, and longer than a tile,
-    // and rows that end inside one; every reducer, special values
-    // included; a summed value also leaving as an output
+    // rows summed by the compiled code in registers: rows shorter than,
+    // as long as, and longer than a tile, rows that end inside one, and
+    // rows with a last partial 32-element chunk (shorter than a chunk,
+    // one longer, longer than a tile); every reducer, special values
+    // included; from inputs in memory, and (a broadcast operand) from
+    // tiles; and, summed by the reduction instead, the reduced value
+    // also leaving as an output
+    let summed = |name: &str, before: u64| {
+        if generates() {
+            assert!(
+                jit::summed_ranges() > before,
+                "{name}: not summed in registers"
+            );
+        }
+    };
     let reducers = [
         ("sum", Attrs::new().with("axis", 1)),
         ("mean", Attrs::new().with("axis", 1)),
@@ -483,7 +524,21 @@ fn row_sinks_broadcasts_and_dot_heads_read_compiled_results() {
         ("norm", Attrs::new().with("axis", 1).with("ord", 2)),
     ];
     // (the last: two threads, and 8 MB of `tanh` streamed out beside)
-    for (rows, len) in [(97, 32), (40, 96), (9, 1024), (5, 3072), (2048, 1024)] {
+    let shapes = [
+        (97, 32),
+        (40, 96),
+        (9, 1024),
+        (5, 3072),
+        (2048, 1024),
+        (300, 40),
+        (64, 31),
+        (100, 33),
+        (7, 1000),
+        (3, 5000),
+        (4, 2079),
+        (2048, 1000),
+    ];
+    for (rows, len) in shapes {
         let n = rows * len;
         let x = NDArray::from_vec(values(n, 3), [rows, len]).unwrap();
         // mostly small values, so that most sums are finite
@@ -491,7 +546,9 @@ fn row_sinks_broadcasts_and_dot_heads_read_compiled_results() {
             .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.07)
             .collect();
         let y = NDArray::from_vec(y, [rows, len]).unwrap();
+        let b = NDArray::from_vec(values(len, 5), [1, len]).unwrap();
         let args = [("x", &x), ("y", &y)];
+        let args_b = [("x", &x), ("y", &y), ("b", &b)];
         let d = Symbol::invoke(
             "elemwise_sub",
             &[&Symbol::var("x"), &Symbol::var("y")],
@@ -499,14 +556,25 @@ fn row_sinks_broadcasts_and_dot_heads_read_compiled_results() {
         )
         .unwrap();
         let t = Symbol::invoke("tanh", &[&d], &Attrs::new()).unwrap();
+        let tb = Symbol::invoke("broadcast_sub", &[&t, &Symbol::var("b")], &Attrs::new()).unwrap();
         for (op, attrs) in &reducers {
             let r = Symbol::invoke(op, &[&t], attrs).unwrap();
-            for graph in [r.clone(), Symbol::group(&[r.clone(), t.clone()])] {
-                let what = format!("{op} {attrs:?} of {rows} rows of {len}");
-                let before = jit::compiled_ranges();
-                let (a, _) = run(&graph, &args, true, false);
+            let rb = Symbol::invoke(op, &[&tb], attrs).unwrap();
+            let group = Symbol::group(&[r.clone(), t.clone()]);
+            let graphs = [
+                ("", r, &args[..], true),
+                (" kept", group, &args[..], false),
+                (" broadcast", rb, &args_b[..], true),
+            ];
+            for (how, graph, args, sunk) in graphs {
+                let what = format!("{op} {attrs:?} of {rows} rows of {len}{how}");
+                let (before, sums) = (jit::compiled_ranges(), jit::summed_ranges());
+                let (a, _) = run(&graph, args, true, false);
                 compiled(&what, before);
-                let (b, _) = run(&graph, &args, false, false);
+                if sunk {
+                    summed(&what, sums);
+                }
+                let (b, _) = run(&graph, args, false, false);
                 assert_same(&what, &a, &b);
             }
         }

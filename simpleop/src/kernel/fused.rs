@@ -22,7 +22,7 @@ use super::{
     with_buffers,
 };
 use crate::kernel::jit;
-use crate::kernel::rows::{LANES as ROW_LANES, RowAcc, RowReduction};
+use crate::kernel::rows::{RowAcc, RowReduction};
 use crate::kernel::simd::{
     Isa, StreamFence, Switch, TileIo, active, prefetch, prefetch_l2, prefetch_op_loop, stream_copy,
     streams_past_caches,
@@ -403,19 +403,43 @@ impl<S: Float> Rows<'_, S> {
     ///
     /// # Safety
     /// As for [`jit::Compiled::run_accumulating`] over the whole tile
-    /// (`ptrs` covering `len` elements); the rows' length is a multiple
-    /// of [`RowAcc`]'s lanes, and the tile starts on a chunk of a row.
+    /// (`ptrs` covering `len` elements). The tile starts on a chunk
+    /// boundary of a row and ends on one or at a row's end (else
+    /// `RowAcc::feed_sums` panics, before any call).
     unsafe fn run_compiled(&mut self, code: &jit::Compiled, ptrs: &[*mut f32], len: usize) {
         self.by_row_piece(len, |acc, piece| {
-            // unread slots' pointers may be null: offset without a claim
-            let at: PerSlot<*mut f32> = ptrs.iter().map(|p| p.wrapping_add(piece.start)).collect();
-            // SAFETY: the caller's contract for the tile, of which this is
-            // the part `piece`; it is whole chunks (the assertion in
-            // `feed_sums`, before the call).
-            acc.feed_sums(piece.len(), |sums| unsafe {
-                code.run_accumulating(&at, piece.len(), sums)
+            acc.feed_sums(piece.len(), |sums, part| {
+                // unread slots' pointers may be null: offset without a claim
+                let at: PerSlot<*mut f32> = ptrs
+                    .iter()
+                    .map(|p| p.wrapping_add(piece.start + part.start))
+                    .collect();
+                // SAFETY: the caller's contract for the tile, of which this
+                // is the part `part` of `piece`.
+                unsafe { code.run_accumulating(&at, part.len(), sums) }
             });
         });
+    }
+
+    /// As [`Rows::tile_len`] for summing code, but whole rows when at
+    /// least one fits in `len` (each costs two calls then, one for its
+    /// chunks and one for its last partial chunk, where a tile ending
+    /// inside a row adds a third; a tile's worth of calls is also where
+    /// the inputs are asked for ahead, so it stays near `len`).
+    fn whole_rows(&self, len: usize) -> usize {
+        let row = self.acc.remaining();
+        if row == self.acc.row_len() && row <= len {
+            len - len % row
+        } else {
+            self.acc.summable(len)
+        }
+    }
+
+    /// The length of the next tile, at most `len`: one that ends on a
+    /// chunk boundary of a row or at a row's end when compiled code is to
+    /// sum it ([`RowAcc::summable`]), else `len`.
+    fn tile_len(&self, len: usize, summed: bool) -> usize {
+        if summed { self.acc.summable(len) } else { len }
     }
 
     /// Splits a tile of `len` elements at row ends, hands each piece (as
@@ -511,16 +535,14 @@ where
     if let Some(k) = &sink {
         jit_streams[k.slot] = None;
     }
-    // Rows whose length is whole chunks of the sums are summed by the
-    // compiled code, in registers; others from the slot, after the tile,
-    // and so are those of programs that cannot sum (an input slot sunk,
-    // or no registers left for the sums).
+    // The sink's rows are summed by the compiled code, in registers (the
+    // tiles then end on chunk boundaries of rows, see `RowAcc::summable`);
+    // from the slot, after the tile, for programs that cannot sum (an
+    // input slot sunk, or no registers left for the sums).
     let compiled = (S::Compute::F32 && same_storage)
         .then(|| {
             let sunk = sink.as_ref().map(|k| {
-                let r = k.reduction;
-                let summand = (r.len.is_multiple_of(ROW_LANES) && k.slot >= inputs.len())
-                    .then(|| r.reducer.summand());
+                let summand = (k.slot >= inputs.len()).then(|| k.reduction.reducer.summand());
                 (k.slot, summand)
             });
             compiled(prog, inputs.len(), sunk, &jit_streams).or_else(|| match sunk {
@@ -790,9 +812,9 @@ where
         // inputs are `range` of contiguous f32 inputs, only read; each
         // output pointer is this worker's disjoint `range` of a distinct
         // output, `range.len()` f32 long and used by nothing else during
-        // the call, aligned where streamed; the CPU has AVX-512. An
-        // accumulating program's rows are whole chunks, and `range`
-        // starts on a row (workers' ranges are aligned to rows).
+        // the call, aligned where streamed; the CPU has AVX-512. `range`
+        // starts on a row (workers' ranges are aligned to rows), and
+        // `sum_rows_compiled` cuts it where accumulating code may stop.
         unsafe {
             match rows.as_mut() {
                 Some(rows) => sum_rows_compiled(code, (srcs, &ptrs), &range, rows),
@@ -800,9 +822,12 @@ where
             }
         };
         jit::count_compiled_range();
+        if rows.is_some() {
+            jit::count_summed_range();
+        }
         return Ok(());
     }
-    let mut ran_compiled = false;
+    let (mut ran_compiled, mut summed_any) = (false, false);
     let mut pending: SmallVec<[Pending<'_, '_, S::Compute>; 4]> =
         SmallVec::with_capacity(spares.len());
     // Rounding buffer, needed only when the storage type is narrower.
@@ -817,8 +842,10 @@ where
     // Inputs already in the compute type are read where they lie.
     let mut ext: SmallVec<[Option<&[S::Compute]>; 8]> = smallvec::smallvec![None; srcs.len()];
     let mut ahead: SmallVec<[&[S]; 8]> = SmallVec::with_capacity(srcs.len());
+    let summing = compiled.is_some_and(jit::Compiled::accumulates);
     while start < range.end {
         let len = TILE.min(range.end - start);
+        let len = rows.as_ref().map_or(len, |r| r.tile_len(len, summing));
         tiles.clear();
         // SAFETY: each worker gets a disjoint `range`, tiles within it are
         // disjoint and used one at a time, and outputs never overlap each
@@ -867,6 +894,7 @@ where
         let ran = r?;
         ran_compiled |= ran;
         let summed = ran && compiled.is_some_and(jit::Compiled::accumulates);
+        summed_any |= summed;
         if let Some(rows) = rows.as_mut().filter(|_| !summed) {
             rows.feed(match ext.get(rows.slot) {
                 Some(Some(e)) => e,
@@ -897,6 +925,9 @@ where
     if ran_compiled {
         jit::count_compiled_range();
     }
+    if summed_any {
+        jit::count_summed_range();
+    }
     Ok(())
 }
 
@@ -918,7 +949,7 @@ unsafe fn sum_rows_compiled<S: TileIo>(
     let n = range.len();
     let mut done = 0;
     while done < n {
-        let len = TILE.min(n - done);
+        let len = rows.whole_rows(TILE.min(n - done));
         let next = range.start + done + len..(range.start + done + 2 * len).min(range.end);
         for &s in code.reads() {
             if let Some(Src::Contig(data)) = srcs.get(s) {
@@ -927,8 +958,8 @@ unsafe fn sum_rows_compiled<S: TileIo>(
         }
         let piece: PerSlot<*mut f32> = ptrs.iter().map(|p| p.wrapping_add(done)).collect();
         // SAFETY: the caller's contract, for the part `done..done + len`
-        // of the range, which starts a whole number of tiles (of whole
-        // chunks) after a row.
+        // of the range, which starts and ends on chunk boundaries of rows
+        // or at rows' ends (`tile_len`).
         unsafe { rows.run_compiled(code, &piece, len) };
         done += len;
     }
@@ -1066,9 +1097,9 @@ where
         // `compiled` refuses programs writing an input slot) and slot
         // buffers hold at least `len` elements, output tiles exactly
         // `len`; no reference to them is used during the call; the CPU has
-        // AVX-512 (`compiled` checks). Accumulating code exists only for a
-        // sink whose rows are whole chunks, and tiles start on rows or
-        // `TILE` (whole chunks) after one.
+        // AVX-512 (`compiled` checks). Tiles of accumulating code start
+        // and end on chunk boundaries of rows or at rows' ends
+        // (`tile_len`).
         unsafe {
             match rows {
                 Some(rows) if code.accumulates() => rows.run_compiled(code, &ptrs, len),

@@ -209,10 +209,12 @@ impl Compiled {
         let _ = len;
     }
 
-    /// Runs an accumulating program over `len` elements, a whole number
-    /// of [`ACC_LANES`] chunks: the summand of element `j` of the
-    /// accumulated slot is added to `sums[j % ACC_LANES]`, in element
-    /// order, as [`crate::kernel::rows::RowAcc`] adds a row's chunks.
+    /// Runs an accumulating program over `len` elements: the summand of
+    /// element `j` of the accumulated slot is added to
+    /// `sums[j % ACC_LANES]`, in element order, as
+    /// [`crate::kernel::rows::RowAcc`] adds a row's chunks (a last
+    /// partial chunk too: its sums past `len % ACC_LANES` stay as they
+    /// are).
     ///
     /// # Safety
     /// As for [`Compiled::run`].
@@ -224,10 +226,9 @@ impl Compiled {
     ) {
         assert!(ptrs.len() >= self.slots, "one pointer per slot");
         assert!(self.accumulates, "a program that accumulates");
-        assert!(len.is_multiple_of(ACC_LANES), "whole chunks of the sums");
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-        // SAFETY: the caller's contract, the pointer count and the length
-        // checked above; `sums` is the 32 f64 the code loads and stores.
+        // SAFETY: the caller's contract, the pointer count checked above;
+        // `sums` is the 32 f64 the code loads and stores.
         unsafe {
             self.code.run(ptrs, len, sums.as_mut_ptr())
         }
@@ -249,6 +250,20 @@ pub fn compiled_ranges() -> u64 {
 /// per tile: the counter is shared).
 pub(crate) fn count_compiled_range() {
     COMPILED_RANGES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+static SUMMED_RANGES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many workers' shares of fused calls summed a row sink's values in
+/// registers ([`JitInstr::Accumulate`]) rather than storing them for the
+/// sink: as [`compiled_ranges`], for the tests.
+pub fn summed_ranges() -> u64 {
+    SUMMED_RANGES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Counts one share for [`summed_ranges`].
+pub(crate) fn count_summed_range() {
+    SUMMED_RANGES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Programs kept compiled at most; see the module docs.

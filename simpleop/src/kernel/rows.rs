@@ -13,6 +13,7 @@
 use crate::kernel::jit::Summand;
 use crate::kernel::simd::{self, TileJob};
 use crate::{Element, Float};
+use std::ops::Range;
 
 /// Running sums per row: four 8-wide f64 vectors on AVX-512, so that the
 /// additions do not wait on each other.
@@ -116,6 +117,11 @@ impl RowAcc {
         *self = RowAcc::new(self.reducer, self.len);
     }
 
+    /// The row's length.
+    pub fn row_len(&self) -> usize {
+        self.len
+    }
+
     /// Elements still to come.
     pub fn remaining(&self) -> usize {
         self.len - self.pos
@@ -171,21 +177,52 @@ impl RowAcc {
         self.pos += rest.len();
     }
 
-    /// Adds the row's next `n` elements through `add`, which must add the
-    /// summand ([`RowReducer::summand`]) of element `j` of them to
-    /// `sums[j % LANES]`, in order: compiled code that computes the
-    /// elements and sums them in registers. The row must be at a chunk
-    /// boundary with `n` whole chunks left in its chunked part (true of
-    /// every piece of a row whose length is a multiple of [`LANES`] when
-    /// the pieces are); anything else is a caller bug and panics.
-    pub fn feed_sums(&mut self, n: usize, add: impl FnOnce(&mut [f64; LANES])) {
+    /// Adds the row's next `n` elements through `add(sums, part)`, which
+    /// must add the summand ([`RowReducer::summand`]) of element `j` of
+    /// `part` (a range of the `n`) to `sums[j % LANES]`, in order, and
+    /// leave the other sums as they are: compiled code that computes the
+    /// elements and sums them in registers. The chunked part goes to the
+    /// row's lanes; the last `len % LANES` elements, which [`RowAcc::feed`]
+    /// adds one by one after the lanes' total, are summed into zeros first
+    /// and then added in that order, so the bits are `feed`'s. The row
+    /// must be at a chunk boundary and the `n` elements end on one or at
+    /// the row's end (true of pieces [`RowAcc::summable`] cuts); anything
+    /// else is a caller bug and panics.
+    pub fn feed_sums(&mut self, n: usize, mut add: impl FnMut(&mut [f64; LANES], Range<usize>)) {
         let chunked = self.len - self.len % LANES;
+        let in_chunks = chunked.saturating_sub(self.pos).min(n);
         assert!(
-            self.pos.is_multiple_of(LANES) && n.is_multiple_of(LANES) && self.pos + n <= chunked,
-            "whole chunks of the row's chunked part"
+            self.pos.is_multiple_of(LANES)
+                && in_chunks.is_multiple_of(LANES)
+                && (in_chunks == n || self.pos + n == self.len),
+            "whole chunks of the row, or all of its rest"
         );
-        add(&mut self.lanes);
+        if in_chunks > 0 {
+            add(&mut self.lanes, 0..in_chunks);
+        }
+        if in_chunks < n {
+            // `+0.0 + v` is `v` but for -0.0, and the total is never -0.0
+            // (the lanes start at +0.0), so adding either gives one sum
+            let mut rest = [0.0; LANES];
+            add(&mut rest, in_chunks..n);
+            let mut s: f64 = self.lanes.iter().sum();
+            for v in &rest[..n - in_chunks] {
+                s += v;
+            }
+            self.tail = Some(s);
+        }
         self.pos += n;
+    }
+
+    /// The most elements, up to `n`, that can be fed from here (by
+    /// [`RowAcc::feed_sums`] for this row and whole rows after it) so
+    /// that the feeding stops at a chunk boundary or a row's end: `n`
+    /// rounded down to a chunk boundary of the row it ends in. Positive
+    /// when `n` is at least `2 * LANES` and the row is at a chunk
+    /// boundary.
+    pub fn summable(&self, n: usize) -> usize {
+        let ends_at = (self.pos + n) % self.len.max(1);
+        n - ends_at % LANES
     }
 
     /// The row's reduced value, in f64 (missing elements count as absent).
@@ -282,6 +319,75 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// What compiled summing code does with a part of a row: adds the
+    /// summand of its element `j` to `sums[j % LANES]`.
+    fn add_summands(r: RowReducer, xs: &[f32], sums: &mut [f64; LANES]) {
+        for (j, x) in xs.iter().enumerate() {
+            sums[j % LANES] += r.map(f64::from(*x));
+        }
+    }
+
+    #[test]
+    fn summed_pieces_cut_where_summing_may_stop_give_feeds_bits() {
+        let reducers = [
+            RowReducer::Sum,
+            RowReducer::Mean,
+            RowReducer::SumAbs,
+            RowReducer::Norm2,
+        ];
+        // some values -0.0, which the partial chunk sums into zeros
+        let signed = |n: usize| -> Vec<f32> {
+            let mut xs = row(n);
+            xs.iter_mut().step_by(3).for_each(|x| *x = -0.0);
+            xs
+        };
+        for n in [1, 5, 31, 32, 33, 64, 95, 1000, 1024, 1057] {
+            for xs in [row(n), signed(n), vec![-0.0; n]] {
+                for r in reducers {
+                    let whole = r.reduce(&xs);
+                    for tile in [64, 100, 1024] {
+                        let mut acc = RowAcc::new(r, n);
+                        let mut at = 0;
+                        while at < n {
+                            let len = acc.summable(tile.min(n - at));
+                            assert!(len > 0, "n={n} tile {tile}: stuck at {at}");
+                            let part = &xs[at..at + len];
+                            acc.feed_sums(len, |sums, p| add_summands(r, &part[p], sums));
+                            at += len;
+                        }
+                        assert_eq!(
+                            acc.finish().to_bits(),
+                            whole.to_bits(),
+                            "{r:?} n={n} tiles of {tile}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn summable_cuts_on_chunk_boundaries_or_row_ends() {
+        let mut acc = RowAcc::new(RowReducer::Sum, 1000);
+        assert_eq!(acc.summable(1024), 1000); // 24 into the next row: back to its start
+        assert_eq!(acc.summable(1000), 1000);
+        assert_eq!(acc.summable(640), 640);
+        assert_eq!(acc.summable(990), 960); // inside the partial chunk: back to its start
+        acc.feed(&[0.0f32; 960]);
+        assert_eq!(acc.summable(1024), 40 + 960); // the rest, and 960 of the next row
+        assert_eq!(acc.summable(1100), 40 + 1000 + 32);
+        // rows of 40: 25 rows and 24 of the next, which is back to its start
+        assert_eq!(RowAcc::new(RowReducer::Sum, 40).summable(1024), 1000);
+        assert_eq!(RowAcc::new(RowReducer::Sum, 40).summable(1056), 1040);
+        assert_eq!(RowAcc::new(RowReducer::Sum, 40).summable(1072), 1072); // 32 in: a chunk
+    }
+
+    #[test]
+    #[should_panic(expected = "whole chunks of the row, or all of its rest")]
+    fn summing_a_piece_that_ends_inside_a_chunk_is_a_bug() {
+        RowAcc::new(RowReducer::Sum, 100).feed_sums(40, |_, _| {});
     }
 
     #[test]

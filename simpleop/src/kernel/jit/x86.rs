@@ -4,10 +4,10 @@
 //! `ptrs[s]` is where slot `s` lives, `pool` the program's constants, `len`
 //! the element count, `sums` the 32 running f64 sums of an accumulating
 //! program (untouched otherwise). It reads and writes `ptrs[s][0..len]`
-//! only (the last partial vector under a mask, which suppresses faults on
-//! masked lanes; an accumulating program runs whole 32-element chunks and
-//! has no tail), `sums` and the pool, so its memory safety rests on the
-//! loop bounds below and on the caller's pointers.
+//! only (the last partial vector, or an accumulating program's last
+//! partial 32-element chunk, under masks, which suppress faults on masked
+//! lanes), `sums` and the pool, so its memory safety rests on the loop
+//! bounds below and on the caller's pointers.
 
 use iced_x86::Register;
 use iced_x86::code_asm::*;
@@ -374,15 +374,53 @@ fn exp_reduced(a: &mut CodeAssembler, p: &mut Pool) -> Result<(), IcedError> {
     a.vaddps(t0, t0, p.f(1.0))
 }
 
+/// The mask registers of a partial vector: `lanes` selects its elements
+/// (loads and stores), `low` and `high` the same elements among its
+/// first and last eight (sums in f64, eight to a register).
+/// (Mask registers by number, 1..=7.)
+#[derive(Clone, Copy)]
+struct Masks {
+    lanes: u8,
+    low: u8,
+    high: u8,
+}
+
+/// `r` written under mask register `k` (1..=7), merging.
+fn masked(r: AsmRegisterZmm, k: u8) -> AsmRegisterZmm {
+    match k {
+        1 => r.k1(),
+        2 => r.k2(),
+        3 => r.k3(),
+        4 => r.k4(),
+        5 => r.k5(),
+        6 => r.k6(),
+        _ => r.k7(),
+    }
+}
+
+/// `m` accessed under mask register `k` (1..=7).
+fn masked_mem(m: AsmMemoryOperand, k: u8) -> AsmMemoryOperand {
+    match k {
+        1 => m.k1(),
+        2 => m.k2(),
+        3 => m.k3(),
+        4 => m.k4(),
+        5 => m.k5(),
+        6 => m.k6(),
+        _ => m.k7(),
+    }
+}
+
 /// Adds the summand of the 16 values in `x` to the sums in the registers
 /// `sums` and `sums + 1` (values 0..8 and 8..16), converted to f64 and
-/// added one by one, as `RowAcc` adds them.
+/// added one by one, as `RowAcc` adds them; under `masks`, only the
+/// selected values' sums change.
 fn accumulate(
     a: &mut CodeAssembler,
     p: &mut Pool,
-    x: usize,
-    summand: Summand,
+    (x, summand): (usize, Summand),
     sums: usize,
+    masks: Option<Masks>,
 ) -> Result<(), IcedError> {
     let (t0, t1, t2) = (28, 29, 30);
     // |x| is exact in f32 and in f64 alike
@@ -399,27 +437,38 @@ fn accumulate(
         a.vmulpd(zmm(t0), zmm(t0), zmm(t0))?;
         a.vmulpd(zmm(t1), zmm(t1), zmm(t1))?;
     }
-    a.vaddpd(zmm(sums), zmm(sums), zmm(t0))?;
-    a.vaddpd(zmm(sums + 1), zmm(sums + 1), zmm(t1))
+    match masks {
+        Some(m) => {
+            a.vaddpd(masked(zmm(sums), m.low), zmm(sums), zmm(t0))?;
+            a.vaddpd(masked(zmm(sums + 1), m.high), zmm(sums + 1), zmm(t1))
+        }
+        None => {
+            a.vaddpd(zmm(sums), zmm(sums), zmm(t0))?;
+            a.vaddpd(zmm(sums + 1), zmm(sums + 1), zmm(t1))
+        }
+    }
 }
 
-/// One vector's steps, `disp` bytes past the element index; an
-/// accumulation adds to the sums from register `sums` on.
+/// One vector's steps, `disp` bytes past the element index, on the lanes
+/// `masks` selects (all without); an accumulation adds to the sums from
+/// register `sums` on.
 fn emit_steps(
     a: &mut CodeAssembler,
     p: &mut Pool,
     steps: &[Step],
-    masked: bool,
+    masks: Option<Masks>,
     (disp, sums): (i32, usize),
 ) -> Result<(), IcedError> {
     for st in steps {
         match st {
-            Step::Accumulate { reg, summand } => accumulate(a, p, *reg, *summand, sums)?,
+            Step::Accumulate { reg, summand } => {
+                accumulate(a, p, (*reg, *summand), sums, masks)?;
+            }
             Step::Load { slot, reg } => {
                 a.mov(rax, qword_ptr(rdi + 8 * *slot as i32))?;
                 let m = zmmword_ptr(rax + rcx * 4 + disp);
-                if masked {
-                    a.vmovups(zmm(*reg).k1().z(), m)?;
+                if let Some(k) = masks {
+                    a.vmovups(masked(zmm(*reg), k.lanes).z(), m)?;
                 } else {
                     a.vmovups(zmm(*reg), m)?;
                 }
@@ -428,8 +477,8 @@ fn emit_steps(
             Step::Store { slot, reg, stream } => {
                 a.mov(rax, qword_ptr(rdi + 8 * *slot as i32))?;
                 let m = zmmword_ptr(rax + rcx * 4 + disp);
-                if masked {
-                    a.vmovups(m.k1(), zmm(*reg))?;
+                if let Some(k) = masks {
+                    a.vmovups(masked_mem(m, k.lanes), zmm(*reg))?;
                 } else if *stream {
                     a.vmovntps(m, zmm(*reg))?;
                 } else {
@@ -473,8 +522,8 @@ impl JitCode {
     /// # Safety
     /// As for [`super::Compiled::run`], which also checks that `ptrs` has
     /// an entry per slot.
-    /// `sums`: the 32 running sums of an accumulating program, which
-    /// runs whole 32-element chunks only (null for the others).
+    /// `sums`: the 32 running sums of an accumulating program (null for
+    /// the others).
     pub(super) unsafe fn run(&self, ptrs: &[*mut f32], len: usize, sums: *mut f64) {
         // SAFETY: `code` holds a function with this signature (`compile`);
         // the caller's contract covers the memory it touches.
@@ -543,7 +592,7 @@ fn assemble(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, IcedError> {
     a.cmp(rdx, 16)?;
     a.jb(tail)?;
     a.set_label(&mut main)?;
-    emit_steps(&mut a, pool, steps, false, (0, 0))?;
+    emit_steps(&mut a, pool, steps, None, (0, 0))?;
     a.add(rcx, 16)?;
     a.lea(rax, qword_ptr(rcx + 16))?;
     a.cmp(rax, rdx)?;
@@ -560,7 +609,12 @@ fn assemble(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, IcedError> {
     a.sub(r8d, 1)?;
     a.kmovw(k1, r8d)?;
     a.mov(rcx, r9)?;
-    emit_steps(&mut a, pool, steps, true, (0, 0))?;
+    let k = Masks {
+        lanes: 1,
+        low: 1,
+        high: 1,
+    };
+    emit_steps(&mut a, pool, steps, Some(k), (0, 0))?;
     a.set_label(&mut done)?;
     a.vzeroupper()?;
     a.ret()?;
@@ -569,28 +623,61 @@ fn assemble(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, IcedError> {
 
 /// An accumulating program: the sums live in four registers for the call,
 /// and each iteration runs a 32-element chunk, its first 16 elements
-/// adding to sums 0..16 and the next 16 to sums 16..32.
+/// adding to sums 0..16 and the next 16 to sums 16..32; a last partial
+/// chunk runs under masks, its element `j` adding to sum `j` (the masks
+/// keep the other sums as they are).
 fn assemble_accumulating(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, IcedError> {
     const _: () = assert!(ACC_LANES == 32, "two vectors of 16 per chunk");
     let mut a = CodeAssembler::new(64)?;
     let mut main = a.create_label();
+    let mut tail = a.create_label();
     let mut done = a.create_label();
-    // rdi: slot pointers, rsi: pool, rdx: len (a multiple of 32), rcx:
-    // the sums, then the element index; r10: the sums
+    // rdi: slot pointers, rsi: pool, rdx: len, rcx: the sums, then the
+    // element index; r10: the sums
     a.mov(r10, rcx)?;
     for k in 0..4 {
         a.vmovupd(zmm(SUM_REGS + k), zmmword_ptr(r10 + 64 * k as i32))?;
     }
     a.xor(ecx, ecx)?;
     a.cmp(rdx, 32)?;
-    a.jb(done)?;
+    a.jb(tail)?;
     a.set_label(&mut main)?;
-    emit_steps(&mut a, pool, steps, false, (0, SUM_REGS))?;
-    emit_steps(&mut a, pool, steps, false, (64, SUM_REGS + 2))?;
+    emit_steps(&mut a, pool, steps, None, (0, SUM_REGS))?;
+    emit_steps(&mut a, pool, steps, None, (64, SUM_REGS + 2))?;
     a.add(rcx, 32)?;
     a.lea(rax, qword_ptr(rcx + 32))?;
     a.cmp(rax, rdx)?;
     a.jbe(main)?;
+    a.set_label(&mut tail)?;
+    a.cmp(rcx, rdx)?;
+    a.jae(done)?;
+    // the chunk's lanes [0, len - i), len - i < 32: k1 the first vector's
+    // (k4 its high eight), k3 the second's (k5 its high eight); the ops'
+    // own masks are k2 (plain shifts: no BMI2 needed)
+    a.mov(r9, rcx)?;
+    a.mov(rcx, rdx)?;
+    a.sub(rcx, r9)?;
+    a.mov(r8d, 1)?;
+    a.shl(r8, cl)?;
+    a.sub(r8, 1)?;
+    a.kmovw(k1, r8d)?;
+    a.shr(r8, 16)?;
+    a.kmovw(k3, r8d)?;
+    a.kshiftrw(k4, k1, 8)?;
+    a.kshiftrw(k5, k3, 8)?;
+    a.mov(rcx, r9)?;
+    let first = Masks {
+        lanes: 1,
+        low: 1,
+        high: 4,
+    };
+    let second = Masks {
+        lanes: 3,
+        low: 3,
+        high: 5,
+    };
+    emit_steps(&mut a, pool, steps, Some(first), (0, SUM_REGS))?;
+    emit_steps(&mut a, pool, steps, Some(second), (64, SUM_REGS + 2))?;
     a.set_label(&mut done)?;
     for k in 0..4 {
         a.vmovupd(zmmword_ptr(r10 + 64 * k as i32), zmm(SUM_REGS + k))?;
