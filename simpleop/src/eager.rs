@@ -136,23 +136,26 @@ pub fn infer(op: &OpDef, inputs: &[&NDArray], env: &EnvArguments) -> Result<(Sha
     }
     // Fixed arrays for the common arities: building and moving a SmallVec
     // of shapes was a tenth of a tiny call.
-    match inputs {
+    let (shape, dtype) = match inputs {
         [a] => {
             let dtype = (op.infer_dtype)(op, &[a.dtype()], env)?;
-            Ok(((op.infer_shape)(op, &[a.shape().clone()], env)?, dtype))
+            ((op.infer_shape)(op, &[a.shape().clone()], env)?, dtype)
         }
         [a, b] => {
             let dtype = (op.infer_dtype)(op, &[a.dtype(), b.dtype()], env)?;
             let shapes = [a.shape().clone(), b.shape().clone()];
-            Ok(((op.infer_shape)(op, &shapes, env)?, dtype))
+            ((op.infer_shape)(op, &shapes, env)?, dtype)
         }
         _ => {
             let dtypes: SmallVec<[_; 4]> = inputs.iter().map(|a| a.dtype()).collect();
             let dtype = (op.infer_dtype)(op, &dtypes, env)?;
             let shapes: Vec<_> = inputs.iter().map(|a| a.shape().clone()).collect();
-            Ok(((op.infer_shape)(op, &shapes, env)?, dtype))
+            ((op.infer_shape)(op, &shapes, env)?, dtype)
         }
-    }
+    };
+    // a shape function may multiply (`_random_uniform`'s `shape`, `tile`)
+    crate::ndarray::check_size(op.name, &shape, dtype)?;
+    Ok((shape, dtype))
 }
 
 fn no_states(op: &OpDef) -> Result<()> {

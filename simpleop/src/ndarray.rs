@@ -29,8 +29,20 @@ impl Drop for NDArray {
 
 impl NDArray {
     /// An array of zeros.
+    ///
+    /// # Panics
+    /// If the array would take more than `isize::MAX` bytes, as `Vec`
+    /// does; [`NDArray::try_zeros`] returns an error instead.
     pub fn zeros(shape: impl Into<Shape>, dtype: DType) -> Self {
-        Self::allocate(shape.into(), dtype, true)
+        Self::try_zeros(shape, dtype).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// An array of zeros, or an error when it would take more than
+    /// `isize::MAX` bytes (a shape read from a file or a graph, say).
+    pub fn try_zeros(shape: impl Into<Shape>, dtype: DType) -> Result<Self> {
+        let shape = shape.into();
+        check_size("NDArray::zeros", &shape, dtype)?;
+        Ok(Self::allocate(shape, dtype, true))
     }
 
     /// An array whose contents are unspecified (left over from pooled
@@ -39,8 +51,12 @@ impl NDArray {
         Self::allocate(shape.into(), dtype, false)
     }
 
+    /// Storage for `shape`; the size was checked ([`check_size`]) or the
+    /// shape is an existing array's.
     fn allocate(shape: Shape, dtype: DType, zeroed: bool) -> Self {
-        let bytes = shape.size() * dtype.size();
+        let bytes = shape
+            .bytes(dtype.size())
+            .expect("a checked shape fits isize::MAX bytes");
         NDArray {
             shape,
             dtype,
@@ -49,11 +65,17 @@ impl NDArray {
     }
 
     /// An array of ones.
+    ///
+    /// # Panics
+    /// As [`NDArray::zeros`].
     pub fn ones(shape: impl Into<Shape>, dtype: DType) -> Self {
         Self::full(shape, 1.0, dtype)
     }
 
     /// An array filled with `value` (converted to `dtype`).
+    ///
+    /// # Panics
+    /// As [`NDArray::zeros`].
     pub fn full(shape: impl Into<Shape>, value: f64, dtype: DType) -> Self {
         let mut a = Self::zeros(shape, dtype);
         dispatch_any!(dtype, T => {
@@ -116,7 +138,7 @@ impl NDArray {
         dtype: DType,
         seed: u64,
     ) -> Result<Self> {
-        let mut a = Self::zeros(shape, dtype);
+        let mut a = Self::try_zeros(shape, dtype)?;
         crate::kernel::fill_random(&mut a.blob_mut(), seed, move |r| {
             low + (high - low) * r.uniform()
         })?;
@@ -131,7 +153,7 @@ impl NDArray {
         dtype: DType,
         seed: u64,
     ) -> Result<Self> {
-        let mut a = Self::zeros(shape, dtype);
+        let mut a = Self::try_zeros(shape, dtype)?;
         crate::kernel::fill_random(&mut a.blob_mut(), seed, move |r| loc + scale * r.normal())?;
         Ok(a)
     }
@@ -313,6 +335,24 @@ impl PartialEq for NDArray {
             && self.dtype == other.dtype
             && self.to_f64_vec() == other.to_f64_vec()
     }
+}
+
+/// Errors when an array of `shape` and `dtype` would take more than
+/// `isize::MAX` bytes: no allocation could hold it, and its element count
+/// may not even fit a `usize`. `op` names who asked (an op's output, a
+/// constructor).
+pub(crate) fn check_size(op: &str, shape: &Shape, dtype: DType) -> Result<()> {
+    if shape.bytes(dtype.size()).is_none() {
+        return Err(Error::invalid(
+            op,
+            "shape",
+            format!(
+                "an array of shape {shape} and dtype {} would take more than isize::MAX bytes",
+                dtype.name()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

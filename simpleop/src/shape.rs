@@ -68,10 +68,24 @@ impl Shape {
         self.0.len()
     }
 
-    /// Number of elements (1 for a scalar).
+    /// Number of elements (1 for a scalar); `usize::MAX` when the product
+    /// overflows, which no array can hold, so a shape that size is never
+    /// taken for one that fits a buffer (see [`Shape::bytes`]).
     #[inline]
     pub fn size(&self) -> usize {
-        self.0.iter().product()
+        // saturating: zero times an overflowed product is still zero
+        self.0.iter().fold(1usize, |n, &d| n.saturating_mul(d))
+    }
+
+    /// Bytes an array of this shape takes with elements of `elem_size`
+    /// bytes, or `None` when that exceeds `isize::MAX` (the most one
+    /// allocation, or one slice, may span).
+    pub fn bytes(&self, elem_size: usize) -> Option<usize> {
+        let n = self.0.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+        // a zero dimension makes any product zero
+        let n = if self.0.contains(&0) { Some(0) } else { n };
+        n.and_then(|n| n.checked_mul(elem_size))
+            .filter(|&b| isize::try_from(b).is_ok())
     }
 
     /// Row-major strides in elements.
@@ -180,6 +194,20 @@ impl From<&Shape> for Shape {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_saturate_and_bytes_stop_at_isize_max() {
+        let s = |d: &[usize]| Shape::from(d);
+        assert_eq!(s(&[]).size(), 1);
+        assert_eq!(s(&[3, 4]).bytes(8), Some(96));
+        let big = 1usize << 62;
+        assert_eq!(s(&[big, 4]).size(), usize::MAX); // wraps to 0 unsaturated
+        assert_eq!(s(&[big, 4, 0]).size(), 0);
+        assert_eq!(s(&[big, 4, 0]).bytes(4), Some(0));
+        assert_eq!(s(&[big, 4]).bytes(1), None);
+        assert_eq!(s(&[big]).bytes(2), None); // 2^63 bytes
+        assert_eq!(s(&[big - 1]).bytes(2), Some(isize::MAX as usize - 1));
+    }
 
     #[test]
     fn broadcasting_follows_numpy() {

@@ -540,3 +540,75 @@ fn registry_lists_every_op_sorted_with_descriptions() {
         simpleop::Pattern::Broadcast
     );
 }
+
+/// Shapes whose arrays could not exist (more than `isize::MAX` bytes, or
+/// an element count past `usize`) are errors where they are made, before
+/// anything is allocated or written: in release builds the count would
+/// otherwise wrap to a small number and kernels write past the buffer.
+#[test]
+fn shapes_too_large_for_memory_are_errors_not_allocations() {
+    use simpleop::symbol::Symbol;
+    use std::collections::HashMap;
+    let huge = 1usize << 62;
+    let too_large = |e: Error, op: &str| match e {
+        Error::InvalidArgument { op: o, arg, reason } => {
+            assert_eq!((o.as_str(), arg.as_str()), (op, "shape"), "{reason}");
+            assert!(reason.contains("isize::MAX bytes"), "{reason}");
+        }
+        e => panic!("{op}: {e:?}"),
+    };
+    // the element count wraps to 0 in usize
+    let attrs = Attrs::from([("shape", format!("(4, {huge})"))]);
+    too_large(
+        eager::invoke("_random_uniform", &[], &attrs).unwrap_err(),
+        "_random_uniform",
+    );
+    // the count fits, its bytes do not
+    let attrs = Attrs::from([("shape", format!("(2, {huge})"))]);
+    too_large(
+        eager::invoke("_random_uniform", &[], &attrs).unwrap_err(),
+        "_random_uniform",
+    );
+    too_large(
+        NDArray::try_zeros([huge, 4], DType::F32).unwrap_err(),
+        "NDArray::zeros",
+    );
+    assert_eq!(
+        NDArray::try_zeros([huge, 4, 0], DType::F64).unwrap().size(),
+        0
+    );
+    assert!(NDArray::random_uniform([huge, 2], 0.0, 1.0, DType::F16, 1).is_err());
+    // a wrapped count would have matched the empty data
+    assert!(matches!(
+        NDArray::from_vec(Vec::<f32>::new(), [huge, 4]),
+        Err(Error::ShapeMismatch { .. })
+    ));
+    let empty = NDArray::from_vec(Vec::<f32>::new(), [0]).unwrap();
+    assert!(matches!(
+        empty.reshape([huge, 4]),
+        Err(Error::ShapeMismatch { .. })
+    ));
+    assert!(matches!(
+        TBlob::from_slice::<f32>(&[], [huge, 4]),
+        Err(Error::InvalidArgument { .. })
+    ));
+    // graphs: an op's output, and arguments allocated by simple_bind
+    let attrs = Attrs::from([("shape", format!("(4, {huge})"))]);
+    let r = Symbol::invoke("_random_uniform", &[], &attrs).unwrap();
+    let e = r
+        .simple_bind(&HashMap::new(), &HashMap::new(), HashMap::new())
+        .unwrap_err();
+    assert!(e.to_string().contains("isize::MAX bytes"), "{e}");
+    let y = Symbol::invoke("relu", &[&Symbol::var("x")], &Attrs::new()).unwrap();
+    let shapes = HashMap::from([("x".to_owned(), simpleop::Shape::new([huge, 8]))]);
+    let e = y
+        .simple_bind(&shapes, &HashMap::new(), HashMap::new())
+        .unwrap_err();
+    assert!(e.to_string().contains("isize::MAX bytes"), "{e}");
+}
+
+#[test]
+#[should_panic(expected = "would take more than isize::MAX bytes")]
+fn zeros_of_a_shape_too_large_for_memory_panics_as_vec_does() {
+    let _ = NDArray::zeros([1usize << 40, 1 << 40], DType::F32);
+}

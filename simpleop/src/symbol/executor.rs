@@ -195,6 +195,12 @@ impl Executor {
             .into_iter()
             .map(|d| d.expect("every argument is bound, so every dtype is known"))
             .collect();
+        for (n, node) in graph.nodes.iter().enumerate() {
+            if let Some(op) = node.op {
+                crate::ndarray::check_size(op.name, &shapes[n], dtypes[n])
+                    .map_err(|e| node.error(e))?;
+            }
+        }
         let reqs: Vec<GradReq> = arg_names
             .iter()
             .map(|n| grad_req.get(n).copied().unwrap_or_default())

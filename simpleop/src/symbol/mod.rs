@@ -306,9 +306,9 @@ impl Symbol {
             })?;
             let dtype = types.argument_types[i].unwrap_or(DType::F32);
             if grad_req.get(name).is_some_and(|r| *r != GradReq::Null) {
-                grads.insert(name.clone(), NDArray::zeros(shape.clone(), dtype));
+                grads.insert(name.clone(), NDArray::try_zeros(shape.clone(), dtype)?);
             }
-            args.insert(name.clone(), NDArray::zeros(shape, dtype));
+            args.insert(name.clone(), NDArray::try_zeros(shape, dtype)?);
         }
         Executor::new(g, args, grads, grad_req, BindConfig::default())
     }
