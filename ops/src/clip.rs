@@ -13,22 +13,33 @@ pub struct ClipParams {
 }
 
 /// Clips values to `[a_min, a_max]`; the gradient passes inside the bounds.
+/// As in MXNet, NaN passes through, and bounds with `a_min > a_max` give
+/// `a_max` above `a_max` and `a_min` at or below it (the upper bound is
+/// tested first).
 #[simple_op(kwargs = ClipParams, inplace = "OutIn")]
 pub mod clip {
     use super::ClipParams;
     use simpleop::prelude::*;
 
-    /// `min(max(x, a_min), a_max)`.
+    /// `x > a_max ? a_max : x < a_min ? a_min : x`, MXNet's order.
     pub fn forward<T: Float>(x: T, p: &ClipParams) -> T {
-        x.max(T::from_f64(p.a_min)).min(T::from_f64(p.a_max))
+        let (lo, hi) = (T::from_f64(p.a_min), T::from_f64(p.a_max));
+        if x > hi {
+            hi
+        } else if x < lo {
+            lo
+        } else {
+            x
+        }
     }
 
-    /// `dy` where `a_min <= x <= a_max`, else 0.
+    /// 0 where `x > a_max` or `x < a_min`, else `dy` (NaN included), as
+    /// MXNet's.
     pub fn backward<T: Float>(dy: OutGrad<T>, x: In0<T>, p: &ClipParams) -> T {
-        if *x >= T::from_f64(p.a_min) && *x <= T::from_f64(p.a_max) {
-            *dy
-        } else {
+        if *x > T::from_f64(p.a_max) || *x < T::from_f64(p.a_min) {
             T::zero()
+        } else {
+            *dy
         }
     }
 }

@@ -47,8 +47,25 @@ pub mod random_uniform {
     use super::UniformParams;
     use simpleop::prelude::*;
 
-    /// The output shape is the `shape` argument.
+    /// The output shape is the `shape` argument; `low` and `high` must be
+    /// finite with `low <= high` (MXNet's check).
     pub fn shape(_inputs: &[Shape], p: &UniformParams) -> Result<Shape> {
+        let bad = |arg: &str, reason: String| Error::BadKwarg {
+            op: "_random_uniform".into(),
+            arg: arg.into(),
+            reason,
+        };
+        for (arg, v) in [("low", p.low), ("high", p.high)] {
+            if !v.is_finite() {
+                return Err(bad(arg, format!("expected a finite number, got {v}")));
+            }
+        }
+        if p.low > p.high {
+            return Err(bad(
+                "high",
+                format!("expected at least `low` ({}), got {}", p.low, p.high),
+            ));
+        }
         Ok(Shape::new(p.shape.clone()))
     }
 

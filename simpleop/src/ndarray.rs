@@ -130,7 +130,8 @@ impl NDArray {
 
     /// Uniform samples in `[low, high)`, reproducible for a given `seed`.
     ///
-    /// Matches the op `_random_uniform` called with the same seed.
+    /// Matches the op `_random_uniform` called with the same seed, and
+    /// refuses what it refuses: bounds that are not finite, `low > high`.
     pub fn random_uniform(
         shape: impl Into<Shape>,
         low: f64,
@@ -138,6 +139,21 @@ impl NDArray {
         dtype: DType,
         seed: u64,
     ) -> Result<Self> {
+        let op = "NDArray::random_uniform";
+        if !(low.is_finite() && high.is_finite()) {
+            return Err(Error::invalid(
+                op,
+                "low, high",
+                format!("expected finite bounds, got {low} and {high}"),
+            ));
+        }
+        if low > high {
+            return Err(Error::invalid(
+                op,
+                "high",
+                format!("expected at least `low` ({low}), got {high}"),
+            ));
+        }
         let mut a = Self::try_zeros(shape, dtype)?;
         crate::kernel::fill_random(&mut a.blob_mut(), seed, move |r| {
             low + (high - low) * r.uniform()
@@ -145,7 +161,8 @@ impl NDArray {
         Ok(a)
     }
 
-    /// Normal samples with mean `loc` and standard deviation `scale`.
+    /// Normal samples with mean `loc` and standard deviation `scale`
+    /// (finite, and `scale >= 0`, as the op `_random_normal` asks).
     pub fn random_normal(
         shape: impl Into<Shape>,
         loc: f64,
@@ -153,6 +170,15 @@ impl NDArray {
         dtype: DType,
         seed: u64,
     ) -> Result<Self> {
+        if !(loc.is_finite() && scale.is_finite() && scale >= 0.0) {
+            return Err(Error::invalid(
+                "NDArray::random_normal",
+                "loc, scale",
+                format!(
+                    "expected a finite mean and a finite non-negative scale, got {loc} and {scale}"
+                ),
+            ));
+        }
         let mut a = Self::try_zeros(shape, dtype)?;
         crate::kernel::fill_random(&mut a.blob_mut(), seed, move |r| loc + scale * r.normal())?;
         Ok(a)

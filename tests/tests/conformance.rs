@@ -29,6 +29,28 @@ fn every_case_matches_mxnet_on_every_path() {
     assert_eq!(report.summary(), "141 passed, 0 failed");
 }
 
+/// Cases `tests/conformance/gen_extra.py` made with MXNet 1.9.1 for
+/// behaviours users tripped over (`clip` with NaN and with its bounds the
+/// wrong way round, `where`).
+#[test]
+fn extra_cases_match_mxnet_on_every_path() {
+    simpleop_ops::link();
+    let extra = include_str!("../conformance/mxnet-extra.jsonl");
+    let cases = conformance::parse_cases(extra).expect("case file parses");
+    assert_eq!(cases.len(), 4);
+    let report = conformance::check_paths(
+        &cases,
+        &[
+            Path::Executor {
+                memory_planning: true,
+            },
+            Path::Eager,
+        ],
+    );
+    let failures: Vec<String> = report.failures.iter().map(ToString::to_string).collect();
+    assert!(report.ok(), "{}", failures.join("\n"));
+}
+
 #[test]
 fn a_wrong_expectation_fails_with_the_worst_element() {
     simpleop_ops::link();

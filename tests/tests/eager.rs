@@ -416,6 +416,25 @@ fn random_source_op_is_seeded_and_matches_the_constructor() {
     .unwrap();
     assert_eq!(c, d);
     assert_eq!(c.dtype(), DType::F64);
+    // MXNet refuses low > high ("low must be less or equal to high"); so
+    // do the op and the constructor, and bounds that are not finite
+    for (low, high, arg) in [
+        ("1", "0", "high"),
+        ("0", "inf", "high"),
+        ("nan", "1", "low"),
+    ] {
+        let attrs = Attrs::from([("shape", "(4,)"), ("low", low), ("high", high)]);
+        match eager::invoke("_random_uniform", &[], &attrs).unwrap_err() {
+            Error::BadKwarg { op, arg: a, .. } => {
+                assert_eq!((op.as_str(), a.as_str()), ("_random_uniform", arg))
+            }
+            e => panic!("{low}, {high}: {e:?}"),
+        }
+    }
+    assert!(NDArray::random_uniform([4], 1.0, 0.0, DType::F32, 1).is_err());
+    assert!(NDArray::random_uniform([4], 0.0, f64::INFINITY, DType::F32, 1).is_err());
+    assert!(NDArray::random_normal([4], 0.0, -1.0, DType::F32, 1).is_err());
+    assert!(NDArray::random_uniform([4], 1.0, 1.0, DType::F32, 1).is_ok());
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! f64 references, and it is registered with a description.
 
 use simpleop::gradcheck::GradCheck;
-use simpleop::{Attrs, DType, NDArray, OpReqType, Registry, eager};
+use simpleop::{Attrs, DType, Error, NDArray, OpReqType, Registry, eager};
 
 const UNARY: [&str; 30] = [
     "abs",
@@ -712,6 +712,36 @@ fn where_op() {
     let out = simpleop_ops::r#where(&c, &x, &y).unwrap();
     assert_eq!(out.shape().dims(), &[2, 3]);
     assert_eq!(out.to_f64_vec(), [1.0, 2.0, 3.0, 9.0, 9.0, 9.0]);
+
+    // MXNet 1.x reads a 1-D condition of length x.shape[0] as picking
+    // rows, NumPy broadcasting as picking columns: refused, naming the
+    // condition and the reshape that gives MXNet's rows.
+    let m = NDArray::from_f64(&[1., 2., 3., 4., 5., 6., 7., 8., 9.], [3, 3], DType::F32).unwrap();
+    let zeros = NDArray::zeros([3, 3], DType::F32);
+    let rows = NDArray::from_f64(&[1.0, 0.0, 1.0], [3], DType::F32).unwrap();
+    match simpleop_ops::r#where(&rows, &m, &zeros).unwrap_err() {
+        Error::ShapeMismatch {
+            op, arg, expected, ..
+        } => {
+            assert_eq!((op.as_str(), arg.as_str()), ("where", "condition"));
+            assert!(expected.contains("reshape it to (3, 1)"), "{expected}");
+        }
+        e => panic!("{e:?}"),
+    }
+    let out = simpleop_ops::r#where(&rows.reshape([3, 1]).unwrap(), &m, &zeros).unwrap();
+    // MXNet 1.9.1: mx.nd.where([1, 0, 1], m, zeros) on this m
+    assert_eq!(out.to_f64_vec(), [1., 2., 3., 0., 0., 0., 7., 8., 9.]);
+    // where the axes differ, a 1-D condition broadcasts along the last one
+    let x = NDArray::from_f64(&[1., 2., 3., 4., 5., 6.], [2, 3], DType::F32).unwrap();
+    let out = simpleop_ops::r#where(&rows, &x, &NDArray::zeros([2, 3], DType::F32)).unwrap();
+    assert_eq!(out.to_f64_vec(), [1., 0., 3., 4., 0., 6.]);
+    // a mismatch names the argument that does not broadcast
+    let two = NDArray::from_f64(&[1.0, 0.0], [2], DType::F32).unwrap();
+    let e = simpleop_ops::r#where(&two, &m, &zeros).unwrap_err();
+    assert!(
+        matches!(&e, Error::ShapeMismatch { arg, .. } if arg == "x"),
+        "{e:?}"
+    );
 
     // Gradient: zero for the condition, dy to the picked side.
     let def = Registry::global().unwrap().get("where").unwrap().def;

@@ -1,0 +1,55 @@
+"""Conformance cases beyond the shared set, for MXNet behaviours that
+users have tripped over: run with Apache MXNet 1.9.1, written in the
+format of the shared FORMAT.md.
+
+Usage: python gen_extra.py OUT.jsonl [--seed N]
+Needs: pip install mxnet==1.9.1 'numpy<1.24' (a venv keeps numpy 2 for the
+benchmarks), and the shared conformance directory beside this repository
+(../shared/conformance from the repository root), whose case builder it
+uses.
+"""
+import json, os, sys
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "shared", "conformance"))
+import mxnet as mx  # noqa: E402
+from gen_mxnet import Gen, V  # noqa: E402
+
+
+def clip_cases(g):
+    x = V('x')
+    # NaN passes through, and its gradient is the output gradient (MXNet
+    # tests the upper bound, then the lower, and compares NaN false)
+    data = g.randn(3, 5, scale=2.0)
+    data[0, 1] = np.nan
+    data[2, 3] = np.nan
+    g.case("clip/nan", mx.sym.clip(x, a_min=-1.0, a_max=1.0), {"x": data})
+    # bounds the wrong way round: a_max above a_max, a_min at or below it,
+    # and a zero gradient everywhere
+    data = np.array([[-1.5, -0.5, 0.0, 0.5, 1.5], [-3.0, 0.25, 0.75, 1.0, 2.0]], dtype=np.float32)
+    g.case("clip/1,0", mx.sym.clip(x, a_min=1.0, a_max=0.0), {"x": data})
+    g.case("clip/float64", mx.sym.clip(x, a_min=-0.5, a_max=0.75),
+           {"x": g.randn(4, 6, scale=2.0, dtype=np.float64)})
+
+
+def where_cases(g):
+    c, a, b = V('condition'), V('x'), V('y')
+    cond = (g.randn(3, 4) > 0).astype(np.float32)
+    cond[0, 0] = 0.5  # any non-zero value picks x
+    cond[1, 2] = -2.0
+    g.case("where/same_shape", mx.sym.where(c, a, b),
+           {"condition": cond, "x": g.randn(3, 4), "y": g.randn(3, 4)},
+           no_grad=("condition",))
+
+
+if __name__ == "__main__":
+    out = sys.argv[1]
+    seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 1
+    g = Gen(seed)
+    clip_cases(g)
+    where_cases(g)
+    with open(out, "w") as f:
+        for case in g.cases:
+            f.write(json.dumps(case) + "\n")
+    print(f"{len(g.cases)} cases written to {out}")
