@@ -285,10 +285,92 @@ fn role_kind_ok(role: Role, params: &Params, span: Span, errors: &mut Vec<syn::E
     }
 }
 
+impl Role {
+    /// What a parameter of this role is, for messages.
+    fn describe(self) -> String {
+        match self {
+            Role::Input(k) => format!("input {k}"),
+            Role::State(k) => format!("the state input {k} (`&mut T`)"),
+            Role::Scalar => "the scalar (`T`)".into(),
+            Role::Kwargs => "the kwargs (`&Params`)".into(),
+            Role::Rng => "the random stream (`&mut Rng`)".into(),
+            Role::Env => "the environment (`&EnvArguments`)".into(),
+            Role::OutGrad => "the output gradient (`OutGrad`)".into(),
+            Role::OutValue => "the output value (`OutValue`)".into(),
+            Role::InputValue(k) => format!("input {k}'s value (`In{k}`)"),
+            Role::Inputs => "the input blobs".into(),
+            Role::Out => "the output blob".into(),
+            Role::Req => "the request (`OpReqType`)".into(),
+            Role::Grads => "the gradient blobs".into(),
+            Role::Reqs => "the gradient requests".into(),
+            Role::Shapes => "the input shapes".into(),
+            Role::DTypes => "the input dtypes".into(),
+        }
+    }
+}
+
 fn no_duplicates(roles: &[(Role, Span)], errors: &mut Vec<syn::Error>) {
     for (i, (r, s)) in roles.iter().enumerate() {
         if roles[..i].iter().any(|(q, _)| q == r) {
-            err(errors, *s, format!("parameter {r:?} appears twice"));
+            err(
+                errors,
+                *s,
+                format!(
+                    "a second parameter for {}: each may appear once",
+                    r.describe()
+                ),
+            );
+        }
+    }
+}
+
+/// The functions the attribute reads from the module.
+const KNOWN_FNS: [&str; 5] = ["forward", "backward", "shape", "dtype", "rows"];
+
+/// Edit distance (insertions, deletions, substitutions) of two short names.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let next = (diag + usize::from(ca != cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+/// Refuses module functions whose names are a typo away from one the
+/// attribute reads (`backwrd`, `Shape`): the attribute would skip them
+/// silently, and the op would lose its gradient or shape rule.
+fn near_misses(module: &ItemMod, errors: &mut Vec<syn::Error>) {
+    let Some((_, items)) = &module.content else {
+        return;
+    };
+    for item in items {
+        let syn::Item::Fn(f) = item else { continue };
+        let name = f.sig.ident.to_string();
+        if KNOWN_FNS.contains(&name.as_str()) {
+            continue;
+        }
+        let lower = name.to_lowercase();
+        let close = KNOWN_FNS.iter().find(|k| {
+            let d = edit_distance(&lower, k);
+            d == 0 || d <= if k.len() > 5 { 2 } else { 1 }
+        });
+        if let Some(k) = close {
+            err(
+                errors,
+                f.sig.ident.span(),
+                format!(
+                    "`fn {name}` is not read by `#[simple_op]`; did you mean `fn {k}`? (helpers named this close to `forward`, `backward`, `shape`, `dtype` or `rows` are refused, so that a typo cannot drop one silently)"
+                ),
+            );
         }
     }
 }
@@ -351,6 +433,7 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
         );
     }
 
+    near_misses(module, errors);
     let Some(fwd) = find_fn(module, "forward") else {
         err(
             errors,
@@ -758,8 +841,31 @@ fn elementwise_backward(
     errors: &mut Vec<syn::Error>,
 ) -> Option<Backward> {
     let t = type_param(f, "backward", errors)?;
+    let args = args(f, errors);
+    // Parameters written as plain `T` with no `OutGrad` anywhere: the
+    // author typed them by value, not by what they read. One error that
+    // says so, not one per parameter about scalars.
+    let plain: Vec<Span> = args
+        .iter()
+        .filter(|(ty, _)| is_ident(ty, &t))
+        .map(|(_, s)| *s)
+        .collect();
+    let has_out_grad = args.iter().any(|(ty, _)| {
+        matches!(last_segment(ty), Some((n, Some(inner))) if n == "OutGrad" && is_ident(inner, &t))
+    });
+    let scalar_op = matches!(params, Params::Scalar);
+    if !has_out_grad && (plain.len() > 1 || (plain.len() == 1 && !scalar_op)) {
+        err(
+            errors,
+            plain[0],
+            format!(
+                "gradient parameters are typed by what they read: `dy: OutGrad<{t}>` (the output gradient, required), `x: In0<{t}>`..`In2<{t}>` (inputs), `y: OutValue<{t}>` (the output); a plain `{t}` is the op's scalar"
+            ),
+        );
+        return None;
+    }
     let mut roles: Vec<(Role, Span)> = Vec::new();
-    for (ty, span) in args(f, errors) {
+    for (ty, span) in args {
         let role = if is_ident(&ty, &t) {
             Role::Scalar
         } else if let Some(r) = common_role(&ty, params) {

@@ -197,7 +197,12 @@ pub enum Error {
 
 fn suggest(names: &[String]) -> String {
     match names {
-        [] => String::new(),
+        // Ops register at link time, so an op crate nothing refers to is
+        // absent; the operators (`+`, ...) call ops from `simpleop_ops`.
+        [] => "; no registered op has a similar name: is the crate that defines it linked? \
+               (`use simpleop_ops as _;` for the standard ops, which `+ - * /` call; \
+               `use your_ops as _;` or its `link()` for your own)"
+            .into(),
         [one] => format!("; did you mean `{one}`?"),
         many => format!(
             "; did you mean one of {}?",

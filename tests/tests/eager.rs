@@ -448,6 +448,9 @@ fn bad_inputs_are_errors_that_name_op_and_argument() {
         "{e}"
     );
     assert!(msg(e).contains("did you mean"));
+    // nothing close: the usual cause is an op crate that is not linked
+    let e = eager::invoke("qqq_zzz_unheard_of", &[&x], &Attrs::new()).unwrap_err();
+    assert!(msg(e).contains("is the crate that defines it linked?"));
     let e = eager::invoke("relu", &[&x, &x], &Attrs::new()).unwrap_err();
     assert_eq!(msg(e), "op `relu`: expected 1 input(s), got 2");
     let e = eager::invoke("elemwise_add", &[&x, &y3], &Attrs::new()).unwrap_err();
