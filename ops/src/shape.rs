@@ -318,7 +318,8 @@ fn reshape_shape(input: &Shape, p: &ReshapeParams) -> Result<Shape> {
         i += 1;
     }
     if let Some(k) = infer {
-        let known: usize = out.iter().product();
+        // saturating, as `Shape::size`: an absurd product fails the test
+        let known = out.iter().fold(1usize, |n, &d| n.saturating_mul(d));
         if known == 0 || input.size() % known != 0 {
             return Err(err(format!(
                 "cannot infer the -1 dimension of {:?} for the input {input} ({} elements)",

@@ -358,17 +358,23 @@ fn near_misses(module: &ItemMod, errors: &mut Vec<syn::Error>) {
         if KNOWN_FNS.contains(&name.as_str()) {
             continue;
         }
+        // typos drop or change letters; longer names (`shapes`,
+        // `backwards`) and short ones (`row`) are more likely helpers
         let lower = name.to_lowercase();
         let close = KNOWN_FNS.iter().find(|k| {
             let d = edit_distance(&lower, k);
-            d == 0 || d <= if k.len() > 5 { 2 } else { 1 }
+            let typo = d <= if k.len() > 5 { 2 } else { 1 }
+                && lower.len() <= k.len()
+                && lower.len() + 1 >= k.len()
+                && lower.len() >= 4;
+            d == 0 || typo
         });
         if let Some(k) = close {
             err(
                 errors,
                 f.sig.ident.span(),
                 format!(
-                    "`fn {name}` is not read by `#[simple_op]`; did you mean `fn {k}`? (helpers named this close to `forward`, `backward`, `shape`, `dtype` or `rows` are refused, so that a typo cannot drop one silently)"
+                    "`fn {name}` is not read by `#[simple_op]`; did you mean `fn {k}`? (a helper named a typo away from `forward`, `backward`, `shape`, `dtype` or `rows` is refused, so that a typo cannot drop one silently: rename it)"
                 ),
             );
         }

@@ -465,6 +465,12 @@ impl_half_float!(bf16, BF16);
 ///
 /// This and [`dispatch_any!`](crate::dispatch_any) are the only places where a runtime dtype
 /// becomes a static type.
+///
+/// `$T` is an alias of a concrete type (`f32`, ...), not a generic
+/// parameter, so its associated types need the trait named:
+/// `<T as Float>::Compute`, not `T::Compute` (error E0223). Kernels with
+/// more than a line or two read best as a generic `fn kernel<T: Float>`
+/// that the body calls, as the built-in blob ops do.
 #[macro_export]
 macro_rules! dispatch_float {
     ($dtype:expr, $T:ident => $body:expr, _ => $otherwise:expr) => {

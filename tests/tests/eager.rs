@@ -40,6 +40,13 @@ fn typed_and_by_name_calls_agree() {
     )
     .unwrap();
     assert_eq!(c, c2);
+    // MXNet keeps clip's bounds in f32 (`real_t`): float64 data is clipped
+    // at f64(0.1f32) = 0.10000000149.., not at 0.1
+    let d = NDArray::from_f64(&[0.100_000_000_5, 0.100_000_002, -0.3], [3], DType::F64).unwrap();
+    let bounds = Attrs::from([("a_min", "-0.2"), ("a_max", "0.1")]);
+    let c = eager::invoke("clip", &[&d], &bounds).unwrap();
+    let (lo, hi) = (f64::from(-0.2f32), f64::from(0.1f32));
+    assert_eq!(vals(&c), vec![0.100_000_000_5, hi, lo]);
 }
 
 #[test]
