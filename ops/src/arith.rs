@@ -4,7 +4,7 @@
 use simpleop::simple_op;
 
 /// Identity; `a += b` accumulates `_copy(b)` into `a` with `AddTo`.
-#[simple_op(name = "_copy", inplace = "InOut, OutIn")]
+#[simple_op(name = "_copy", inplace = "InOut, OutIn", alias = "identity")]
 pub mod copy {
     use simpleop::prelude::*;
     /// `x`.
@@ -32,7 +32,7 @@ pub mod negative {
 }
 
 /// Adds two arrays of the same shape.
-#[simple_op(inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::jit::LaneOp::Add)]
+#[simple_op(inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::jit::LaneOp::Add, alias = "_Plus, _plus, _add")]
 pub mod elemwise_add {
     use simpleop::prelude::*;
     /// `a + b`.
@@ -46,7 +46,7 @@ pub mod elemwise_add {
 }
 
 /// Subtracts two arrays of the same shape.
-#[simple_op(inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::jit::LaneOp::Sub)]
+#[simple_op(inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::jit::LaneOp::Sub, alias = "_Minus, _minus, _sub")]
 pub mod elemwise_sub {
     use simpleop::prelude::*;
     /// `a - b`.
@@ -61,7 +61,7 @@ pub mod elemwise_sub {
 
 /// Multiplies two arrays of the same shape. Not in place: the gradient
 /// reads both inputs.
-#[simple_op(inplace = "OutLhs", lanes = simpleop::kernel::jit::LaneOp::Mul)]
+#[simple_op(inplace = "OutLhs", lanes = simpleop::kernel::jit::LaneOp::Mul, alias = "_Mul, _mul")]
 pub mod elemwise_mul {
     use simpleop::prelude::*;
     /// `a * b`.
@@ -76,7 +76,7 @@ pub mod elemwise_mul {
 
 /// Divides two arrays of the same shape. The gradient reads the output and
 /// the divisor, so the forward may overwrite the dividend.
-#[simple_op(inplace = "LhsOut, OutLhs")]
+#[simple_op(inplace = "LhsOut, OutLhs", alias = "_Div, _div")]
 pub mod elemwise_div {
     use simpleop::prelude::*;
     /// `a / b`.
@@ -90,7 +90,7 @@ pub mod elemwise_div {
 }
 
 /// Adds two arrays with NumPy broadcasting.
-#[simple_op(broadcast, inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::jit::LaneOp::Add)]
+#[simple_op(broadcast, inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::jit::LaneOp::Add, alias = "broadcast_plus")]
 pub mod broadcast_add {
     use simpleop::prelude::*;
     /// `a + b`.
@@ -104,7 +104,7 @@ pub mod broadcast_add {
 }
 
 /// Subtracts two arrays with NumPy broadcasting.
-#[simple_op(broadcast, inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::jit::LaneOp::Sub)]
+#[simple_op(broadcast, inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::jit::LaneOp::Sub, alias = "broadcast_minus")]
 pub mod broadcast_sub {
     use simpleop::prelude::*;
     /// `a - b`.

@@ -6,7 +6,7 @@ use simpleop::simple_op;
 
 /// `a ^ b` elementwise, for arrays of the same shape. Not in place: the
 /// gradient reads both inputs.
-#[simple_op(name = "_power", inplace = "OutLhs")]
+#[simple_op(name = "_power", inplace = "OutLhs", alias = "_Power")]
 pub mod power {
     use simpleop::prelude::*;
     /// `a^b`.
@@ -21,7 +21,7 @@ pub mod power {
 
 /// Elementwise maximum of two arrays of the same shape; the gradient goes
 /// to `a` where `a >= b`, else to `b`.
-#[simple_op(name = "_maximum", inplace = "OutLhs")]
+#[simple_op(name = "_maximum", inplace = "OutLhs", alias = "_Maximum")]
 pub mod maximum {
     use simpleop::prelude::*;
     /// `a > b ? a : b`.
@@ -40,7 +40,7 @@ pub mod maximum {
 
 /// Elementwise minimum of two arrays of the same shape; the gradient goes
 /// to `a` where `a <= b`, else to `b`.
-#[simple_op(name = "_minimum", inplace = "OutLhs")]
+#[simple_op(name = "_minimum", inplace = "OutLhs", alias = "_Minimum")]
 pub mod minimum {
     use simpleop::prelude::*;
     /// `a < b ? a : b`.
@@ -59,7 +59,7 @@ pub mod minimum {
 
 /// Hypotenuse `√(a² + b²)` of two arrays of the same shape, without undue
 /// overflow.
-#[simple_op(name = "_hypot", inplace = "OutLhs")]
+#[simple_op(name = "_hypot", inplace = "OutLhs", alias = "_Hypot")]
 pub mod hypot {
     use simpleop::prelude::*;
     /// `√(a² + b²)`.

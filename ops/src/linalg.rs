@@ -27,6 +27,21 @@ pub struct DotParams {
     pub transpose_a: bool,
     /// Use the transpose of the second operand. Defaults to false.
     pub transpose_b: bool,
+    /// MXNet's storage type of the result: `None` or `"default"` (dense),
+    /// the only storage simpleop has.
+    pub forward_stype: Option<String>,
+}
+
+/// Refuses a sparse `forward_stype`.
+fn dense_only(op: &str, p: &DotParams) -> Result<()> {
+    match p.forward_stype.as_deref() {
+        None | Some("default") => Ok(()),
+        Some(s) => Err(Error::BadKwarg {
+            op: op.into(),
+            arg: "forward_stype".into(),
+            reason: format!("only dense (`default`) results are supported, got `{s}`"),
+        }),
+    }
 }
 
 /// A product of `M·N·K` multiply-adds is split over the rayon pool by
@@ -567,6 +582,7 @@ pub mod dot {
 
     /// The shape of the product; errors when the contracted sizes differ.
     pub fn shape(inputs: &[Shape], p: &DotParams) -> Result<Shape> {
+        super::dense_only("dot", p)?;
         Ok(super::dot_product(&inputs[0], &inputs[1], p)?.1)
     }
 
@@ -610,6 +626,7 @@ pub mod batch_dot {
     /// `(B, M, N)`; errors unless both are 3-D with matching batch and
     /// contracted sizes.
     pub fn shape(inputs: &[Shape], p: &DotParams) -> Result<Shape> {
+        super::dense_only("batch_dot", p)?;
         Ok(super::batch_dot_product(&inputs[0], &inputs[1], p)?.1)
     }
 
@@ -651,6 +668,7 @@ mod tests {
         let p = |a, b| DotParams {
             transpose_a: a,
             transpose_b: b,
+            ..DotParams::default()
         };
         let out = |l: &[usize], r: &[usize], ta, tb| {
             dot_product(&s(l), &s(r), &p(ta, tb)).map(|(_, o)| o.dims().to_vec())

@@ -21,6 +21,11 @@ pub struct SoftmaxParams {
     pub axis: i64,
     /// Divides the input before normalising; `None` means 1.
     pub temperature: Option<f64>,
+    /// MXNet's output dtype; only `None` (the input's dtype) is supported,
+    /// the value MXNet writes by default.
+    pub dtype: Option<String>,
+    /// MXNet's per-row valid lengths (a second input); only `false`.
+    pub use_length: bool,
 }
 
 impl Default for SoftmaxParams {
@@ -28,6 +33,8 @@ impl Default for SoftmaxParams {
         SoftmaxParams {
             axis: -1,
             temperature: None,
+            dtype: None,
+            use_length: false,
         }
     }
 }
@@ -51,6 +58,20 @@ impl Lanes {
 
 /// Checks the kwargs against `shape` and returns the lanes and `1 / temperature`.
 fn softmax_geometry(op: &str, shape: &Shape, p: &SoftmaxParams) -> Result<(Lanes, f64)> {
+    let unsupported = |arg: &str, reason: &str| Error::BadKwarg {
+        op: op.into(),
+        arg: arg.into(),
+        reason: reason.into(),
+    };
+    if p.dtype.is_some() {
+        return Err(unsupported(
+            "dtype",
+            "only None (the input's dtype) is supported; cast the input with `Cast` or `astype`",
+        ));
+    }
+    if p.use_length {
+        return Err(unsupported("use_length", "only False is supported"));
+    }
     let ndim = shape.ndim() as i64;
     let axis = if p.axis < 0 { p.axis + ndim } else { p.axis };
     if ndim == 0 || !(0..ndim).contains(&axis) {

@@ -41,6 +41,8 @@ pub struct NormParams {
     pub keepdims: bool,
     /// Reduce over every axis *not* in `axis`.
     pub exclude: bool,
+    /// MXNet's output dtype; only `None` (the input's dtype) is supported.
+    pub out_dtype: Option<String>,
 }
 
 impl Default for NormParams {
@@ -50,6 +52,7 @@ impl Default for NormParams {
             axis: None,
             keepdims: false,
             exclude: false,
+            out_dtype: None,
         }
     }
 }
@@ -891,6 +894,13 @@ pub mod norm {
 
     /// The reduced shape (MXNet rules, see [`NormParams`]).
     pub fn shape(inputs: &[Shape], p: &NormParams) -> Result<Shape> {
+        if p.out_dtype.is_some() {
+            return Err(Error::BadKwarg {
+                op: "norm".into(),
+                arg: "out_dtype".into(),
+                reason: "only None (the input's dtype) is supported".into(),
+            });
+        }
         super::reduce_shape("norm", inputs, p)
     }
 

@@ -3,7 +3,7 @@
 use simpleop::simple_op;
 
 /// `x + scalar`.
-#[simple_op(name = "_plus_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::jit::LaneOp::AddScalar)]
+#[simple_op(name = "_plus_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::jit::LaneOp::AddScalar, alias = "_PlusScalar")]
 pub mod plus_scalar {
     use simpleop::prelude::*;
     /// `x + s`.
@@ -17,7 +17,7 @@ pub mod plus_scalar {
 }
 
 /// `x - scalar`.
-#[simple_op(name = "_minus_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::jit::LaneOp::SubScalar)]
+#[simple_op(name = "_minus_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::jit::LaneOp::SubScalar, alias = "_MinusScalar")]
 pub mod minus_scalar {
     use simpleop::prelude::*;
     /// `x - s`.
@@ -31,7 +31,7 @@ pub mod minus_scalar {
 }
 
 /// `scalar - x`.
-#[simple_op(name = "_rminus_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::jit::LaneOp::RSubScalar)]
+#[simple_op(name = "_rminus_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::jit::LaneOp::RSubScalar, alias = "_RMinusScalar")]
 pub mod rminus_scalar {
     use simpleop::prelude::*;
     /// `s - x`.
@@ -45,7 +45,7 @@ pub mod rminus_scalar {
 }
 
 /// `x * scalar`.
-#[simple_op(name = "_mul_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::jit::LaneOp::MulScalar)]
+#[simple_op(name = "_mul_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::jit::LaneOp::MulScalar, alias = "_MulScalar")]
 pub mod mul_scalar {
     use simpleop::prelude::*;
     /// `x * s`.
@@ -59,7 +59,12 @@ pub mod mul_scalar {
 }
 
 /// `x / scalar`.
-#[simple_op(name = "_div_scalar", scalar, inplace = "InOut, OutIn")]
+#[simple_op(
+    name = "_div_scalar",
+    scalar,
+    inplace = "InOut, OutIn",
+    alias = "_DivScalar"
+)]
 pub mod div_scalar {
     use simpleop::prelude::*;
     /// `x / s`.
@@ -73,7 +78,12 @@ pub mod div_scalar {
 }
 
 /// `scalar / x`. Not in place: the gradient reads `x`.
-#[simple_op(name = "_rdiv_scalar", scalar, inplace = "OutIn")]
+#[simple_op(
+    name = "_rdiv_scalar",
+    scalar,
+    inplace = "OutIn",
+    alias = "_RDivScalar"
+)]
 pub mod rdiv_scalar {
     use simpleop::prelude::*;
     /// `s / x`.
@@ -87,7 +97,12 @@ pub mod rdiv_scalar {
 }
 
 /// `x ^ scalar`. Not in place: the gradient reads `x`.
-#[simple_op(name = "_power_scalar", scalar, inplace = "OutIn")]
+#[simple_op(
+    name = "_power_scalar",
+    scalar,
+    inplace = "OutIn",
+    alias = "_PowerScalar"
+)]
 pub mod power_scalar {
     use simpleop::prelude::*;
     /// `x^s`.
@@ -102,7 +117,12 @@ pub mod power_scalar {
 
 /// `scalar ^ x`. The gradient reads the output only, so the forward may run
 /// in place.
-#[simple_op(name = "_rpower_scalar", scalar, inplace = "InOut, OutIn")]
+#[simple_op(
+    name = "_rpower_scalar",
+    scalar,
+    inplace = "InOut, OutIn",
+    alias = "_RPowerScalar"
+)]
 pub mod rpower_scalar {
     use simpleop::prelude::*;
     /// `s^x`.
@@ -116,7 +136,12 @@ pub mod rpower_scalar {
 }
 
 /// `max(x, scalar)`; the gradient flows to `x` where `x >= scalar`.
-#[simple_op(name = "_maximum_scalar", scalar, inplace = "OutIn")]
+#[simple_op(
+    name = "_maximum_scalar",
+    scalar,
+    inplace = "OutIn",
+    alias = "_MaximumScalar"
+)]
 pub mod maximum_scalar {
     use simpleop::prelude::*;
     /// `x > s ? x : s`.
@@ -130,7 +155,12 @@ pub mod maximum_scalar {
 }
 
 /// `min(x, scalar)`; the gradient flows to `x` where `x <= scalar`.
-#[simple_op(name = "_minimum_scalar", scalar, inplace = "OutIn")]
+#[simple_op(
+    name = "_minimum_scalar",
+    scalar,
+    inplace = "OutIn",
+    alias = "_MinimumScalar"
+)]
 pub mod minimum_scalar {
     use simpleop::prelude::*;
     /// `x < s ? x : s`.

@@ -1,5 +1,6 @@
 """Conformance cases beyond the shared set, for MXNet behaviours that
-users have tripped over: run with Apache MXNet 1.9.1, written in the
+users have tripped over (clip's edge cases, where, the comparisons that
+Python operators on symbols emit): run with Apache MXNet 1.9.1, written in the
 format of the shared FORMAT.md.
 
 Usage: python gen_extra.py OUT.jsonl [--seed N]
@@ -43,12 +44,32 @@ def where_cases(g):
            no_grad=("condition",))
 
 
+def comparison_cases(g):
+    a, b, x = V('a'), V('b'), V('x')
+    # ties on purpose: the relations differ exactly there
+    da = np.round(g.randn(3, 4) * 2) / 2
+    db = np.round(g.randn(3, 4) * 2) / 2
+    da[0, :2] = db[0, :2]
+    pair = {"a": da.astype(np.float32), "b": db.astype(np.float32)}
+    for name, sym in (("greater", a > b), ("greater_equal", a >= b), ("lesser", a < b),
+                      ("lesser_equal", a <= b), ("equal", a == b), ("not_equal", a != b)):
+        g.case(f"compare/{name}", sym, pair)
+    # the maximum as users write it in MXNet
+    g.case("graph/where_greater", mx.sym.where(a > b, a, b), pair)
+    dx = (np.round(g.randn(3, 4) * 2) / 2).astype(np.float32)
+    dx[1, 1] = 0.5
+    for name, sym in (("greater_equal_scalar", x >= 0.5), ("lesser_equal_scalar", x <= 0.5),
+                      ("not_equal_scalar", x != 0.5)):
+        g.case(f"compare/{name}", sym, {"x": dx})
+
+
 if __name__ == "__main__":
     out = sys.argv[1]
     seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 1
     g = Gen(seed)
     clip_cases(g)
     where_cases(g)
+    comparison_cases(g)
     with open(out, "w") as f:
         for case in g.cases:
             f.write(json.dumps(case) + "\n")

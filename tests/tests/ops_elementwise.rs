@@ -463,7 +463,14 @@ fn scalar_ops() {
 fn comparison_ops() {
     simpleop_ops::link();
     // Scalar forms: no input is within the finite-difference step of s.
-    for op in ["_equal_scalar", "_greater_scalar", "_lesser_scalar"] {
+    for op in [
+        "_equal_scalar",
+        "_not_equal_scalar",
+        "_greater_scalar",
+        "_greater_equal_scalar",
+        "_lesser_scalar",
+        "_lesser_equal_scalar",
+    ] {
         for s in [0.5, -1.0, 0.4] {
             check(
                 GradCheck::new(op)
@@ -479,7 +486,14 @@ fn comparison_ops() {
         &[&[3, 1], &[1, 5]],
         &[&[4], &[2, 3, 4]],
     ];
-    for op in ["broadcast_equal", "broadcast_greater", "broadcast_lesser"] {
+    for op in [
+        "broadcast_equal",
+        "broadcast_not_equal",
+        "broadcast_greater",
+        "broadcast_greater_equal",
+        "broadcast_lesser",
+        "broadcast_lesser_equal",
+    ] {
         for (k, s) in shapes.iter().enumerate() {
             let n: Vec<usize> = s.iter().map(|d| d.iter().product()).collect();
             check_with(

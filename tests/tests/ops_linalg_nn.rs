@@ -214,6 +214,7 @@ fn params(ta: bool, tb: bool) -> DotParams {
     DotParams {
         transpose_a: ta,
         transpose_b: tb,
+        ..DotParams::default()
     }
 }
 
@@ -443,7 +444,11 @@ fn batch_dot_matches_naive_loops() {
 }
 
 fn softmax_params(axis: i64, temperature: Option<f64>) -> SoftmaxParams {
-    SoftmaxParams { axis, temperature }
+    SoftmaxParams {
+        axis,
+        temperature,
+        ..SoftmaxParams::default()
+    }
 }
 
 #[test]
