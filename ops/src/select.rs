@@ -16,18 +16,17 @@ use simpleop::simple_op;
 pub mod r#where {
     use simpleop::prelude::*;
 
-    /// NumPy broadcasting of the three shapes, refusing MXNet's 1-D row
-    /// condition (see the op's documentation).
+    /// NumPy broadcasting of the three shapes (the rule of every
+    /// `broadcast` op), refusing MXNet's 1-D row condition (see the op's
+    /// documentation).
     pub fn shape(inputs: &[Shape]) -> Result<Shape> {
-        let [c, x, y] = inputs else {
-            return Err(Error::Arity {
-                op: "where".into(),
-                expected: 3,
-                got: inputs.len(),
-            });
-        };
-        let n = x.dims().first().copied().unwrap_or(1);
-        if c.ndim() == 1 && x.ndim() >= 2 && c.dims()[0] == n && n != 1 {
+        if let [c, x, _] = inputs
+            && let n = x.dims().first().copied().unwrap_or(1)
+            && c.ndim() == 1
+            && x.ndim() >= 2
+            && c.dims()[0] == n
+            && n != 1
+        {
             let rows: String = x.dims()[1..].iter().map(|_| ", 1").collect();
             return Err(Error::ShapeMismatch {
                 op: "where".into(),
@@ -40,17 +39,7 @@ pub mod r#where {
                 got: c.clone(),
             });
         }
-        let mismatch = |arg: &str, with: String, got: &Shape| Error::ShapeMismatch {
-            op: "where".into(),
-            arg: arg.into(),
-            expected: format!("a shape that broadcasts with {with}"),
-            got: got.clone(),
-        };
-        let cx = c
-            .broadcast(x)
-            .ok_or_else(|| mismatch("x", format!("`condition`'s {c}"), x))?;
-        cx.broadcast(y)
-            .ok_or_else(|| mismatch("y", format!("{cx}, `condition` and `x` broadcast"), y))
+        simpleop::op::broadcast_shape(&OP, inputs, &EnvArguments::none())
     }
 
     /// `condition != 0 ? x : y`.

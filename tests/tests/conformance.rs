@@ -7,23 +7,23 @@ use simpleop::conformance::{self, Path};
 
 const CASES: &str = include_str!("../conformance/mxnet-ops.jsonl");
 
+/// The executor with and without memory planning, and the NDArray API.
+const EVERY_PATH: [Path; 3] = [
+    Path::Executor {
+        memory_planning: true,
+    },
+    Path::Executor {
+        memory_planning: false,
+    },
+    Path::Eager,
+];
+
 #[test]
 fn every_case_matches_mxnet_on_every_path() {
     simpleop_ops::link();
     let cases = conformance::parse_cases(CASES).expect("case file parses");
     assert_eq!(cases.len(), 141);
-    let report = conformance::check_paths(
-        &cases,
-        &[
-            Path::Executor {
-                memory_planning: true,
-            },
-            Path::Executor {
-                memory_planning: false,
-            },
-            Path::Eager,
-        ],
-    );
+    let report = conformance::check_paths(&cases, &EVERY_PATH);
     let failures: Vec<String> = report.failures.iter().map(ToString::to_string).collect();
     assert!(report.ok(), "{}", failures.join("\n"));
     assert_eq!(report.summary(), "141 passed, 0 failed");
@@ -39,15 +39,7 @@ fn extra_cases_match_mxnet_on_every_path() {
     let extra = include_str!("../conformance/mxnet-extra.jsonl");
     let cases = conformance::parse_cases(extra).expect("case file parses");
     assert_eq!(cases.len(), 14);
-    let report = conformance::check_paths(
-        &cases,
-        &[
-            Path::Executor {
-                memory_planning: true,
-            },
-            Path::Eager,
-        ],
-    );
+    let report = conformance::check_paths(&cases, &EVERY_PATH);
     let failures: Vec<String> = report.failures.iter().map(ToString::to_string).collect();
     assert!(report.ok(), "{}", failures.join("\n"));
 }

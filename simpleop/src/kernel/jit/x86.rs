@@ -600,15 +600,9 @@ fn assemble(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, IcedError> {
     a.set_label(&mut tail)?;
     a.cmp(rcx, rdx)?;
     a.jae(done)?;
-    // k1 = lanes [0, len - i), len - i < 16 (plain shifts: no BMI2 needed)
-    a.mov(r9, rcx)?;
-    a.mov(rcx, rdx)?;
-    a.sub(rcx, r9)?;
-    a.mov(r8d, 1)?;
-    a.shl(r8d, cl)?;
-    a.sub(r8d, 1)?;
+    // k1 = lanes [0, len - i), len - i < 16
+    tail_lanes(&mut a)?;
     a.kmovw(k1, r8d)?;
-    a.mov(rcx, r9)?;
     let k = Masks {
         lanes: 1,
         low: 1,
@@ -619,6 +613,19 @@ fn assemble(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, IcedError> {
     a.vzeroupper()?;
     a.ret()?;
     a.assemble(0)
+}
+
+/// `r8 = (1 << (len - i)) - 1`, the lanes of a last partial vector or
+/// chunk (`rdx` the length, `rcx` the element index, kept; `len - i` below
+/// 32), with plain shifts: no BMI2 needed.
+fn tail_lanes(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    a.mov(r9, rcx)?;
+    a.mov(rcx, rdx)?;
+    a.sub(rcx, r9)?;
+    a.mov(r8d, 1)?;
+    a.shl(r8, cl)?;
+    a.sub(r8, 1)?;
+    a.mov(rcx, r9)
 }
 
 /// An accumulating program: the sums live in four registers for the call,
@@ -653,19 +660,13 @@ fn assemble_accumulating(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, Ice
     a.jae(done)?;
     // the chunk's lanes [0, len - i), len - i < 32: k1 the first vector's
     // (k4 its high eight), k3 the second's (k5 its high eight); the ops'
-    // own masks are k2 (plain shifts: no BMI2 needed)
-    a.mov(r9, rcx)?;
-    a.mov(rcx, rdx)?;
-    a.sub(rcx, r9)?;
-    a.mov(r8d, 1)?;
-    a.shl(r8, cl)?;
-    a.sub(r8, 1)?;
+    // own masks are k2
+    tail_lanes(&mut a)?;
     a.kmovw(k1, r8d)?;
     a.shr(r8, 16)?;
     a.kmovw(k3, r8d)?;
     a.kshiftrw(k4, k1, 8)?;
     a.kshiftrw(k5, k3, 8)?;
-    a.mov(rcx, r9)?;
     let first = Masks {
         lanes: 1,
         low: 1,
