@@ -19,41 +19,40 @@ pub mod power {
     }
 }
 
-/// Elementwise maximum of two arrays of the same shape; the gradient goes
-/// to `a` where `a >= b`, else to `b`.
+/// Elementwise maximum of two arrays of the same shape; NaN in either
+/// propagates, as in MXNet and PyTorch. The gradient goes to `a` where
+/// `a >= b` and to `b` where `a < b`, so to neither where one is NaN.
 #[simple_op(name = "_maximum", inplace = "OutLhs", alias = "_Maximum")]
 pub mod maximum {
     use simpleop::prelude::*;
-    /// `a > b ? a : b`.
+    /// `a` if it is NaN or greater, else `b` (MXNet's `IsNan(a) ? a :
+    /// (a > b ? a : b)`).
     pub fn forward<T: Float>(a: T, b: T) -> T {
-        if a > b { a } else { b }
+        if a > b || a.is_nan() { a } else { b }
     }
     /// `(a >= b ? dy : 0, a < b ? dy : 0)`.
     pub fn backward<T: Float>(dy: OutGrad<T>, a: In0<T>, b: In1<T>) -> (T, T) {
-        if *a >= *b {
-            (*dy, T::zero())
-        } else {
-            (T::zero(), *dy)
-        }
+        let to_a = if *a >= *b { *dy } else { T::zero() };
+        let to_b = if *a < *b { *dy } else { T::zero() };
+        (to_a, to_b)
     }
 }
 
-/// Elementwise minimum of two arrays of the same shape; the gradient goes
-/// to `a` where `a <= b`, else to `b`.
+/// Elementwise minimum of two arrays of the same shape; NaN in either
+/// propagates, as in MXNet and PyTorch. The gradient goes to `a` where
+/// `a <= b` and to `b` where `a > b`, so to neither where one is NaN.
 #[simple_op(name = "_minimum", inplace = "OutLhs", alias = "_Minimum")]
 pub mod minimum {
     use simpleop::prelude::*;
-    /// `a < b ? a : b`.
+    /// `a` if it is NaN or less, else `b`.
     pub fn forward<T: Float>(a: T, b: T) -> T {
-        if a < b { a } else { b }
+        if a < b || a.is_nan() { a } else { b }
     }
     /// `(a <= b ? dy : 0, a > b ? dy : 0)`.
     pub fn backward<T: Float>(dy: OutGrad<T>, a: In0<T>, b: In1<T>) -> (T, T) {
-        if *a <= *b {
-            (*dy, T::zero())
-        } else {
-            (T::zero(), *dy)
-        }
+        let to_a = if *a <= *b { *dy } else { T::zero() };
+        let to_b = if *a > *b { *dy } else { T::zero() };
+        (to_a, to_b)
     }
 }
 
@@ -86,12 +85,12 @@ pub mod broadcast_power {
     }
 }
 
-/// Elementwise maximum with NumPy broadcasting; the gradient goes to `a`
-/// where `a >= b`, else to `b`.
+/// Elementwise maximum with NumPy broadcasting, NaN propagating; the
+/// gradient goes to `a` where `a >= b` and to `b` where `a < b`.
 #[simple_op(broadcast, inplace = "OutLhs")]
 pub mod broadcast_maximum {
     use simpleop::prelude::*;
-    /// `a > b ? a : b`.
+    /// As `_maximum`.
     pub fn forward<T: Float>(a: T, b: T) -> T {
         super::maximum::forward(a, b)
     }
@@ -101,12 +100,12 @@ pub mod broadcast_maximum {
     }
 }
 
-/// Elementwise minimum with NumPy broadcasting; the gradient goes to `a`
-/// where `a <= b`, else to `b`.
+/// Elementwise minimum with NumPy broadcasting, NaN propagating; the
+/// gradient goes to `a` where `a <= b` and to `b` where `a > b`.
 #[simple_op(broadcast, inplace = "OutLhs")]
 pub mod broadcast_minimum {
     use simpleop::prelude::*;
-    /// `a < b ? a : b`.
+    /// As `_minimum`.
     pub fn forward<T: Float>(a: T, b: T) -> T {
         super::minimum::forward(a, b)
     }

@@ -135,7 +135,8 @@ pub mod rpower_scalar {
     }
 }
 
-/// `max(x, scalar)`; the gradient flows to `x` where `x >= scalar`.
+/// `max(x, scalar)`, NaN propagating; the gradient flows to `x` where
+/// `x >= scalar`.
 #[simple_op(
     name = "_maximum_scalar",
     scalar,
@@ -144,9 +145,9 @@ pub mod rpower_scalar {
 )]
 pub mod maximum_scalar {
     use simpleop::prelude::*;
-    /// `x > s ? x : s`.
+    /// `x` if it is NaN or greater, else `s`.
     pub fn forward<T: Float>(x: T, s: T) -> T {
-        if x > s { x } else { s }
+        if x > s || x.is_nan() { x } else { s }
     }
     /// `x >= s ? dy : 0`.
     pub fn backward<T: Float>(dy: OutGrad<T>, x: In0<T>, s: T) -> T {
@@ -154,7 +155,8 @@ pub mod maximum_scalar {
     }
 }
 
-/// `min(x, scalar)`; the gradient flows to `x` where `x <= scalar`.
+/// `min(x, scalar)`, NaN propagating; the gradient flows to `x` where
+/// `x <= scalar`.
 #[simple_op(
     name = "_minimum_scalar",
     scalar,
@@ -163,9 +165,9 @@ pub mod maximum_scalar {
 )]
 pub mod minimum_scalar {
     use simpleop::prelude::*;
-    /// `x < s ? x : s`.
+    /// `x` if it is NaN or less, else `s`.
     pub fn forward<T: Float>(x: T, s: T) -> T {
-        if x < s { x } else { s }
+        if x < s || x.is_nan() { x } else { s }
     }
     /// `x <= s ? dy : 0`.
     pub fn backward<T: Float>(dy: OutGrad<T>, x: In0<T>, s: T) -> T {

@@ -172,7 +172,8 @@ pub trait Float:
 
     /// `|x|`.
     fn abs(self) -> Self;
-    /// -1, 0 or 1 (0 for ±0, NaN for NaN), as MXNet's `sign`.
+    /// -1, 0 or 1 (0 for ±0), and NaN for NaN as in NumPy and PyTorch (MXNet
+    /// 1.9.1 gives 0 there).
     fn sign(self) -> Self;
     /// Square root.
     fn sqrt(self) -> Self;

@@ -1,6 +1,6 @@
 """Conformance cases beyond the shared set, for MXNet behaviours that
 users have tripped over (clip's edge cases, where, the comparisons that
-Python operators on symbols emit): run with Apache MXNet 1.9.1, written in the
+Python operators on symbols emit, NaN through relu, maximum and minimum): run with Apache MXNet 1.9.1, written in the
 format of the shared FORMAT.md.
 
 Usage: python gen_extra.py OUT.jsonl [--seed N]
@@ -63,6 +63,32 @@ def comparison_cases(g):
         g.case(f"compare/{name}", sym, {"x": dx})
 
 
+def nan_cases(g):
+    x, a, b = V('x'), V('a'), V('b')
+    # NaN propagates through relu, maximum and minimum (from either side);
+    # relu's gradient at NaN is NaN, maximum's and minimum's go to neither
+    data = g.randn(3, 5, scale=2.0)
+    data[0, 1] = np.nan
+    data[2, 3] = np.nan
+    g.case("relu/nan", mx.sym.relu(x), {"x": data})
+    g.case("maximum_scalar/nan", mx.sym.maximum(x, 0.5), {"x": data})
+    g.case("minimum_scalar/nan", mx.sym.minimum(x, 0.5), {"x": data})
+    da, db = g.randn(3, 5), g.randn(3, 5)
+    da[0, 0] = np.nan
+    db[1, 2] = np.nan
+    da[2, 4] = db[2, 4] = np.nan
+    g.case("maximum/nan", mx.sym.maximum(a, b), {"a": da, "b": db})
+    g.case("minimum/nan", mx.sym.minimum(a, b), {"a": da, "b": db})
+    row = g.randn(1, 5)
+    row[0, 3] = np.nan
+    g.case("broadcast_maximum/nan", mx.sym.broadcast_maximum(a, b), {"a": da, "b": row})
+    g.case("broadcast_minimum/nan", mx.sym.broadcast_minimum(a, b), {"a": da, "b": row})
+    # fused into one elementwise group (compiled code on AVX-512)
+    big = g.randn(8, 64, scale=2.0)
+    big[::3, ::7] = np.nan
+    g.case("graph/relu_chain_nan", mx.sym.relu(x * 2.0 + 0.5) * 3.0, {"x": big})
+
+
 if __name__ == "__main__":
     out = sys.argv[1]
     seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 1
@@ -70,6 +96,7 @@ if __name__ == "__main__":
     clip_cases(g)
     where_cases(g)
     comparison_cases(g)
+    nan_cases(g)
     with open(out, "w") as f:
         for case in g.cases:
             f.write(json.dumps(case) + "\n")

@@ -32,13 +32,14 @@ fn every_case_matches_mxnet_on_every_path() {
 /// Cases `tests/conformance/gen_extra.py` made with MXNet 1.9.1 for
 /// behaviours users tripped over (`clip` with NaN and with its bounds the
 /// wrong way round, `where`, the comparisons `a > b`, `a >= b`, `x != 0.5`
-/// ... emit, `where(a > b, a, b)`).
+/// ... emit, `where(a > b, a, b)`, NaN through `relu`, `maximum` and
+/// `minimum` in every form, alone and fused).
 #[test]
 fn extra_cases_match_mxnet_on_every_path() {
     simpleop_ops::link();
     let extra = include_str!("../conformance/mxnet-extra.jsonl");
     let cases = conformance::parse_cases(extra).expect("case file parses");
-    assert_eq!(cases.len(), 14);
+    assert_eq!(cases.len(), 22);
     let report = conformance::check_paths(&cases, &EVERY_PATH);
     let failures: Vec<String> = report.failures.iter().map(ToString::to_string).collect();
     assert!(report.ok(), "{}", failures.join("\n"));

@@ -809,3 +809,41 @@ fn every_op_is_registered_with_a_description() {
         ["condition", "x", "y"]
     );
 }
+
+/// NaN passes through `relu`, `maximum` and `minimum` from either input,
+/// in every form and dtype, as in MXNet and PyTorch (the f32 gradients are
+/// MXNet's own, in `tests/conformance/mxnet-extra.jsonl`).
+#[test]
+fn extrema_and_relu_propagate_nan() {
+    simpleop_ops::link();
+    let nan = f64::NAN;
+    let a = [nan, 1.0, nan, -2.0, 3.0, -0.0];
+    let b = [1.0, nan, nan, -3.0, 4.0, 0.0];
+    let max = [nan, nan, nan, -2.0, 4.0, 0.0];
+    let min = [nan, nan, nan, -3.0, 3.0, 0.0];
+    let shape = [a.len()];
+    let row = [b.len()];
+    for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+        for (op, want) in [
+            ("_maximum", &max),
+            ("broadcast_maximum", &max),
+            ("_minimum", &min),
+            ("broadcast_minimum", &min),
+        ] {
+            let got = eval(op, &[], &[(&a, &shape), (&b, &row)], dtype).to_f64_vec();
+            assert_close(&format!("{op} {dtype}"), &got, want, 0.0);
+        }
+        for (op, want) in [
+            ("_maximum_scalar", [nan, 1.0, nan, 0.5, 3.0, 0.5]),
+            ("_minimum_scalar", [nan, 0.5, nan, -2.0, 0.5, -0.0]),
+        ] {
+            let got = eval(op, &[("scalar", 0.5)], &[(&a, &shape)], dtype).to_f64_vec();
+            assert_close(&format!("{op} {dtype}"), &got, &want, 0.0);
+        }
+        let got = eval("relu", &[], &[(&a, &shape)], dtype).to_f64_vec();
+        let want = [nan, 1.0, nan, 0.0, 3.0, 0.0];
+        assert_close(&format!("relu {dtype}"), &got, &want, 0.0);
+        // -0 gives +0
+        assert_eq!(got[5].to_bits(), 0, "relu {dtype}: -0");
+    }
+}

@@ -54,7 +54,7 @@ pub enum LaneOp {
     RSubScalar,
     /// `x * s`.
     MulScalar,
-    /// `x > 0 ? x : 0`.
+    /// `x <= 0 ? 0 : x` (NaN passes through).
     Relu,
     /// `|x|`.
     Abs,

@@ -392,12 +392,14 @@ pub(super) mod x86 {
         }
     }
 
-    /// `max(x, 0)`: `vmaxps` returns its second operand (+0) when either
-    /// is NaN and when both are zeros.
+    /// `x <= 0 ? 0 : x`: keeps the lanes that are not less than or equal
+    /// to zero (positives and NaNs, `_CMP_NLE_UQ`) and zeroes the rest, so
+    /// -0 gives +0 and NaN passes through.
     #[inline]
     #[target_feature(enable = "avx512f")]
     pub(super) fn relu(x: __m512) -> __m512 {
-        _mm512_max_ps(x, _mm512_setzero_ps())
+        let keep = _mm512_cmp_ps_mask::<_CMP_NLE_UQ>(x, _mm512_setzero_ps());
+        _mm512_maskz_mov_ps(keep, x)
     }
 
     /// [`map`] with streaming stores or without, as `stores` asks.
@@ -568,8 +570,8 @@ builtin!(
     pair: |a, b| crate::vmath::avx512::ln_pair(a, b)
 );
 builtin!(
-    /// `max(x, 0)`, NaN and -0 giving +0 as `if x > 0 { x } else { 0 }`
-    /// does. The compiler vectorises that alone; the form is for the half
+    /// `max(x, 0)`, -0 giving +0 and NaN passing through as
+    /// `if x <= 0 { 0 } else { x }` does. The compiler vectorises that alone; the form is for the half
     /// types, which it lets convert in registers: one pass over a tile
     /// instead of three through f32 buffers, or two instead of four when
     /// the output is streamed through a staging tile.
@@ -585,7 +587,7 @@ mod tests {
     type Scalar = fn(f32) -> f32;
     /// relu's scalar kernel (`simpleop-ops`).
     fn relu(x: f32) -> f32 {
-        if x > 0.0 { x } else { 0.0 }
+        if x <= 0.0 { 0.0 } else { x }
     }
     const FORMS: [(VectorForm, Scalar); 5] = [
         (EXP, vmath::fma::exp),

@@ -257,10 +257,10 @@ fn emit_op(
         }
         LaneOp::MulScalar => a.vmulps(d, x, p.f(s))?,
         LaneOp::Relu => {
-            // max returns its second operand unless the first is greater:
-            // 0 for NaN and for -0, as `x > 0 ? x : 0`
-            a.vpxord(t0, t0, t0)?;
-            a.vmaxps(d, x, t0)?;
+            // _CMP_NLE_UQ keeps positives and NaNs; the zeroing move gives
+            // +0 for the rest, -0 included, as `x <= 0 ? 0 : x`
+            a.vcmpps(k2, x, p.f(0.0), 0x16)?;
+            a.vmovaps(d.k2().z(), x)?;
         }
         LaneOp::Abs => a.vpandd(d, x, p.at(0x7fff_ffff))?,
         LaneOp::Neg => a.vpxord(d, x, p.at(0x8000_0000))?,
