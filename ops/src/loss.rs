@@ -18,13 +18,17 @@ pub mod smooth_l1 {
         }
     }
 
-    /// `dy · sigma² x` inside, `dy · sign(x)` outside.
+    /// `dy` above `1/sigma²`, `-dy` below `-1/sigma²`, `dy · sigma² x`
+    /// between (and for NaN, which so stays NaN), as MXNet's branches.
     pub fn backward<T: Float>(dy: OutGrad<T>, x: In0<T>, sigma: T) -> T {
         let s2 = sigma * sigma;
-        if x.abs() < T::one() / s2 {
-            dy * (s2 * *x)
+        let turn = T::one() / s2;
+        if *x > turn {
+            *dy
+        } else if *x < -turn {
+            -*dy
         } else {
-            dy * x.sign()
+            dy * (s2 * *x)
         }
     }
 }

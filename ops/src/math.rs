@@ -21,8 +21,8 @@ pub mod abs {
     }
 }
 
-/// Sign: -1, 0 or 1, and NaN for NaN as in NumPy and PyTorch (MXNet 1.9.1
-/// gives 0 there). The gradient is zero.
+/// Sign: -1, 0 or 1 (0 for NaN, as in MXNet and PyTorch). The gradient is
+/// zero.
 #[simple_op(inplace = "InOut, OutIn")]
 pub mod sign {
     use simpleop::prelude::*;

@@ -172,8 +172,8 @@ pub trait Float:
 
     /// `|x|`.
     fn abs(self) -> Self;
-    /// -1, 0 or 1 (0 for ±0), and NaN for NaN as in NumPy and PyTorch (MXNet
-    /// 1.9.1 gives 0 there).
+    /// -1, 0 or 1: +0 for ±0 and for NaN, as MXNet's and PyTorch's `sign`
+    /// (NumPy's gives NaN for NaN).
     fn sign(self) -> Self;
     /// Square root.
     fn sqrt(self) -> Self;
@@ -337,7 +337,7 @@ macro_rules! impl_native_float {
                 } else if self < 0.0 {
                     -1.0
                 } else {
-                    self * 0.0
+                    0.0
                 }
             }
             #[inline(always)]
@@ -654,7 +654,8 @@ mod tests {
         assert_eq!(x.exp().to_f32(), f16::from_f32(0.5f32.exp()).to_f32());
         assert_eq!(bf16::from_f32(-2.0).sign().to_f32(), -1.0);
         assert_eq!(<f32 as Float>::sign(0.0), 0.0);
-        assert!(<f64 as Float>::sign(f64::NAN).is_nan());
+        assert_eq!(<f64 as Float>::sign(f64::NAN).to_bits(), 0);
+        assert_eq!(<f32 as Float>::sign(-0.0).to_bits(), 0);
     }
 
     #[test]
