@@ -89,6 +89,81 @@ def nan_cases(g):
     g.case("graph/relu_chain_nan", mx.sym.relu(x * 2.0 + 0.5) * 3.0, {"x": big})
 
 
+EDGE = [-np.inf, -20.0, -2.0, -1.0, -0.5, -0.0, 0.0, 1e-30, 0.5, 1.0, 2.0, 20.0, 100.0,
+        np.inf, np.nan, -1e-30]
+UNARY = ['abs', 'sign', 'round', 'ceil', 'floor', 'trunc', 'square', 'sqrt', 'rsqrt', 'cbrt',
+         'exp', 'expm1', 'log', 'log1p', 'log2', 'log10', 'sin', 'cos', 'tan', 'arcsin',
+         'arccos', 'arctan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'relu', 'softsign', 'negative',
+         'reciprocal', 'erf', 'gamma']
+
+
+def edge_cases(g):
+    """Every unary op, the scalar ops and the binary ops at infinities,
+    signed zeros, NaN, tiny and huge values, with gradients.
+
+    Left out where simpleop differs from MXNet 1.9.1 (README, "Standard
+    ops"): softmax rows holding +inf or NaN (MXNet mixes NaN and numbers
+    in the row, here the row is NaN, as in PyTorch); `prod`'s gradient
+    where an element is 0, infinite or NaN (MXNet's y / x is NaN there,
+    here it is the product of the others, the derivative); `norm`'s
+    gradient at a zero vector (MXNet 0 / 0, here 0, as in PyTorch)."""
+    x, a, b = V('x'), V('x'), V('y')
+    edge = np.array([EDGE], dtype=np.float32)
+    for name in UNARY:
+        g.case(f"{name}/edge", getattr(mx.sym, name)(x), {"x": edge},
+               backward=name != 'gamma')
+    for s in (2.0, 0.5, -1.0, 0.0):
+        for name, f in (('_plus_scalar', lambda s: x + s), ('_rminus_scalar', lambda s: s - x),
+                        ('_mul_scalar', lambda s: x * s), ('_div_scalar', lambda s: x / s),
+                        ('_rdiv_scalar', lambda s: s / x), ('_power_scalar', lambda s: x ** s),
+                        ('_rpower_scalar', lambda s: s ** x)):
+            g.case(f"{name}/edge/scalar={s}", f(s), {"x": edge})
+    g.case("smooth_l1/edge", mx.sym.smooth_l1(x, scalar=1.0), {"x": edge})
+    lhs = np.array([[-np.inf, -2.0, -1.0, -0.0, 0.0, 0.5, 2.0, np.inf, np.nan, 0.0, -2.0, 3.0]],
+                   dtype=np.float32)
+    rhs = np.array([[2.0, 0.5, -1.0, 0.0, -0.0, np.inf, -np.inf, 0.0, 1.0, 0.0, 3.0, np.nan]],
+                   dtype=np.float32)
+    for name, f in (('elemwise_mul', mx.sym.elemwise_mul), ('elemwise_div', mx.sym.elemwise_div),
+                    ('_power', mx.sym._internal._power), ('_hypot', mx.sym._internal._hypot)):
+        g.case(f"{name}/edge", f(a, b), {"x": lhs, "y": rhs})
+    rows = np.array([[-np.inf, 0.0, 1.0, 2.0], [1e30, 1e30, -1e30, 0.0]], dtype=np.float32)
+    for name in ('softmax', 'log_softmax'):
+        g.case(f"{name}/edge", getattr(mx.sym, name)(x), {"x": rows})
+    rows = np.array([[1.0, 2.0, np.inf, -3.0], [-np.inf, 0.5, 1.0, 2.0], [np.nan, 1.0, 2.0, 3.0],
+                     [1e30, 1e30, -1e30, 4.0]], dtype=np.float32)
+    for name in ('sum', 'mean', 'max', 'min', 'norm'):
+        g.case(f"{name}/edge", getattr(mx.sym, name)(x, axis=1), {"x": rows})
+    finite = np.array([[1.0, 2.0, -0.5, -3.0], [1e-30, 1e-30, 5.0, 6.0], [1e30, 1e30, -1e30, 4.0]],
+                      dtype=np.float32)
+    g.case("prod/edge", mx.sym.prod(x, axis=1), {"x": finite})
+
+
+def nan_selection_cases(g):
+    """argmax/argmin, the comparisons and where with NaN, infinities and
+    ties; softmax_cross_entropy at huge and infinite logits."""
+    x, a, b, c = V('x'), V('a'), V('b'), V('c')
+    rows = np.array([[1.0, np.nan, 3.0, 3.0], [2.0, 2.0, -1.0, 0.0],
+                     [-np.inf, -np.inf, -5.0, np.inf], [np.nan, np.nan, 1.0, 0.0]], dtype=np.float32)
+    for name in ('argmax', 'argmin'):
+        g.case(f"{name}/edge", getattr(mx.sym, name)(x, axis=1), {"x": rows}, backward=False)
+        g.case(f"{name}/edge/flat", getattr(mx.sym, name)(x), {"x": rows}, backward=False)
+    lhs = np.array([[np.nan, 1.0, -0.0, 0.0, np.inf, -np.inf, 2.0, np.nan]], dtype=np.float32)
+    rhs = np.array([[1.0, np.nan, 0.0, -0.0, np.inf, np.inf, 2.0, np.nan]], dtype=np.float32)
+    for name, sym in (("greater", a > b), ("greater_equal", a >= b), ("lesser", a < b),
+                      ("lesser_equal", a <= b), ("equal", a == b), ("not_equal", a != b)):
+        g.case(f"compare/{name}/nan", sym, {"a": lhs, "b": rhs})
+    for name, sym in (("greater_scalar", x > 0.0), ("greater_equal_scalar", x >= 0.0),
+                      ("lesser_scalar", x < 0.0), ("lesser_equal_scalar", x <= 0.0),
+                      ("equal_scalar", x == 0.0), ("not_equal_scalar", x != 0.0)):
+        g.case(f"compare/{name}/nan", sym, {"x": lhs})
+    g.case("where/nan", mx.sym.where(c, a, b), {"c": lhs, "a": rhs, "b": np.ones_like(rhs)},
+           no_grad=("c",))
+    logits = np.array([[1.0, 2.0, 3.0], [1e30, -1e30, 0.0], [np.inf, 0.0, 1.0]], dtype=np.float32)
+    g.case("softmax_cross_entropy/edge",
+           mx.sym.softmax_cross_entropy(data=x, label=V('label')),
+           {"x": logits, "label": np.array([0, 2, 1], dtype=np.float32)}, no_grad=("label",))
+
+
 if __name__ == "__main__":
     out = sys.argv[1]
     seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 1
@@ -97,6 +172,8 @@ if __name__ == "__main__":
     where_cases(g)
     comparison_cases(g)
     nan_cases(g)
+    edge_cases(g)
+    nan_selection_cases(g)
     with open(out, "w") as f:
         for case in g.cases:
             f.write(json.dumps(case) + "\n")
