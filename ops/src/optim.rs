@@ -22,12 +22,19 @@ fn epsilon() -> f64 {
     1e-8
 }
 
-/// `rescale · g`, clipped to `[-clip, clip]` when `clip >= 0`.
+/// `rescale · g`, clipped to `[-clip, clip]` when `clip >= 0`; a NaN
+/// gradient stays NaN, as MXNet's `clip` (upper bound tested first).
 #[inline(always)]
 fn scaled_grad<T: simpleop::Float>(g: T, rescale: f64, clip: f64) -> T {
     let g = g * T::from_f64(rescale);
-    if clip >= 0.0 {
-        g.max(T::from_f64(-clip)).min(T::from_f64(clip))
+    if clip < 0.0 {
+        return g;
+    }
+    let bound = T::from_f64(clip);
+    if g > bound {
+        bound
+    } else if g < -bound {
+        -bound
     } else {
         g
     }

@@ -227,12 +227,13 @@ pub trait Float:
     fn round(self) -> Self;
     /// Integer part.
     fn trunc(self) -> Self;
-    /// `a > b ? a : b`, the branch-free form that vectorises.
+    /// `a > b ? a : b`, the branch-free form that vectorises: `other` when
+    /// either is NaN (unlike the `_maximum` op, which propagates NaN).
     #[inline(always)]
     fn max(self, other: Self) -> Self {
         if self > other { self } else { other }
     }
-    /// `a < b ? a : b`.
+    /// `a < b ? a : b`: `other` when either is NaN.
     #[inline(always)]
     fn min(self, other: Self) -> Self {
         if self < other { self } else { other }

@@ -249,3 +249,38 @@ fn large_updates_split_across_threads_match_a_serial_reference() {
     assert_eq!(mom.to_vec::<f32>().unwrap(), m_ref);
     assert_eq!(out.to_vec::<f32>().unwrap(), w_ref);
 }
+
+/// Clipping keeps a NaN gradient NaN (MXNet's `clip` tests the bounds and
+/// passes anything else), so a diverged step shows in the weight instead
+/// of becoming a step of `-clip_gradient`. Values from MXNet 1.9.1
+/// (`mx.nd.sgd_update`, `sgd_mom_update`, `adam_update` with
+/// `clip_gradient=1`).
+#[test]
+fn clipping_passes_nan_gradients_through() {
+    let nan = f64::NAN;
+    let w = [1.0, -2.0, 3.0, 0.5];
+    let g = [nan, f64::INFINITY, f64::NEG_INFINITY, 100.0];
+    let with_nan = |got: Vec<f64>, want: &[f64]| {
+        assert!(got[0].is_nan(), "NaN gradient gave {}", got[0]);
+        close(&got[1..], &want[1..], 1e-5);
+    };
+    let weight = NDArray::from_f64(&w, [4], DType::F32).unwrap();
+    let grad = NDArray::from_f64(&g, [4], DType::F32).unwrap();
+    let clip = Attrs::from([("lr", "0.1"), ("clip_gradient", "1.0")]);
+    let y = eager::invoke("sgd_update", &[&weight, &grad], &clip).unwrap();
+    with_nan(y.to_f64_vec(), &[nan, -2.1, 3.1, 0.4]);
+    let mut mom = NDArray::zeros([4], DType::F32);
+    let mut attrs = clip.clone();
+    attrs.insert("momentum", "0.9");
+    let y = eager::invoke_mut("sgd_mom_update", &[&weight, &grad], &mut [&mut mom], &attrs);
+    with_nan(y.unwrap().to_f64_vec(), &[nan, -2.1, 3.1, 0.4]);
+    with_nan(mom.to_f64_vec(), &[nan, -0.1, 0.1, -0.1]);
+    let mut mean = NDArray::zeros([4], DType::F32);
+    let mut var = NDArray::zeros([4], DType::F32);
+    let states: &mut [&mut NDArray] = &mut [&mut mean, &mut var];
+    let y = eager::invoke_mut("adam_update", &[&weight, &grad], states, &clip);
+    with_nan(
+        y.unwrap().to_f64_vec(),
+        &[nan, -2.316_229_8, 3.316_229_8, 0.183_770_24],
+    );
+}
