@@ -8,13 +8,17 @@ use simpleop::simple_op;
 pub mod smooth_l1 {
     use simpleop::prelude::*;
 
-    /// `0.5 (sigma x)²` when `|x| < 1/sigma²`, else `|x| - 0.5/sigma²`.
+    /// `|x| - 0.5/sigma²` beyond `±1/sigma²`, `0.5 (sigma x)²` between (at
+    /// the turning points and for NaN too), as MXNet's branches.
     pub fn forward<T: Float>(x: T, sigma: T) -> T {
         let s2 = sigma * sigma;
-        if x.abs() < T::one() / s2 {
-            T::from_f64(0.5) * x * x * s2
+        let turn = T::one() / s2;
+        if x > turn {
+            x - T::from_f64(0.5) / s2
+        } else if x < -turn {
+            -x - T::from_f64(0.5) / s2
         } else {
-            x.abs() - T::from_f64(0.5) / s2
+            T::from_f64(0.5) * x * x * s2
         }
     }
 

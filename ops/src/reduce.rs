@@ -496,7 +496,8 @@ fn reduce_grad_blob(
                 plan.for_each(|o, i| {
                     let (xv, yv) = (xs[i].to_f64(), ys[o].to_f64());
                     let d = if ord == 1 {
-                        xv.signum() * (xv != 0.0) as u8 as f64
+                        // MXNet's sign: 0 at ±0 and NaN
+                        <f64 as Float>::sign(xv)
                     } else if yv == 0.0 {
                         0.0
                     } else {

@@ -1,6 +1,8 @@
 """Conformance cases beyond the shared set, for MXNet behaviours that
 users have tripped over (clip's edge cases, where, the comparisons that
-Python operators on symbols emit, NaN through relu, maximum and minimum): run with Apache MXNet 1.9.1, written in the
+Python operators on symbols emit, NaN through relu, maximum and minimum),
+and every elementwise, softmax and reduction op at infinities, signed
+zeros, NaN, tiny and huge values: run with Apache MXNet 1.9.1, written in the
 format of the shared FORMAT.md.
 
 Usage: python gen_extra.py OUT.jsonl [--seed N]
@@ -98,8 +100,9 @@ UNARY = ['abs', 'sign', 'round', 'ceil', 'floor', 'trunc', 'square', 'sqrt', 'rs
 
 
 def edge_cases(g):
-    """Every unary op, the scalar ops and the binary ops at infinities,
-    signed zeros, NaN, tiny and huge values, with gradients.
+    """Every unary op, seven scalar ops, four binary ops, softmax and the
+    reductions at infinities, signed zeros, NaN, tiny and huge values, with
+    gradients (edge_more_cases has the rest).
 
     Left out where simpleop differs from MXNet 1.9.1 (README, "Standard
     ops"): softmax rows holding +inf or NaN (MXNet mixes NaN and numbers
@@ -164,6 +167,39 @@ def nan_selection_cases(g):
            {"x": logits, "label": np.array([0, 2, 1], dtype=np.float32)}, no_grad=("label",))
 
 
+def edge_more_cases(g):
+    """The ops edge_cases leaves out: the other scalar ops, the remaining
+    same-shape binary ops, every broadcasting arithmetic and extremum op,
+    and the reductions (norm with ord 1 too) at ±0, tiny and huge values."""
+    x, a, b = V('x'), V('x'), V('y')
+    edge = np.array([EDGE], dtype=np.float32)
+    for s in (2.0, 0.5, -1.0, 0.0):
+        for name, f in (('_minus_scalar', lambda s: x - s),
+                        ('_maximum_scalar', lambda s: mx.sym.maximum(x, s)),
+                        ('_minimum_scalar', lambda s: mx.sym.minimum(x, s))):
+            g.case(f"{name}/edge/scalar={s}", f(s), {"x": edge})
+    lhs = np.array([[-np.inf, -2.0, -1.0, -0.0, 0.0, 0.5], [2.0, np.inf, np.nan, 0.0, -2.0, 3.0]],
+                   dtype=np.float32)
+    rhs = np.array([[2.0, 0.5, -1.0, 0.0, -0.0, np.inf], [-np.inf, 0.0, 1.0, 0.0, 3.0, np.nan]],
+                   dtype=np.float32)
+    for name, f in (('elemwise_add', mx.sym.elemwise_add), ('elemwise_sub', mx.sym.elemwise_sub),
+                    ('_maximum', mx.sym._internal._maximum),
+                    ('_minimum', mx.sym._internal._minimum)):
+        g.case(f"{name}/edge", f(a, b), {"x": lhs, "y": rhs})
+    row = rhs[1:, :]
+    for name in ('add', 'sub', 'mul', 'div', 'power', 'maximum', 'minimum'):
+        g.case(f"broadcast_{name}/edge", getattr(mx.sym, f"broadcast_{name}")(a, b),
+               {"x": lhs, "y": row})
+    rows = np.array([[-0.0, 0.0, 1e-30, 100.0], [-1e-30, -0.0, -100.0, 0.5],
+                     [np.nan, -0.0, 2.0, -3.0]], dtype=np.float32)
+    for name in ('sum', 'mean', 'max', 'min'):
+        g.case(f"{name}/edge/zeros", getattr(mx.sym, name)(x, axis=1), {"x": rows})
+    g.case("norm/edge/zeros", mx.sym.norm(x, axis=1), {"x": rows[:2] + 1.0})
+    g.case("norm/edge/ord=1", mx.sym.norm(x, ord=1, axis=1), {"x": rows})
+    g.case("prod/edge/tiny", mx.sym.prod(x, axis=1),
+           {"x": np.array([[1e-30, 100.0, -1e-30, 2.0]], dtype=np.float32)})
+
+
 if __name__ == "__main__":
     out = sys.argv[1]
     seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 1
@@ -174,6 +210,7 @@ if __name__ == "__main__":
     nan_cases(g)
     edge_cases(g)
     nan_selection_cases(g)
+    edge_more_cases(g)
     with open(out, "w") as f:
         for case in g.cases:
             f.write(json.dumps(case) + "\n")

@@ -33,16 +33,16 @@ fn every_case_matches_mxnet_on_every_path() {
 /// behaviours users tripped over (`clip` with NaN and with its bounds the
 /// wrong way round, `where`, the comparisons `a > b`, `a >= b`, `x != 0.5`
 /// ... emit, `where(a > b, a, b)`, NaN through `relu`, `maximum` and
-/// `minimum` in every form, alone and fused), and every unary, scalar,
-/// binary, softmax and reduction op at infinities, signed zeros, NaN,
-/// tiny and huge values, and the selections (`argmax`, the comparisons,
+/// `minimum` in every form, alone and fused), every unary op and the
+/// scalar, binary, broadcasting, softmax and reduction ops at infinities,
+/// signed zeros, NaN, tiny and huge values, and the selections (`argmax`, the comparisons,
 /// `where`) with NaN and ties.
 #[test]
 fn extra_cases_match_mxnet_on_every_path() {
     simpleop_ops::link();
     let extra = include_str!("../conformance/mxnet-extra.jsonl");
     let cases = conformance::parse_cases(extra).expect("case file parses");
-    assert_eq!(cases.len(), 113);
+    assert_eq!(cases.len(), 143);
     let report = conformance::check_paths(&cases, &EVERY_PATH);
     let failures: Vec<String> = report.failures.iter().map(ToString::to_string).collect();
     assert!(report.ok(), "{}", failures.join("\n"));

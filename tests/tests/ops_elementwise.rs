@@ -822,23 +822,30 @@ fn extrema_and_relu_propagate_nan() {
     let max = [nan, nan, nan, -2.0, 4.0, 0.0];
     let min = [nan, nan, nan, -3.0, 3.0, 0.0];
     let shape = [a.len()];
-    let row = [b.len()];
+    let max_half = [nan, 1.0, nan, 0.5, 3.0, 0.5];
+    let min_half = [nan, 0.5, nan, -2.0, 0.5, -0.0];
     for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
-        for (op, want) in [
-            ("_maximum", &max),
-            ("broadcast_maximum", &max),
-            ("_minimum", &min),
-            ("broadcast_minimum", &min),
-        ] {
-            let got = eval(op, &[], &[(&a, &shape), (&b, &row)], dtype).to_f64_vec();
+        for (op, want) in [("_maximum", &max), ("_minimum", &min)] {
+            let got = eval(op, &[], &[(&a, &shape), (&b, &shape)], dtype).to_f64_vec();
             assert_close(&format!("{op} {dtype}"), &got, want, 0.0);
         }
-        for (op, want) in [
-            ("_maximum_scalar", [nan, 1.0, nan, 0.5, 3.0, 0.5]),
-            ("_minimum_scalar", [nan, 0.5, nan, -2.0, 0.5, -0.0]),
+        // Against one broadcast value, as against a scalar; a broadcast
+        // NaN wins everywhere.
+        for (op, scalar_op, want) in [
+            ("broadcast_maximum", "_maximum_scalar", &max_half),
+            ("broadcast_minimum", "_minimum_scalar", &min_half),
         ] {
-            let got = eval(op, &[("scalar", 0.5)], &[(&a, &shape)], dtype).to_f64_vec();
-            assert_close(&format!("{op} {dtype}"), &got, &want, 0.0);
+            let got = eval(scalar_op, &[("scalar", 0.5)], &[(&a, &shape)], dtype);
+            assert_close(
+                &format!("{scalar_op} {dtype}"),
+                &got.to_f64_vec(),
+                want,
+                0.0,
+            );
+            let got = eval(op, &[], &[(&a, &shape), (&[0.5], &[1])], dtype).to_f64_vec();
+            assert_close(&format!("{op} {dtype}"), &got, want, 0.0);
+            let got = eval(op, &[], &[(&a, &shape), (&[nan], &[1])], dtype).to_f64_vec();
+            assert_close(&format!("{op} {dtype} NaN"), &got, &[nan; 6], 0.0);
         }
         let got = eval("relu", &[], &[(&a, &shape)], dtype).to_f64_vec();
         let want = [nan, 1.0, nan, 0.0, 3.0, 0.0];
