@@ -31,10 +31,17 @@ fn ulps(dtype: DType, a: f64, b: f64) -> u64 {
     ord(a).abs_diff(ord(b))
 }
 
-/// One test owns the process-wide instruction-set switch, so results of
-/// other tests never depend on the order they run in.
+/// The tests here change process-wide switches (the instruction set, the
+/// parallel grain, the cache size) or compare bits of runs that depend on
+/// them, so they take turns: tests run on parallel threads.
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn every_isa_agrees_with_the_scalar_build() {
+    let _turn = turn();
     simpleop_ops::link();
     let before = simd::active();
     // (op, attrs, uses f32 vector math)
@@ -97,6 +104,7 @@ fn every_isa_agrees_with_the_scalar_build() {
 
 #[test]
 fn large_outputs_honour_every_request() {
+    let _turn = turn();
     simpleop_ops::link();
     // Split over threads, and not a multiple of any vector or tile.
     set_parallel_work(PARALLEL_WORK);
@@ -135,6 +143,7 @@ fn large_outputs_honour_every_request() {
 /// that test may switch this process to the scalar build meanwhile.)
 #[test]
 fn vector_forms_honour_every_request_on_every_type() {
+    let _turn = turn();
     simpleop_ops::link();
     set_parallel_work(PARALLEL_WORK);
     let n = 4 * PARALLEL_WORK + 37;
@@ -189,6 +198,7 @@ fn vector_forms_honour_every_request_on_every_type() {
 
 #[test]
 fn f32_ops_use_the_accurate_vector_math() {
+    let _turn = turn();
     simpleop_ops::link();
     // tanh near 0 is where `1 - 2/(e^2x + 1)` would lose ~35 ULP.
     let xs: Vec<f32> = (1..2000).map(|i| i as f32 * 1e-4).collect();
@@ -211,6 +221,7 @@ fn f32_ops_use_the_accurate_vector_math() {
 
 #[test]
 fn small_direct_calls_match_the_tiled_path() {
+    let _turn = turn();
     simpleop_ops::link();
     // 1,000 elements take the small direct path, 5,000 the tiled one; the
     // first 1,000 of the long input are the short input.
@@ -274,6 +285,7 @@ fn small_direct_calls_match_the_tiled_path() {
 
 #[test]
 fn large_outputs_of_cheap_ops_stream_with_the_same_bits() {
+    let _turn = turn();
     // streamed however large this machine's last-level cache is
     simpleop::kernel::simd::set_last_level_cache_bytes(0);
     simpleop_ops::link();

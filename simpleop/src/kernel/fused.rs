@@ -1537,6 +1537,7 @@ mod tests {
                 scalar: 0.0,
             })
         }
+        let _switches = crate::kernel::simd::Switches::hold();
         // outputs of 8 MiB and more stream
         crate::kernel::simd::set_last_level_cache_bytes(0);
         let env = EnvArguments::none();

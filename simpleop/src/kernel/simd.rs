@@ -140,6 +140,38 @@ pub fn set_active(isa: Isa) -> Result<()> {
     Ok(())
 }
 
+/// Holds the process-wide instruction set and cache size for one of the
+/// crate's tests, which run on parallel threads: tests that change them,
+/// or count on them, take turns, and the values come back on drop (after
+/// a panic too).
+#[cfg(test)]
+pub(crate) struct Switches {
+    isa: Isa,
+    cache: usize,
+    _turn: std::sync::MutexGuard<'static, ()>,
+}
+
+#[cfg(test)]
+impl Switches {
+    pub(crate) fn hold() -> Self {
+        static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        Switches {
+            isa: active(),
+            cache: CACHE_BYTES.load(Ordering::Relaxed),
+            _turn: turn,
+        }
+    }
+}
+
+#[cfg(test)]
+impl Drop for Switches {
+    fn drop(&mut self) {
+        ACTIVE.store(encode(self.isa), Ordering::Relaxed);
+        CACHE_BYTES.store(self.cache, Ordering::Relaxed);
+    }
+}
+
 /// A loop body compiled once per instruction set. Implementations mark
 /// `run` `#[inline(always)]` so that it is compiled inside the
 /// `#[target_feature]` function that calls it.
@@ -370,8 +402,11 @@ pub fn last_level_cache_bytes() -> usize {
         return b;
     }
     let read = read_last_level_cache().unwrap_or(0);
-    CACHE_BYTES.store(read, Ordering::Relaxed);
-    read
+    // A size set meanwhile wins over the one read.
+    match CACHE_BYTES.compare_exchange(CACHE_UNREAD, read, Ordering::Relaxed, Ordering::Relaxed) {
+        Ok(_) => read,
+        Err(set) => set,
+    }
 }
 
 /// Sets the last-level cache size the streaming decision assumes (0: as
@@ -1952,7 +1987,7 @@ mod tests {
                 1e-8,
             ])
             .collect();
-        let before = active();
+        let _switches = Switches::hold();
         for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
             if set_active(isa).is_err() {
                 continue;
@@ -1971,13 +2006,12 @@ mod tests {
                 assert_eq!(b.to_bits(), g.to_f32().to_bits(), "{isa:?}");
             }
         }
-        set_active(before).unwrap();
     }
 
     #[test]
     fn stream_copy_copies_every_byte_at_any_alignment() {
         let src: Vec<f32> = (0..3000).map(|i| i as f32 * 0.25 - 7.0).collect();
-        let before = active();
+        let _switches = Switches::hold();
         for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
             if set_active(isa).is_err() {
                 continue;
@@ -2000,7 +2034,6 @@ mod tests {
                 }
             }
         }
-        set_active(before).unwrap();
     }
 
     #[test]
@@ -2016,7 +2049,7 @@ mod tests {
             .rev()
             .map(|x| half::bf16::from_f32(x * 0.5))
             .collect();
-        let before = active();
+        let _switches = Switches::hold();
         for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
             if set_active(isa).is_err() {
                 continue;
@@ -2034,7 +2067,6 @@ mod tests {
                 }
             }
         }
-        set_active(before).unwrap();
     }
 
     #[test]
