@@ -330,13 +330,22 @@ fn a_summing_reduction_over_trailing_axes_eats_its_programs_tiles() {
     // The slab route, which row sinks replace for these reductions, still
     // agrees (the switch is global: other tests running meanwhile take
     // either route, and both give the same bits).
-    simpleop::kernel::fused::set_row_sinks(false);
-    let s = op_with("sum", "s", &[&q], Attrs::new().with("axis", 1));
-    for (rows, cols) in [(1000, 33), (300, 1000)] {
-        let shapes: &[(&str, &[usize])] = &[("x", &[rows, cols]), ("y", &[rows, cols])];
-        check_same(&s, shapes, DType::F32);
+    {
+        /// Row sinks come back on when dropped, after a panic too.
+        struct SlabRoute;
+        impl Drop for SlabRoute {
+            fn drop(&mut self) {
+                simpleop::kernel::fused::set_row_sinks(true);
+            }
+        }
+        let _slabs = SlabRoute;
+        simpleop::kernel::fused::set_row_sinks(false);
+        let s = op_with("sum", "s", &[&q], Attrs::new().with("axis", 1));
+        for (rows, cols) in [(1000, 33), (300, 1000)] {
+            let shapes: &[(&str, &[usize])] = &[("x", &[rows, cols]), ("y", &[rows, cols])];
+            check_same(&s, shapes, DType::F32);
+        }
     }
-    simpleop::kernel::fused::set_row_sinks(true);
     // The difference also a graph output (the program keeps an output
     // besides the reduction's input), and two reduced inner axes.
     let s = op_with("sum", "s", &[&q], Attrs::new().with("axis", "(1, 2)"));

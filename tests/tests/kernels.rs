@@ -39,11 +39,20 @@ fn turn() -> std::sync::MutexGuard<'static, ()> {
     TURN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Puts the instruction set back when dropped, after a panic too.
+struct RestoreIsa(Isa);
+
+impl Drop for RestoreIsa {
+    fn drop(&mut self) {
+        simd::set_active(self.0).unwrap();
+    }
+}
+
 #[test]
 fn every_isa_agrees_with_the_scalar_build() {
     let _turn = turn();
     simpleop_ops::link();
-    let before = simd::active();
+    let _restore = RestoreIsa(simd::active());
     // (op, attrs, uses f32 vector math)
     let ops: [(&str, Attrs, bool); 7] = [
         ("relu", Attrs::new(), false),
@@ -95,7 +104,6 @@ fn every_isa_agrees_with_the_scalar_build() {
             assert_eq!(bits(&add), want_add, "broadcast_add {dtype} {isa:?}");
         }
     }
-    simd::set_active(before).unwrap();
     if simd::best() != Isa::Scalar {
         // the FMA forms are really in use: some results differ in the last bit
         assert!(fma_differs > 0);
@@ -139,8 +147,8 @@ fn large_outputs_honour_every_request() {
 /// exp, tanh, sigmoid, log and relu name AVX-512 vector forms, which convert f16/bf16
 /// in registers: every request, on every float type, over an output split
 /// between threads with a tail, against the scalar FMA form per element.
-/// (Within the bound `every_isa_agrees_with_the_scalar_build` allows, as
-/// that test may switch this process to the scalar build meanwhile.)
+/// (Within the bound `every_isa_agrees_with_the_scalar_build` allows: a
+/// CPU without them runs the plain forms.)
 #[test]
 fn vector_forms_honour_every_request_on_every_type() {
     let _turn = turn();
