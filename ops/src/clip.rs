@@ -18,6 +18,19 @@ fn bounds<T: simpleop::Float>(p: &ClipParams) -> (T, T) {
     (f32_bound(p.a_min), f32_bound(p.a_max))
 }
 
+/// `x > hi ? hi : x < lo ? lo : x`, MXNet's order: NaN passes through
+/// (`Float::max`/`min` would drop it), and `hi` wins when `lo > hi`.
+#[inline(always)]
+pub(crate) fn clip_value<T: simpleop::Float>(x: T, lo: T, hi: T) -> T {
+    if x > hi {
+        hi
+    } else if x < lo {
+        lo
+    } else {
+        x
+    }
+}
+
 /// Clips values to `[a_min, a_max]`; the gradient passes inside the bounds.
 /// As in MXNet, NaN passes through, bounds with `a_min > a_max` give
 /// `a_max` above `a_max` and `a_min` at or below it (the upper bound is
@@ -31,13 +44,7 @@ pub mod clip {
     /// `x > a_max ? a_max : x < a_min ? a_min : x`, MXNet's order.
     pub fn forward<T: Float>(x: T, p: &ClipParams) -> T {
         let (lo, hi) = super::bounds::<T>(p);
-        if x > hi {
-            hi
-        } else if x < lo {
-            lo
-        } else {
-            x
-        }
+        super::clip_value(x, lo, hi)
     }
 
     /// 0 where `x > a_max` or `x < a_min`, else `dy` (NaN included), as

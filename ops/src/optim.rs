@@ -31,13 +31,7 @@ fn scaled_grad<T: simpleop::Float>(g: T, rescale: f64, clip: f64) -> T {
         return g;
     }
     let bound = T::from_f64(clip);
-    if g > bound {
-        bound
-    } else if g < -bound {
-        -bound
-    } else {
-        g
-    }
+    crate::clip::clip_value(g, -bound, bound)
 }
 
 /// Arguments of [`sgd_update()`].

@@ -571,10 +571,11 @@ builtin!(
 );
 builtin!(
     /// `max(x, 0)`, -0 giving +0 and NaN passing through as
-    /// `if x <= 0 { 0 } else { x }` does. The compiler vectorises that alone; the form is for the half
-    /// types, which it lets convert in registers: one pass over a tile
-    /// instead of three through f32 buffers, or two instead of four when
-    /// the output is streamed through a staging tile.
+    /// `if x <= 0 { 0 } else { x }` does. The compiler vectorises that
+    /// alone; the form is for the half types, which it lets convert in
+    /// registers: one pass over a tile instead of three through f32
+    /// buffers, or two instead of four when the output is streamed through
+    /// a staging tile.
     RELU, relu, x86::relu
 );
 
