@@ -17,7 +17,8 @@
 //!   with `N passed, M failed`; the exit code is 1 when a case failed.
 //! * `ops [NAME]` lists the registered ops, or describes one.
 //! * `graph FILE.json [--shape NAME=2,3]... [--train] [-o OUT.dot]` writes
-//!   Graphviz DOT; with shapes it binds the graph and draws the memory plan.
+//!   Graphviz DOT; with shapes (given, or all from the file's `__shape__`
+//!   hints) it binds the graph and draws the memory plan.
 //! * `bench [--quick] [--json]` times the kernels against same-run
 //!   baselines ([`crate::bench`]).
 
@@ -300,32 +301,37 @@ fn graph(
     out: &mut dyn Write,
 ) -> Result<()> {
     let sym = Symbol::from_json(&read(file)?)?;
-    let dot = if shapes.is_empty() {
+    let mut known = HashMap::new();
+    for s in shapes {
+        let (name, dims) = parse_pair("--shape", s)?;
+        let dims: Vec<usize> = dims
+            .split(',')
+            .filter(|d| !d.trim().is_empty())
+            .map(|d| d.trim().parse::<usize>())
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| Error::argument("--shape", format!("`{s}`: {e}")))?;
+        known.insert(name.to_string(), Shape::new(dims));
+    }
+    let mut types = HashMap::new();
+    for s in dtypes {
+        let (name, dt) = parse_pair("--dtype", s)?;
+        let dt = DType::from_name(dt)
+            .ok_or_else(|| Error::argument("--dtype", format!("`{s}`: unknown dtype")))?;
+        types.insert(name.to_string(), dt);
+    }
+    // The file's `__shape__` hints may give every shape without --shape.
+    let hinted = known.is_empty() && sym.infer_shape(&known).is_ok_and(|s| s.is_complete());
+    let dot = if known.is_empty() && !hinted {
         sym.to_dot()
     } else {
-        let mut known = HashMap::new();
-        for s in shapes {
-            let (name, dims) = parse_pair("--shape", s)?;
-            let dims: Vec<usize> = dims
-                .split(',')
-                .filter(|d| !d.trim().is_empty())
-                .map(|d| d.trim().parse::<usize>())
-                .collect::<std::result::Result<_, _>>()
-                .map_err(|e| Error::argument("--shape", format!("`{s}`: {e}")))?;
-            known.insert(name.to_string(), Shape::new(dims));
-        }
-        let mut types = HashMap::new();
-        for s in dtypes {
-            let (name, dt) = parse_pair("--dtype", s)?;
-            let dt = DType::from_name(dt)
-                .ok_or_else(|| Error::argument("--dtype", format!("`{s}`: unknown dtype")))?;
-            types.insert(name.to_string(), dt);
-        }
         let reqs: HashMap<String, GradReq> = if train {
-            sym.list_arguments()
+            let inferred = sym.infer_type(&types)?;
+            inferred
+                .arguments
                 .into_iter()
-                .filter(|a| types.get(a).is_none_or(|d| d.is_float()))
-                .map(|a| (a, GradReq::Write))
+                .zip(inferred.argument_types)
+                .filter(|(_, d)| d.is_none_or(DType::is_float))
+                .map(|(a, _)| (a, GradReq::Write))
                 .collect()
         } else {
             HashMap::new()

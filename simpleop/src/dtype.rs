@@ -78,6 +78,27 @@ impl DType {
     pub fn from_name(name: &str) -> Option<DType> {
         DType::ALL.into_iter().find(|d| d.name() == name)
     }
+
+    /// MXNet's type flag (`mshadow::TypeFlag`: 0 float32, 1 float64, 2
+    /// float16, 3 uint8, 4 int32, 6 int64, 12 bfloat16), as graph files
+    /// write a variable's `__dtype__`.
+    pub const fn mxnet_flag(self) -> i32 {
+        match self {
+            DType::F32 => 0,
+            DType::F64 => 1,
+            DType::F16 => 2,
+            DType::U8 => 3,
+            DType::I32 => 4,
+            DType::I64 => 6,
+            DType::BF16 => 12,
+        }
+    }
+
+    /// The dtype of MXNet type flag `flag`; `None` for flags without one
+    /// here (int8, bool, ...).
+    pub fn from_mxnet_flag(flag: i32) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.mxnet_flag() == flag)
+    }
 }
 
 impl fmt::Display for DType {

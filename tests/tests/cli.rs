@@ -137,6 +137,14 @@ fn graph_writes_dot_with_and_without_a_memory_plan() {
     assert!(planned.contains("(6, 16) float32"), "{planned}");
     assert!(planned.contains("buf 0"), "{planned}");
 
+    // MXNet's `__shape__`/`__dtype__` hints give the shapes by themselves
+    let hinted = r#"{"nodes": [{"op": "null", "name": "x", "attrs": {"__dtype__": "2", "__shape__": "(2, 3)"}, "inputs": []}, {"op": "exp", "name": "exp0", "inputs": [[0, 0, 0]]}], "arg_nodes": [0], "node_row_ptr": [0, 1, 2], "heads": [[1, 0, 0]], "attrs": {"mxnet_version": ["int", 10901]}}"#;
+    let hinted = temp_file("hinted.json", hinted);
+    let (code, dot) = run(&["graph", hinted.to_str().unwrap(), "--train"]);
+    assert_eq!(code, 0);
+    assert!(dot.contains("(2, 3) float16"), "{dot}");
+    assert!(dot.contains("memory:"), "{dot}");
+
     let err = run_err(&["graph", file, "--shape", "x=6;8"]).to_string();
     assert!(err.contains("--shape") && err.contains("x=6;8"), "{err}");
     let err = run_err(&["graph", file, "--shape", "x"]).to_string();

@@ -157,6 +157,93 @@ fn shapes_and_types_are_inferred_from_partial_information() {
     );
 }
 
+/// Graphs as MXNet 1.9.1 writes them for `mx.sym.var('x', shape=(2, 3),
+/// dtype=..., lr_mult=2.0, init=mx.init.Zero())`; MXNet's answers are in
+/// the comments.
+#[test]
+fn mxnet_shape_and_dtype_hints_stand_in_for_values_not_given() {
+    simpleop_ops::link();
+    let mixed = r#"{"nodes": [{"op": "null", "name": "x", "attrs": {"__dtype__": "0", "__init__": "[\"zero\", {}]", "__lr_mult__": "2.0", "__shape__": "(2, 3)"}, "inputs": []}, {"op": "null", "name": "w", "inputs": []}, {"op": "elemwise_mul", "name": "_mul0", "inputs": [[0, 0, 0], [1, 0, 0]]}, {"op": "relu", "name": "r", "inputs": [[2, 0, 0]]}], "arg_nodes": [0, 1], "node_row_ptr": [0, 1, 2, 3, 4], "heads": [[3, 0, 0]], "attrs": {"mxnet_version": ["int", 10901]}}"#;
+    let g = Symbol::from_json(mixed).unwrap();
+    let s = g.infer_shape(&HashMap::new()).unwrap();
+    let want = Some(Shape::new([2, 3]));
+    assert_eq!(s.argument_shapes, [want.clone(), want.clone()]);
+    assert_eq!(s.output_shapes, [want]);
+    let t = g.infer_type(&HashMap::new()).unwrap();
+    assert_eq!(t.argument_types, [Some(DType::F32), Some(DType::F32)]);
+    // a given shape wins over the hint: MXNet's infer_shape(x=(4, 5)) too
+    let s = g
+        .infer_shape(&map(vec![("x", Shape::new([4, 5]))]))
+        .unwrap();
+    assert_eq!(s.output_shapes, [Some(Shape::new([4, 5]))]);
+    // the hints survive a round trip
+    let back = Symbol::from_json(&g.to_json()).unwrap();
+    assert_eq!(
+        back.infer_shape(&HashMap::new()).unwrap(),
+        g.infer_shape(&HashMap::new()).unwrap()
+    );
+
+    // MXNet's simple_bind makes x a float16 (2, 3) array
+    let half = r#"{"nodes": [{"op": "null", "name": "x", "attrs": {"__dtype__": "2", "__shape__": "(2, 3)"}, "inputs": []}, {"op": "exp", "name": "exp0", "inputs": [[0, 0, 0]]}], "arg_nodes": [0], "node_row_ptr": [0, 1, 2], "heads": [[1, 0, 0]], "attrs": {"mxnet_version": ["int", 10901]}}"#;
+    let g = Symbol::from_json(half).unwrap();
+    let mut ex = g
+        .simple_bind(&HashMap::new(), &HashMap::new(), HashMap::new())
+        .unwrap();
+    ex.forward(false).unwrap();
+    let out = &ex.outputs()[0];
+    assert_eq!((out.dtype(), out.shape().dims()), (DType::F16, &[2, 3][..]));
+    assert_eq!(
+        out.to_f64_vec(),
+        [1.0; 6],
+        "exp of the zeros simple_bind made"
+    );
+    // a dtype given to simple_bind wins over the hint
+    let ex = g
+        .simple_bind(
+            &HashMap::new(),
+            &map(vec![("x", DType::F64)]),
+            HashMap::new(),
+        )
+        .unwrap();
+    assert_eq!(ex.outputs()[0].dtype(), DType::F64);
+
+    let var = |key: &str, value: &str| {
+        let x = Symbol::var_with_attrs("x", Attrs::from([(key, value)]));
+        relu(&x).unwrap()
+    };
+    // unknown dimensions (0) and rank (()) leave the shape to inference;
+    // a trailing comma and Python 2's longs are MXNet's too
+    for (hint, want) in [
+        ("(0, 3)", None),
+        ("()", None),
+        ("(3,)", Some(Shape::new([3]))),
+        ("[2, 4]", Some(Shape::new([2, 4]))),
+        ("(2L, 3L)", Some(Shape::new([2, 3]))),
+    ] {
+        let s = var("__shape__", hint).infer_shape(&HashMap::new()).unwrap();
+        assert_eq!(s.output_shapes, [want], "{hint}");
+    }
+    for (key, bad) in [
+        ("__shape__", "(2, a)"),
+        ("__shape__", "2, 3"),
+        ("__dtype__", "float32"),
+        // int8: MXNet has it, simpleop does not
+        ("__dtype__", "5"),
+    ] {
+        let g = var(key, bad);
+        let err = if key == "__shape__" {
+            g.infer_shape(&HashMap::new()).unwrap_err()
+        } else {
+            g.infer_type(&HashMap::new()).unwrap_err()
+        };
+        let msg = err.to_string();
+        assert!(
+            msg.contains("`x`") && msg.contains(key) && msg.contains(bad),
+            "{msg}"
+        );
+    }
+}
+
 #[test]
 fn json_round_trips_and_bad_json_is_an_error() {
     simpleop_ops::link();

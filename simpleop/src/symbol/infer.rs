@@ -5,11 +5,15 @@
 //! has the output's shape and dtype, so a known output or sibling fills an
 //! unknown input (`x + y` with only `x` known gives `y`). Repeats until
 //! nothing changes.
+//!
+//! A variable's MXNet hints (`__shape__`, `__dtype__`, as
+//! `mx.sym.var('x', shape=(2, 3), dtype='float16')` writes them) stand in
+//! for a value the caller does not give; a given value wins, as in MXNet.
 
 use std::collections::HashMap;
 
 use super::Graph;
-use crate::{DType, Error, OpForm, Pattern, Result, Shape};
+use crate::{Attrs, DType, Error, OpForm, Pattern, Result, Shape};
 
 /// What [`super::Symbol::infer_shape`] found.
 #[derive(Clone, Debug, PartialEq)]
@@ -104,7 +108,64 @@ fn fixed_point<V: Clone + PartialEq + std::fmt::Display>(
     }
 }
 
-fn seed<V: Clone>(g: &Graph, known: &HashMap<String, V>, what: &str) -> Result<Vec<Option<V>>> {
+/// A variable's `__shape__` hint, when it is complete: MXNet 1.x writes an
+/// unknown dimension as 0 and an unknown rank as `()`, which leave the
+/// shape to inference.
+fn shape_hint(name: &str, attrs: &Attrs) -> Result<Option<Shape>> {
+    let Some(text) = attrs.get("__shape__") else {
+        return Ok(None);
+    };
+    let bad = || {
+        Error::argument(
+            name,
+            format!("its `__shape__` hint {text:?} is not a tuple of sizes like \"(2, 3)\""),
+        )
+    };
+    let inner = text
+        .trim()
+        .strip_prefix(['(', '['])
+        .and_then(|t| t.strip_suffix([')', ']']))
+        .ok_or_else(bad)?;
+    let mut dims = Vec::new();
+    for d in inner.split(',').map(str::trim) {
+        match d {
+            // "(3,)": a trailing comma
+            "" => continue,
+            _ => dims.push(
+                d.trim_end_matches('L')
+                    .parse::<usize>()
+                    .map_err(|_| bad())?,
+            ),
+        }
+    }
+    Ok((!dims.is_empty() && !dims.contains(&0)).then(|| Shape::new(dims)))
+}
+
+/// A variable's `__dtype__` hint (an MXNet type flag).
+fn dtype_hint(name: &str, attrs: &Attrs) -> Result<Option<DType>> {
+    let Some(text) = attrs.get("__dtype__") else {
+        return Ok(None);
+    };
+    let flag: i32 = text.trim().parse().map_err(|_| {
+        Error::argument(
+            name,
+            format!("its `__dtype__` hint {text:?} is not an MXNet type flag (0 float32, 1 float64, ...)"),
+        )
+    })?;
+    DType::from_mxnet_flag(flag).map(Some).ok_or_else(|| {
+        Error::argument(
+            name,
+            format!("its `__dtype__` hint {flag} names an MXNet type simpleop does not have"),
+        )
+    })
+}
+
+fn seed<V: Clone>(
+    g: &Graph,
+    known: &HashMap<String, V>,
+    what: &str,
+    hint: impl Fn(&str, &Attrs) -> Result<Option<V>>,
+) -> Result<Vec<Option<V>>> {
     let names = g.argument_names();
     for k in known.keys() {
         if !names.contains(k) {
@@ -117,21 +178,19 @@ fn seed<V: Clone>(g: &Graph, known: &HashMap<String, V>, what: &str) -> Result<V
             ));
         }
     }
-    Ok(g.nodes
+    g.nodes
         .iter()
-        .map(|n| {
-            if n.is_variable() {
-                known.get(&n.name).cloned()
-            } else {
-                None
-            }
+        .map(|n| match known.get(&n.name) {
+            _ if !n.is_variable() => Ok(None),
+            Some(v) => Ok(Some(v.clone())),
+            None => hint(&n.name, &n.attrs),
         })
-        .collect())
+        .collect()
 }
 
 /// Per-node output shapes (complete or not).
 pub(crate) fn node_shapes(g: &Graph, known: &HashMap<String, Shape>) -> Result<Vec<Option<Shape>>> {
-    let mut values = seed(g, known, "shape")?;
+    let mut values = seed(g, known, "shape", shape_hint)?;
     fixed_point(g, &mut values, "shape", |n, ins| {
         let node = &g.nodes[n];
         let op = node.op.expect("variables are skipped");
@@ -142,7 +201,7 @@ pub(crate) fn node_shapes(g: &Graph, known: &HashMap<String, Shape>) -> Result<V
 
 /// Per-node output dtypes (complete or not).
 pub(crate) fn node_types(g: &Graph, known: &HashMap<String, DType>) -> Result<Vec<Option<DType>>> {
-    let mut values = seed(g, known, "dtype")?;
+    let mut values = seed(g, known, "dtype", dtype_hint)?;
     fixed_point(g, &mut values, "dtype", |n, ins| {
         let node = &g.nodes[n];
         let op = node.op.expect("variables are skipped");

@@ -230,12 +230,28 @@ impl Symbol {
     /// Shapes of every argument and output from the `known` argument
     /// shapes. Unknown ones stay `None` when the information does not
     /// determine them; an inconsistency is an error naming the node and op.
+    /// A variable's MXNet `__shape__` hint stands in for a shape not in
+    /// `known` (as in MXNet, a given shape wins); a hint with an unknown
+    /// dimension (0, as MXNet 1.x writes it) is no hint.
+    ///
+    /// ```
+    /// use simpleop::{Attrs, Shape, Symbol};
+    /// use std::collections::HashMap;
+    /// simpleop_ops::link();
+    /// let x = Symbol::var_with_attrs("x", Attrs::from([("__shape__", "(2, 3)")]));
+    /// let y = Symbol::invoke("relu", &[&x], &Attrs::new())?;
+    /// let shapes = y.infer_shape(&HashMap::new())?;
+    /// assert_eq!(shapes.output_shapes, [Some(Shape::new([2, 3]))]);
+    /// # Ok::<(), simpleop::Error>(())
+    /// ```
     pub fn infer_shape(&self, known: &HashMap<String, Shape>) -> Result<InferredShapes> {
         let g = self.graph()?;
         infer::shapes(&g, known)
     }
 
-    /// Dtypes of every argument and output from the `known` argument dtypes.
+    /// Dtypes of every argument and output from the `known` argument dtypes;
+    /// a variable's `__dtype__` hint (an MXNet type flag, see
+    /// [`DType::from_mxnet_flag`]) stands in for one not given.
     pub fn infer_type(&self, known: &HashMap<String, DType>) -> Result<InferredTypes> {
         let g = self.graph()?;
         infer::types(&g, known)
@@ -284,7 +300,9 @@ impl Symbol {
 
     /// Allocates arguments (zeros) and gradient buffers from partial shape
     /// information and binds. Argument dtypes default to f32 unless given
-    /// in `dtypes` or inferable; every argument's shape must be inferable.
+    /// in `dtypes`, hinted or inferable; every argument's shape must be
+    /// given, hinted (`__shape__`, see [`Symbol::infer_shape`]) or
+    /// inferable.
     pub fn simple_bind(
         &self,
         shapes: &HashMap<String, Shape>,
@@ -293,9 +311,11 @@ impl Symbol {
     ) -> Result<Executor> {
         let g = self.graph()?;
         let inferred = infer::shapes(&g, shapes)?;
+        // f32 only for what neither `dtypes`, a hint nor inference gives
+        let partial = infer::types(&g, dtypes)?;
         let mut known_types = dtypes.clone();
-        for name in &inferred.arguments {
-            known_types.entry(name.clone()).or_insert(DType::F32);
+        for (name, t) in partial.arguments.iter().zip(&partial.argument_types) {
+            known_types.insert(name.clone(), t.unwrap_or(DType::F32));
         }
         let types = infer::types(&g, &known_types)?;
         let mut args = HashMap::new();
