@@ -7,7 +7,11 @@ use crate::{DType, OpReqType, Shape};
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in simpleop.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+///
+/// Its `Debug` form is the message, as with `anyhow`: a `main` returning
+/// `Result<(), simpleop::Error>` prints `Error: argument `x`: ...`, not the
+/// variant's fields. Match on the variants for the structure.
+#[derive(Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// No op of that name is registered.
@@ -195,6 +199,12 @@ pub enum Error {
     },
 }
 
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
 fn suggest(names: &[String]) -> String {
     match names {
         // Ops register at link time, so an op crate nothing refers to is
@@ -250,5 +260,20 @@ impl Error {
             arg: arg.into(),
             reason: reason.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_shows_the_message() {
+        let e = Error::argument("x", "its shape cannot be inferred").in_node("r", "relu");
+        let msg = "node `r` (op `relu`): argument `x`: its shape cannot be inferred";
+        assert_eq!(e.to_string(), msg);
+        assert_eq!(format!("{e:?}"), msg);
+        let r: Result<()> = Err(e);
+        assert_eq!(format!("{r:?}"), format!("Err({msg})"));
     }
 }
