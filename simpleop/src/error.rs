@@ -143,14 +143,16 @@ pub enum Error {
         reason: String,
     },
     /// An error raised while handling one node of a graph.
-    #[error("node `{node}` (op `{op}`): {source}")]
+    #[error("node `{node}` (op `{op}`): {cause}")]
     InNode {
         /// The node's name.
         node: String,
         /// Its op.
         op: String,
-        /// The underlying error.
-        source: Box<Error>,
+        /// The underlying error. Its message is part of this one's, so it
+        /// is not also reported as `source()` (a report would print it
+        /// twice).
+        cause: Box<Error>,
     },
     /// A graph argument (variable) is missing, unknown or badly bound.
     #[error("argument `{arg}`: {reason}")]
@@ -245,7 +247,7 @@ impl Error {
         Error::InNode {
             node: node.into(),
             op: op.into(),
-            source: Box::new(self),
+            cause: Box::new(self),
         }
     }
 
@@ -273,6 +275,7 @@ mod tests {
         let msg = "node `r` (op `relu`): argument `x`: its shape cannot be inferred";
         assert_eq!(e.to_string(), msg);
         assert_eq!(format!("{e:?}"), msg);
+        assert!(std::error::Error::source(&e).is_none(), "said once");
         let r: Result<()> = Err(e);
         assert_eq!(format!("{r:?}"), format!("Err({msg})"));
     }
