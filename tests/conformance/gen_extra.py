@@ -2,7 +2,7 @@
 users have tripped over (clip's edge cases, where, the comparisons that
 Python operators on symbols emit, NaN through relu, maximum and minimum),
 and every elementwise, softmax and reduction op at infinities, signed
-zeros, NaN, tiny and huge values: run with Apache MXNet 1.9.1, written in the
+zeros, NaN, tiny and huge values, and the gradient-stopping ops: run with Apache MXNet 1.9.1, written in the
 format of the shared FORMAT.md.
 
 Usage: python gen_extra.py OUT.jsonl [--seed N]
@@ -200,6 +200,22 @@ def edge_more_cases(g):
            {"x": np.array([[1e-30, 100.0, -1e-30, 2.0]], dtype=np.float32)})
 
 
+def gradient_stop_cases(g):
+    """BlockGrad (also stop_gradient), zeros_like and ones_like: values pass
+    or are constant, and no gradient flows through them, alone and inside
+    graphs where the other path's gradient still arrives."""
+    x = V('x')
+    data = g.randn(3, 4)
+    data[0, 0] = np.nan
+    for name in ('BlockGrad', 'stop_gradient', 'zeros_like', 'ones_like'):
+        g.case(f"{name}", getattr(mx.sym, name)(x), {"x": data})
+    data = g.randn(3, 4)
+    g.case("BlockGrad/graph", x * mx.sym.BlockGrad(x), {"x": data})
+    g.case("stop_gradient/graph", mx.sym.stop_gradient(x * 2.0) + mx.sym.tanh(x), {"x": data})
+    g.case("zeros_like/graph", mx.sym.zeros_like(x) + x * x, {"x": data})
+    g.case("ones_like/graph", mx.sym.ones_like(x) * mx.sym.exp(x), {"x": data})
+
+
 if __name__ == "__main__":
     out = sys.argv[1]
     seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 1
@@ -211,6 +227,7 @@ if __name__ == "__main__":
     edge_cases(g)
     nan_selection_cases(g)
     edge_more_cases(g)
+    gradient_stop_cases(g)
     with open(out, "w") as f:
         for case in g.cases:
             f.write(json.dumps(case) + "\n")

@@ -42,7 +42,7 @@ fn extra_cases_match_mxnet_on_every_path() {
     simpleop_ops::link();
     let extra = include_str!("../conformance/mxnet-extra.jsonl");
     let cases = conformance::parse_cases(extra).expect("case file parses");
-    assert_eq!(cases.len(), 143);
+    assert_eq!(cases.len(), 151);
     let report = conformance::check_paths(&cases, &EVERY_PATH);
     let failures: Vec<String> = report.failures.iter().map(ToString::to_string).collect();
     assert!(report.ok(), "{}", failures.join("\n"));

@@ -854,3 +854,45 @@ fn extrema_and_relu_propagate_nan() {
         assert_eq!(got[5].to_bits(), 0, "relu {dtype}: -0");
     }
 }
+
+/// `zeros_like` and `ones_like` pass the gradient checker (their derivative
+/// is zero). `BlockGrad`'s gradient is zero by definition, not its
+/// derivative (1), so it is checked by value: the identity bit for bit on
+/// every dtype, NaN included, under every request; its zero gradient in
+/// graphs is checked against MXNet (`mxnet-extra.jsonl`, `BlockGrad/graph`).
+#[test]
+fn gradient_stopping_ops() {
+    simpleop_ops::link();
+    for op in ["zeros_like", "ones_like"] {
+        check(GradCheck::new(op));
+    }
+    let bits = |a: &NDArray| -> Vec<u64> { a.to_f64_vec().iter().map(|v| v.to_bits()).collect() };
+    for dtype in DType::FLOATS {
+        let x = NDArray::from_f64(&[-1.5, f64::NAN, -0.0, 2.0], [2, 2], dtype).unwrap();
+        for op in ["BlockGrad", "stop_gradient"] {
+            let y = eager::invoke(op, &[&x], &Attrs::new()).unwrap();
+            assert_eq!(bits(&y), bits(&x), "{op} {dtype}");
+            let mut acc = NDArray::full([2, 2], 1.0, dtype);
+            eager::invoke_into_by_name(op, &[&x], &Attrs::new(), &mut acc, OpReqType::AddTo)
+                .unwrap();
+            let got = acc.to_f64_vec();
+            assert_eq!(
+                [got[0], got[2], got[3]],
+                [-0.5, 1.0, 3.0],
+                "{op} {dtype} AddTo"
+            );
+            assert!(got[1].is_nan(), "{op} {dtype} AddTo");
+            let mut inplace = x.deep_copy();
+            eager::invoke_inplace_by_name(op, &mut inplace, &[], &Attrs::new()).unwrap();
+            assert_eq!(bits(&inplace), bits(&x), "{op} {dtype} in place");
+            let mut null = NDArray::full([2, 2], 3.0, dtype);
+            eager::invoke_into_by_name(op, &[&x], &Attrs::new(), &mut null, OpReqType::Null)
+                .unwrap();
+            assert_eq!(null.to_f64_vec(), [3.0; 4], "{op} {dtype} null");
+        }
+        for (op, want) in [("zeros_like", 0.0), ("ones_like", 1.0)] {
+            let y = eager::invoke(op, &[&x], &Attrs::new()).unwrap();
+            assert_eq!((y.dtype(), y.to_f64_vec()), (dtype, vec![want; 4]), "{op}");
+        }
+    }
+}

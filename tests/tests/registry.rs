@@ -41,6 +41,10 @@ const STANDARD_OPS: &[&str] = &[
     "smooth_l1",
     "clip",
     "_copy",
+    // stopping gradients
+    "BlockGrad",
+    "zeros_like",
+    "ones_like",
     // with a scalar
     "_plus_scalar",
     "_minus_scalar",
