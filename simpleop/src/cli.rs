@@ -319,9 +319,10 @@ fn graph(
             .ok_or_else(|| Error::argument("--dtype", format!("`{s}`: unknown dtype")))?;
         types.insert(name.to_string(), dt);
     }
-    // The file's `__shape__` hints may give every shape without --shape.
-    let hinted = known.is_empty() && sym.infer_shape(&known).is_ok_and(|s| s.is_complete());
-    let dot = if known.is_empty() && !hinted {
+    // Bound (drawn with its plan) when shapes are given, or when the
+    // file's `__shape__` hints give every one.
+    let bind = !known.is_empty() || sym.infer_shape(&known).is_ok_and(|s| s.is_complete());
+    let dot = if !bind {
         sym.to_dot()
     } else {
         let reqs: HashMap<String, GradReq> = if train {

@@ -180,10 +180,14 @@ fn seed<V: Clone>(
     }
     g.nodes
         .iter()
-        .map(|n| match known.get(&n.name) {
-            _ if !n.is_variable() => Ok(None),
-            Some(v) => Ok(Some(v.clone())),
-            None => hint(&n.name, &n.attrs),
+        .map(|n| {
+            if !n.is_variable() {
+                return Ok(None);
+            }
+            match known.get(&n.name) {
+                Some(v) => Ok(Some(v.clone())),
+                None => hint(&n.name, &n.attrs),
+            }
         })
         .collect()
 }
