@@ -133,6 +133,7 @@ pub struct Executor {
     /// Shared by both plans; each buffer is as large as either needs.
     pool: Vec<Buffer>,
     sink: Buffer,
+    sink_layout: plan::SinkLayout,
     ctx: RunContext,
     /// `Some(is_train)` of the last forward.
     last_forward: Option<bool>,
@@ -290,7 +291,7 @@ impl Executor {
             None
         };
         let mut sizes = inference.buffers.clone();
-        let mut sink_slot = inference.sink_slot_bytes;
+        let mut sink = inference.sink;
         if let Some(t) = &training {
             if t.buffers.len() > sizes.len() {
                 sizes.resize(t.buffers.len(), 0);
@@ -298,7 +299,7 @@ impl Executor {
             for (s, &b) in sizes.iter_mut().zip(&t.buffers) {
                 *s = (*s).max(b);
             }
-            sink_slot = sink_slot.max(t.sink_slot_bytes);
+            sink = sink.max(t.sink);
         }
         let outputs = graph
             .heads
@@ -331,7 +332,8 @@ impl Executor {
             inference,
             training,
             pool: sizes.into_iter().map(|b| Buffer::new(b, true)).collect(),
-            sink: Buffer::new(sink_slot * 3, true),
+            sink: Buffer::new(sink.bytes(), true),
+            sink_layout: sink,
             ctx,
             last_forward: None,
             graph,
@@ -717,7 +719,7 @@ impl Executor {
             .map(|b| b.bytes_mut().as_mut_ptr())
             .collect();
         let sink_ptr = self.sink.bytes_mut().as_mut_ptr();
-        let sink_slot = self.sink.bytes().len() / 3;
+        let sink_slot = self.sink_layout.slot_bytes;
         let ptr = |v: ValueId| -> *mut u8 {
             match plan.values[v].loc {
                 Loc::Arg(k) => arg_ptrs[k].cast_mut(),
@@ -935,10 +937,13 @@ impl Executor {
                                 }
                                 _ => {
                                     let src = node_inputs[i];
-                                    // SAFETY: slot `i` of the sink is
-                                    // `sink_slot` bytes, sized by the planner
-                                    // for this input; a `Null` request is
-                                    // never written or read.
+                                    // SAFETY: the sink has a slot for every
+                                    // input of the widest backward step, each
+                                    // `sink_slot` bytes, at least this input's
+                                    // size (`SinkLayout`). Slot `i` is this
+                                    // call's alone, and no array lives there,
+                                    // so an op that writes it anyway harms
+                                    // nothing.
                                     blobs.push(unsafe {
                                         TBlobMut::from_raw(
                                             sink_ptr.add(i * sink_slot),
@@ -991,7 +996,7 @@ fn placeholder_plan() -> Plan {
         values: Vec::new(),
         steps: Vec::new(),
         buffers: Vec::new(),
-        sink_slot_bytes: 0,
+        sink: plan::SinkLayout::default(),
         forward_value: Vec::new(),
         grad_value: Vec::new(),
         backward_start: 0,

@@ -133,8 +133,8 @@ pub(crate) struct Plan {
     pub(crate) steps: Vec<Step>,
     /// Byte size of each pool buffer.
     pub(crate) buffers: Vec<usize>,
-    /// Scratch for `Null` gradients: one slot of this many bytes per input.
-    pub(crate) sink_slot_bytes: usize,
+    /// Scratch for the gradient blobs a backward call must not write.
+    pub(crate) sink: SinkLayout,
     /// Forward value of each node.
     pub(crate) forward_value: Vec<ValueId>,
     /// Gradient value of each node, when computed.
@@ -142,6 +142,56 @@ pub(crate) struct Plan {
     /// Index of the first backward step (`steps.len()` for inference).
     pub(crate) backward_start: usize,
     pub(crate) stats: MemoryStats,
+}
+
+/// Scratch for gradient blobs that a backward call receives but must not
+/// write: inputs with a `Null` request, and inputs whose shared gradient
+/// buffer is written in a later call (`f(x, x)`). Input `i` of a step gets
+/// slot `i`, so no two blobs of one call overlap, whatever the op's arity.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SinkLayout {
+    /// Bytes per slot: the largest such input, in whole 64-byte lines.
+    pub(crate) slot_bytes: usize,
+    /// Slots: the most inputs of any backward step.
+    pub(crate) slots: usize,
+}
+
+impl SinkLayout {
+    pub(crate) fn bytes(&self) -> usize {
+        self.slot_bytes.saturating_mul(self.slots)
+    }
+    /// The layout big enough for both.
+    pub(crate) fn max(self, other: SinkLayout) -> SinkLayout {
+        SinkLayout {
+            slot_bytes: self.slot_bytes.max(other.slot_bytes),
+            slots: self.slots.max(other.slots),
+        }
+    }
+}
+
+/// The sink every backward step of `steps` fits in.
+fn sink_layout(steps: &[Step], g: &Graph, p: &PlanInput<'_>) -> SinkLayout {
+    let mut sink = SinkLayout::default();
+    for s in steps {
+        let Step::Backward { node, grads, .. } = s else {
+            continue;
+        };
+        let inputs = &g.nodes[*node].inputs;
+        sink.slots = sink.slots.max(inputs.len());
+        for (i, (&src, grad)) in inputs.iter().zip(grads).enumerate() {
+            let shares_buffer = |(v, _): &(ValueId, OpReqType)| {
+                grads
+                    .iter()
+                    .enumerate()
+                    .any(|(j, o)| j != i && o.is_some_and(|(w, _)| w == *v))
+            };
+            if grad.as_ref().is_none_or(shares_buffer) {
+                let bytes = p.shapes[src].size().saturating_mul(p.dtypes[src].size());
+                sink.slot_bytes = sink.slot_bytes.max(bytes.next_multiple_of(64));
+            }
+        }
+    }
+    sink
 }
 
 /// What the planner needs to know about the bound graph.
@@ -214,28 +264,12 @@ pub(crate) fn plan(p: &PlanInput<'_>) -> Result<Plan> {
             &mut steps,
         )?;
     }
-    let sink_slot_bytes = steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Backward { node, grads, .. } => Some(
-                g.nodes[*node]
-                    .inputs
-                    .iter()
-                    .zip(grads)
-                    .filter(|(_, gr)| gr.is_none())
-                    .map(|(&i, _)| (p.shapes[i].size() * p.dtypes[i].size()).next_multiple_of(64))
-                    .max()
-                    .unwrap_or(0),
-            ),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0);
+    let sink = sink_layout(&steps, g, p);
     let mut plan = Plan {
         values,
         steps,
         buffers: Vec::new(),
-        sink_slot_bytes,
+        sink,
         forward_value,
         grad_value,
         backward_start,
@@ -516,7 +550,7 @@ fn allocate(plan: &mut Plan, p: &PlanInput<'_>) {
         .iter()
         .filter(|v| matches!(v.loc, Loc::Head(_)))
         .count();
-    let sink = plan.sink_slot_bytes * 3;
+    let sink = plan.sink.bytes();
     plan.stats = MemoryStats {
         planned_bytes: buffers.iter().sum::<usize>() + head_bytes + sink,
         unplanned_bytes: unplanned_bytes + head_bytes + sink,
