@@ -7,13 +7,22 @@ use std::ops::Range;
 use crate::{DType, Element, Error, Float, Result, Shape};
 
 /// How a kernel must write an output.
+///
+/// `WriteTo` and `WriteInplace` mean **every element is written**: the
+/// buffer a kernel gets for them holds whatever was there before (old bytes
+/// of a released array, or a value the planner placed there earlier), never
+/// zeros. An op that skips elements hands that data back. The gradient
+/// checker and `simpleop check` fill such buffers with NaN (see
+/// [`crate::pool::set_poison`]) so that a kernel that skips elements fails
+/// its checks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum OpReqType {
     /// Do not write at all.
     Null,
-    /// Overwrite the output.
+    /// Overwrite every element of the output.
     WriteTo,
-    /// Overwrite the output, which is the same buffer as one of the inputs.
+    /// Overwrite every element of the output, which is the same buffer as
+    /// one of the inputs.
     WriteInplace,
     /// Add to what the output holds.
     AddTo,

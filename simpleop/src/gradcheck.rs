@@ -96,7 +96,12 @@ impl GradCheck {
 
     /// Runs the check; errors on the first mismatch, naming op, argument,
     /// dtype, request and element.
+    ///
+    /// Poisons storage for overwriting while it runs (see
+    /// [`crate::pool::set_poison`]), and starts `WriteTo` gradients from
+    /// NaN, so a kernel that skips elements fails.
     pub fn run(&self) -> Result<GradReport> {
+        let _poison = crate::pool::PoisonGuard::hold();
         let entry = eager::lookup(&self.op)?;
         let op = entry.def;
         let env = (op.parse)(op, &self.attrs)?.with_seed(self.seed);
@@ -333,7 +338,12 @@ fn check_backward_reqs(
         })
         .collect::<Result<_>>()?;
     for req in [OpReqType::WriteTo, OpReqType::AddTo, OpReqType::Null] {
-        let mut grads: Vec<NDArray> = init.iter().map(NDArray::deep_copy).collect();
+        let mut grads: Vec<NDArray> = if req == OpReqType::WriteTo {
+            let nan = |x: &&NDArray| NDArray::full(x.shape().clone(), f64::NAN, dtype);
+            x.iter().map(nan).collect()
+        } else {
+            init.iter().map(NDArray::deep_copy).collect()
+        };
         eager::invoke_backward(op, env, dy, Some(out), x, &mut grads, &vec![req; n])?;
         let mut worst = 0.0f64;
         for i in 0..n {

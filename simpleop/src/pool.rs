@@ -57,10 +57,9 @@ impl Buffer {
     /// A buffer of zeros, or, unless `zeroed`, of unspecified contents (old
     /// bytes from the pool) for outputs that are about to be overwritten.
     pub(crate) fn new(bytes: usize, zeroed: bool) -> Self {
-        Buffer {
-            lines: take(bytes.div_ceil(LINE), zeroed),
-            bytes,
-        }
+        let mut lines = take(bytes.div_ceil(LINE), zeroed);
+        poison_unless(zeroed, &mut lines);
+        Buffer { lines, bytes }
     }
     pub(crate) fn bytes(&self) -> &[u8] {
         &bytemuck::cast_slice(&self.lines)[..self.bytes]
@@ -99,6 +98,7 @@ pub(crate) fn shared(bytes: usize, zeroed: bool) -> Arc<Buffer> {
         if zeroed {
             buf.lines.fill(Line([0; LINE]));
         }
+        poison_unless(zeroed, &mut buf.lines);
         return spare;
     }
     Arc::new(Buffer::new(bytes, zeroed))
@@ -343,6 +343,54 @@ pub fn set_limit(bytes: usize) {
 pub fn trim() {
     with_pool(|p| p.trim_to(0));
     let _ = SMALL.try_with(|s| s.borrow_mut().iter_mut().for_each(Vec::clear));
+}
+
+static POISON: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Turns poisoning on (`true`) or off for this process: storage handed
+/// out for overwriting (`WriteTo` outputs) is filled with `0xff` bytes
+/// instead of holding old data, which is NaN in every float dtype. A
+/// kernel that skips elements then shows NaN there, and fails a check that
+/// would pass by luck on zeros or old data. Costs one fill per output.
+/// `SIMPLEOP_POISON=1` turns it on at start.
+pub fn set_poison(on: bool) {
+    POISON.store(usize::from(on), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether poisoning is on (see [`set_poison`]).
+pub fn poison() -> bool {
+    static FROM_ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let env =
+        *FROM_ENV.get_or_init(|| std::env::var("SIMPLEOP_POISON").is_ok_and(|v| v.trim() == "1"));
+    env || POISON.load(std::sync::atomic::Ordering::Relaxed) > 0
+}
+
+/// Poisoning for as long as the guard lives; guards nest.
+pub struct PoisonGuard(());
+
+impl PoisonGuard {
+    /// Turns poisoning on until the guard is dropped.
+    pub fn hold() -> PoisonGuard {
+        POISON.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        PoisonGuard(())
+    }
+}
+
+impl Drop for PoisonGuard {
+    fn drop(&mut self) {
+        let _ = POISON.fetch_update(
+            std::sync::atomic::Ordering::Relaxed,
+            std::sync::atomic::Ordering::Relaxed,
+            |n| n.checked_sub(1),
+        );
+    }
+}
+
+/// Fills storage for overwriting with `0xff` when poisoning is on.
+fn poison_unless(zeroed: bool, lines: &mut [Line]) {
+    if !zeroed && poison() {
+        lines.fill(Line([0xff; LINE]));
+    }
 }
 
 #[cfg(test)]

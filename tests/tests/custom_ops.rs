@@ -201,3 +201,58 @@ fn aliases_resolve_to_the_same_op() {
 fn clone_def(d: &simpleop::OpDef) -> simpleop::OpDef {
     simpleop::OpDef { ..*d }
 }
+
+/// Breaks the `WriteTo` contract: leaves element 0 of its output alone.
+#[simple_op(name = "_test_skips_first", blob, inputs = 1)]
+mod skips_first {
+    use simpleop::prelude::*;
+    pub fn shape(inputs: &[Shape]) -> Result<Shape> {
+        Ok(inputs[0].clone())
+    }
+    pub fn forward(inputs: &[TBlob<'_>], out: &mut TBlobMut<'_>, req: OpReqType) -> Result<()> {
+        let x = inputs[0].as_slice::<f64>()?;
+        for (o, v) in out.as_slice_mut::<f64>()?.iter_mut().zip(x).skip(1) {
+            req.assign(o, 2.0 * v);
+        }
+        Ok(())
+    }
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+    ) -> Result<()> {
+        let dy = dy.as_slice::<f64>()?;
+        for (g, d) in grads[0].as_slice_mut::<f64>()?.iter_mut().zip(dy) {
+            req[0].assign(g, 2.0 * d);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn poisoning_shows_an_element_a_write_to_kernel_skipped() {
+    use simpleop::{Attrs, eager, pool};
+    let x = NDArray::from_vec(vec![1.0f64, 2.0, 3.0], [3]).unwrap();
+    let _poison = pool::PoisonGuard::hold();
+    let y = eager::invoke("_test_skips_first", &[&x], &Attrs::new()).unwrap();
+    let y = y.to_vec::<f64>().unwrap();
+    assert!(y[0].is_nan(), "{y:?}");
+    assert_eq!(y[1..], [4.0, 6.0]);
+    // The gradient checker poisons on its own and names the element.
+    drop(_poison);
+    let e = GradCheck::new("_test_skips_first")
+        .dtypes(&[DType::F64])
+        .run()
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            simpleop::Error::GradCheck {
+                index: 0,
+                req: OpReqType::WriteTo,
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
