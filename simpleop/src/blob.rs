@@ -248,6 +248,17 @@ impl<'a> TBlobMut<'a> {
         Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr.cast::<T>(), self.len()) })
     }
 
+    /// Fills every byte with `0xff` (NaN in every float dtype), when
+    /// storage poisoning is on ([`crate::pool::set_poison`]).
+    pub(crate) fn poison_if_asked(&mut self) {
+        if crate::pool::poison() && !self.is_empty() {
+            // SAFETY: the constructors guarantee validity for `len` elements
+            // of `dtype`, that is `len * dtype.size()` bytes, and exclusive
+            // access for 'a; any byte pattern is a valid element.
+            unsafe { self.ptr.write_bytes(0xff, self.len() * self.dtype.size()) }
+        }
+    }
+
     /// Reborrows as a shorter-lived view.
     pub fn reborrow(&mut self) -> TBlobMut<'_> {
         TBlobMut {

@@ -238,6 +238,16 @@ fn poisoning_shows_an_element_a_write_to_kernel_skipped() {
     let y = y.to_vec::<f64>().unwrap();
     assert!(y[0].is_nan(), "{y:?}");
     assert_eq!(y[1..], [4.0, 6.0]);
+    // So does the executor, before each step that writes.
+    let v = simpleop::Symbol::var("x");
+    let s = simpleop::Symbol::invoke("_test_skips_first", &[&v], &Attrs::new()).unwrap();
+    let args = std::collections::HashMap::from([("x".to_string(), x.clone())]);
+    let mut exe = s
+        .bind(args, Default::default(), Default::default())
+        .unwrap();
+    exe.forward(false).unwrap();
+    let y = exe.outputs()[0].to_vec::<f64>().unwrap();
+    assert!(y[0].is_nan(), "{y:?}");
     // The gradient checker poisons on its own and names the element.
     drop(_poison);
     let e = GradCheck::new("_test_skips_first")

@@ -761,6 +761,9 @@ impl Executor {
                     let n = *node;
                     let op = self.graph.nodes[n].op.expect("op node");
                     let k = self.kernels[n].expect("op node");
+                    if !*in_place {
+                        view_mut(*out).poison_if_asked();
+                    }
                     let ins: Ptrs<TBlob<'_>> = inputs.iter().map(|&v| view(v)).collect();
                     let req = if *in_place {
                         OpReqType::WriteInplace
@@ -928,12 +931,17 @@ impl Executor {
                         for (i, g) in grads.iter().enumerate() {
                             match g {
                                 Some((v, r)) if grp.contains(&i) => {
-                                    blobs.push(view_mut(*v));
-                                    reqs.push(if i == 0 && *in_place {
+                                    let req = if i == 0 && *in_place {
                                         OpReqType::WriteInplace
                                     } else {
                                         *r
-                                    });
+                                    };
+                                    let mut blob = view_mut(*v);
+                                    if req == OpReqType::WriteTo {
+                                        blob.poison_if_asked();
+                                    }
+                                    blobs.push(blob);
+                                    reqs.push(req);
                                 }
                                 _ => {
                                     let src = node_inputs[i];
