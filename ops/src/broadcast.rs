@@ -113,14 +113,14 @@ fn broadcast_axis_shape(input: &Shape, p: &BroadcastAxisParams) -> Result<Shape>
 }
 
 /// The plan over the output: the broadcast axes are the ones that grew.
-fn plan(input: &Shape, output: &Shape) -> AxesPlan {
+fn plan(op: &str, input: &Shape, output: &Shape) -> Result<AxesPlan> {
     let grown: Vec<bool> = input
         .dims()
         .iter()
         .zip(output.dims())
         .map(|(i, o)| i != o)
         .collect();
-    AxesPlan::new(output, &grown)
+    AxesPlan::new(op, output, &grown)
 }
 
 fn forward_blob(
@@ -130,7 +130,7 @@ fn forward_blob(
     out: &mut TBlobMut<'_>,
     req: OpReqType,
 ) -> Result<()> {
-    let plan = plan(x.shape(), &out_shape?);
+    let plan = plan(op, x.shape(), &out_shape?)?;
     broadcast_blob(op, &plan, x, out, req)
 }
 
@@ -142,7 +142,7 @@ fn backward_blob(
     req: &[OpReqType],
 ) -> Result<()> {
     let g = &mut grads[0];
-    let plan = plan(g.shape(), &out_shape?);
+    let plan = plan(op, g.shape(), &out_shape?)?;
     reduce_blob(op, Reducer::Sum, &plan, dy, g, req[0])
 }
 

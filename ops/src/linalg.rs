@@ -71,7 +71,7 @@ impl Layout {
         let l = Layout {
             rs: cols,
             cs: 1,
-            batch: rows * cols,
+            batch: rows.saturating_mul(cols),
         };
         if transposed { l.t() } else { l }
     }
@@ -150,8 +150,10 @@ impl Product {
     }
 }
 
+/// Saturating, as `Shape::size`: shape rules see shapes no array has (a
+/// product past usize never matches a real blob's length in the checks).
 fn product_of(dims: &[usize]) -> usize {
-    dims.iter().product()
+    dims.iter().fold(1usize, |n, &d| n.saturating_mul(d))
 }
 
 fn shape_error(op: &str, arg: &str, expected: String, got: &Shape) -> Error {
@@ -324,7 +326,11 @@ fn span(l: Layout, count: usize, rows: usize, cols: usize) -> usize {
     if count == 0 || rows == 0 || cols == 0 {
         return 0;
     }
-    (count - 1) * l.batch + (rows - 1) * l.rs + (cols - 1) * l.cs + 1
+    // Saturating: a span past usize is past any slice, and fails the check.
+    ((count - 1).saturating_mul(l.batch))
+        .saturating_add((rows - 1).saturating_mul(l.rs))
+        .saturating_add((cols - 1).saturating_mul(l.cs))
+        .saturating_add(1)
 }
 
 /// `dst (=|+=) lhs · rhs` for every matrix of the batch, with `gemm`.
@@ -400,23 +406,25 @@ fn gemm_bf16(
     rhs: &[bf16],
     req: OpReqType,
     env: &simpleop::EnvArguments,
-) {
+    op: &str,
+) -> Result<()> {
     if req == OpReqType::Null {
-        return;
+        return Ok(());
     }
-    let widen = |src: &[bf16]| {
-        let mut t = env.temp_space::<f32>(src.len());
+    let widen = |src: &[bf16]| -> Result<Vec<f32>> {
+        let mut t = env.temp_space::<f32>(op, src.len())?;
         for (d, s) in t.iter_mut().zip(src) {
             *d = s.to_f32();
         }
-        t
+        Ok(t)
     };
-    let (l32, r32) = (widen(lhs), widen(rhs));
-    let mut d32 = env.temp_space::<f32>(dst.len());
+    let (l32, r32) = (widen(lhs)?, widen(rhs)?);
+    let mut d32 = env.temp_space::<f32>(op, dst.len())?;
     gemm_typed::<f32>(mm, &mut d32, &l32, &r32, OpReqType::WriteTo);
     for (d, &v) in dst.iter_mut().zip(&d32) {
         req.assign(d, v);
     }
+    Ok(())
 }
 
 /// Runs `mm` on blobs of any float dtype; `names` are the arguments'
@@ -447,8 +455,9 @@ fn gemm_blobs(
         }
     }
     let check = |name: &str, len: usize, l: Layout, rows: usize, cols: usize| {
-        let want = mm.batch * rows * cols;
-        if len != want || span(l, mm.batch, rows, cols) > len {
+        let want = mm.batch.checked_mul(rows).and_then(|n| n.checked_mul(cols));
+        if want != Some(len) || span(l, mm.batch, rows, cols) > len {
+            let want = want.map_or(format!("{}×{rows}×{cols}", mm.batch), |w| w.to_string());
             return Err(Error::invalid(
                 op,
                 name,
@@ -489,7 +498,8 @@ fn gemm_blobs(
             rhs.as_slice()?,
             req,
             env,
-        ),
+            op,
+        )?,
         d => {
             return Err(Error::DTypeMismatch {
                 op: op.into(),

@@ -95,9 +95,10 @@ fn softmax_geometry(op: &str, shape: &Shape, p: &SoftmaxParams) -> Result<(Lanes
     let dims = shape.dims();
     let axis = axis as usize;
     let lanes = Lanes {
-        outer: dims[..axis].iter().product(),
+        // saturating: shape rules see shapes no array has (never walked)
+        outer: dims[..axis].iter().fold(1, |n, &d| n.saturating_mul(d)),
         len: dims[axis],
-        inner: dims[axis + 1..].iter().product(),
+        inner: dims[axis + 1..].iter().fold(1, |n, &d| n.saturating_mul(d)),
     };
     Ok((lanes, 1.0 / t))
 }
@@ -250,7 +251,8 @@ fn softmax_forward(
     let (lanes, inv_t) = softmax_geometry(op, x.shape(), p)?;
     check_like(op, "output", out.shape(), out.dtype(), x.shape(), x.dtype())?;
     dispatch_float!(x.dtype(), T => {
-        let mut scratch = env.temp_space::<<T as Float>::Compute>(lanes.len);
+        let touched = if x.is_empty() { 0 } else { lanes.len };
+        let mut scratch = env.temp_space::<<T as Float>::Compute>(op, touched)?;
         softmax_lanes::<T>(x.as_slice()?, out.as_slice_mut()?, lanes, inv_t, log, req, &mut scratch);
         Ok(())
     }, _ => Err(float_error(op, "data", x.dtype())))
@@ -493,7 +495,8 @@ pub mod softmax_cross_entropy {
             x.dtype(),
         )?;
         simpleop::dispatch_float!(x.dtype(), T => {
-            let mut scratch = env.temp_space::<<T as Float>::Compute>(c);
+            let touched = if x.is_empty() { 0 } else { c };
+            let mut scratch = env.temp_space::<<T as Float>::Compute>(super::SCE, touched)?;
             let loss = super::sce_loss::<T>(x.as_slice()?, &labels, c, &mut scratch);
             req.assign(&mut out.as_slice_mut::<T>()?[0], <<T as Float>::Compute as Element>::from_f64(loss));
             Ok(())
@@ -551,7 +554,8 @@ pub mod softmax_cross_entropy {
         if req[0] != OpReqType::Null {
             simpleop::dispatch_float!(data.dtype(), T => {
                 let d = dy.as_slice::<T>()?[0].to_compute();
-                let mut scratch = env.temp_space::<<T as Float>::Compute>(c);
+                let touched = if data.is_empty() { 0 } else { c };
+                let mut scratch = env.temp_space::<<T as Float>::Compute>(super::SCE, touched)?;
                 super::sce_grad::<T>(data.as_slice()?, &labels, c, d, grads[0].as_slice_mut()?, req[0], &mut scratch);
             }, _ => return Err(super::float_error(super::SCE, "data", data.dtype())));
         }

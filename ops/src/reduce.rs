@@ -127,27 +127,67 @@ pub(crate) struct AxesPlan {
     pub inner: Vec<usize>,
 }
 
-/// Row-major flat offsets of every index over `(dim, stride)` pairs.
-fn offsets(axes: impl Iterator<Item = (usize, usize)>) -> Vec<usize> {
-    let mut offs = vec![0usize];
-    for (dim, stride) in axes {
-        offs = offs
-            .iter()
-            .flat_map(|&o| (0..dim).map(move |k| o + k * stride))
-            .collect();
+/// Row-major flat offsets of every index over `(dim, stride)` pairs, or
+/// `None` when their count does not fit in memory.
+fn offsets(axes: &[(usize, usize)]) -> Option<Vec<usize>> {
+    let count = axes
+        .iter()
+        .try_fold(1usize, |n, &(d, _)| n.checked_mul(d))?;
+    let mut offs = Vec::new();
+    offs.try_reserve_exact(count).ok()?;
+    if count == 0 {
+        return Some(offs);
     }
-    offs
+    // An odometer over the index, last axis fastest.
+    let mut index = vec![0usize; axes.len()];
+    let mut at = 0usize;
+    loop {
+        offs.push(at);
+        let mut a = axes.len();
+        loop {
+            if a == 0 {
+                return Some(offs);
+            }
+            a -= 1;
+            index[a] += 1;
+            at += axes[a].1;
+            if index[a] < axes[a].0 {
+                break;
+            }
+            at -= axes[a].1 * index[a];
+            index[a] = 0;
+        }
+    }
 }
 
 impl AxesPlan {
     /// The plan of `shape` reducing the axes where `reduced` is true.
-    pub(crate) fn new(shape: &Shape, reduced: &[bool]) -> Self {
+    /// Sized by the elements walked: with no outputs, no group is walked
+    /// and the reduced offsets are left empty (a `[0, 2^40]` sum holds no
+    /// 2^40-entry table). [`Error::Alloc`] when a table cannot be had.
+    pub(crate) fn new(op: &str, shape: &Shape, reduced: &[bool]) -> Result<Self> {
         let strides = shape.strides();
-        let axes = || shape.dims().iter().copied().zip(strides.iter().copied());
-        AxesPlan {
-            outer: offsets(axes().zip(reduced).filter(|(_, r)| !**r).map(|(a, _)| a)),
-            inner: offsets(axes().zip(reduced).filter(|(_, r)| **r).map(|(a, _)| a)),
-        }
+        let axes = |keep: bool| -> Vec<(usize, usize)> {
+            let all = shape.dims().iter().copied().zip(strides.iter().copied());
+            all.zip(reduced)
+                .filter(|(_, r)| **r != keep)
+                .map(|(a, _)| a)
+                .collect()
+        };
+        let table = |axes: &[(usize, usize)], what: &str| {
+            offsets(axes).ok_or_else(|| {
+                let n = axes.iter().try_fold(1usize, |n, &(d, _)| n.checked_mul(d));
+                let bytes = n.and_then(|n| n.checked_mul(size_of::<usize>()));
+                Error::alloc(op, format!("the {what} offsets of shape {shape}"), bytes)
+            })
+        };
+        let outer = table(&axes(true), "output")?;
+        let inner = if outer.is_empty() {
+            Vec::new()
+        } else {
+            table(&axes(false), "reduced")?
+        };
+        Ok(AxesPlan { outer, inner })
     }
 
     /// Calls `f(o, flat)` for every element, grouped by output.
@@ -267,12 +307,16 @@ pub(crate) enum Reducer {
 impl Reducer {
     /// Reduces one group (given in walk order), in f64.
     fn reduce(self, values: impl Iterator<Item = f64>, n: usize) -> f64 {
+        // Sums start from +0.0, as NumPy's: Rust's `Sum` for floats starts
+        // from -0.0, which an empty group would return.
+        let sum = |v: &mut dyn Iterator<Item = f64>| v.fold(0.0, |a, b| a + b);
+        let mut values = values;
         match self {
-            Reducer::Sum => values.sum(),
-            Reducer::Mean => values.sum::<f64>() / n as f64,
+            Reducer::Sum => sum(&mut values),
+            Reducer::Mean => sum(&mut values) / n as f64,
             Reducer::Prod => values.product(),
-            Reducer::Norm(1) => values.map(f64::abs).sum(),
-            Reducer::Norm(_) => values.map(|v| v * v).sum::<f64>().sqrt(),
+            Reducer::Norm(1) => sum(&mut values.map(f64::abs)),
+            Reducer::Norm(_) => sum(&mut values.map(|v| v * v)).sqrt(),
             // NaN propagates, as in mshadow's maximum/minimum reducers.
             Reducer::Max => {
                 values.fold(
@@ -353,8 +397,11 @@ fn row_reduction<P: AxesArgs>(
     if !mask[first..].iter().all(|&m| m) {
         return Ok(None);
     }
-    let len: usize = shape.dims()[first..].iter().product();
-    Ok((len > 0).then_some(RowReduction { reducer, len }))
+    // No row reduction for a row past usize: no array has one.
+    let len = Shape::new(&shape.dims()[first..]).checked_size();
+    Ok(len
+        .filter(|&len| len > 0)
+        .map(|len| RowReduction { reducer, len }))
 }
 
 /// `dst[o] (=|+=) reduce(src[outer[o] + inner[..]])` per `req`.
@@ -549,7 +596,7 @@ fn axes_plan(
     exclude: bool,
 ) -> Result<(Shape, AxesPlan)> {
     let (out, mask) = reduce_axes(op, shape, axis, keepdims, exclude)?;
-    Ok((out, AxesPlan::new(shape, &mask)))
+    Ok((out, AxesPlan::new(op, shape, &mask)?))
 }
 
 /// What every reduce op's kwargs provide.
@@ -582,15 +629,45 @@ impl AxesArgs for NormParams {
     }
 }
 
-/// The axis (`None` = every axis, flattened) of an arg-search op.
+/// The axis (`None` = every axis, flattened) of an arg-search op. An
+/// empty axis is an error, as NumPy's "attempt to get argmax of an empty
+/// sequence": there is no index to give (whether or not other axes leave
+/// any output).
 fn arg_axes(op: &str, shape: &Shape, p: &ArgReduceParams) -> Result<(Shape, AxesPlan)> {
-    match p.axis {
-        None => axes_plan(op, shape, None, p.keepdims, false),
-        Some(a) => {
-            let a = resolve_axis(op, "axis", a, shape.ndim(), 0)?;
-            axes_plan(op, shape, Some(&[a as i64]), p.keepdims, false)
-        }
+    let axis = arg_axis(op, shape, p)?;
+    let axes = axis.map(|k| [k as i64]);
+    axes_plan(op, shape, axes.as_ref().map(|a| &a[..]), p.keepdims, false)
+}
+
+/// The output shape of an arg-search op (no plan: shape rules allocate nothing).
+fn arg_shape(op: &str, shape: &Shape, p: &ArgReduceParams) -> Result<Shape> {
+    let axis = arg_axis(op, shape, p)?.map(|k| [k as i64]);
+    let axes = axis.as_ref().map(|a| &a[..]);
+    Ok(reduce_axes(op, shape, axes, p.keepdims, false)?.0)
+}
+
+/// The resolved axis of an arg-search op, checked non-empty.
+fn arg_axis(op: &str, shape: &Shape, p: &ArgReduceParams) -> Result<Option<usize>> {
+    let axis = p
+        .axis
+        .map(|a| resolve_axis(op, "axis", a, shape.ndim(), 0))
+        .transpose()?;
+    let empty = match axis {
+        None => shape.size() == 0,
+        Some(k) => shape.dims()[k] == 0,
+    };
+    if empty {
+        let what = match p.axis {
+            None => "the flattened array (axis None)".to_string(),
+            Some(a) => format!("axis {a}"),
+        };
+        return Err(Error::invalid(
+            op,
+            "axis",
+            format!("{what} of the input {shape} is empty: there is no index to return"),
+        ));
     }
+    Ok(axis)
 }
 
 fn reduce_shape<P: AxesArgs>(op: &str, inputs: &[Shape], p: &P) -> Result<Shape> {
@@ -949,7 +1026,7 @@ pub mod argmax {
     /// The input shape without `axis` (`(1,)` when flattened), or with it
     /// as 1 under `keepdims`.
     pub fn shape(inputs: &[Shape], p: &ArgReduceParams) -> Result<Shape> {
-        Ok(super::arg_axes("argmax", &inputs[0], p)?.0)
+        super::arg_shape("argmax", &inputs[0], p)
     }
 
     /// `out = argmax data` along the axis, honouring `req`.
@@ -984,7 +1061,7 @@ pub mod argmin {
     /// The input shape without `axis` (`(1,)` when flattened), or with it
     /// as 1 under `keepdims`.
     pub fn shape(inputs: &[Shape], p: &ArgReduceParams) -> Result<Shape> {
-        Ok(super::arg_axes("argmin", &inputs[0], p)?.0)
+        super::arg_shape("argmin", &inputs[0], p)
     }
 
     /// `out = argmin data` along the axis, honouring `req`.

@@ -71,6 +71,12 @@ fn bad(op: &str, arg: &str, reason: String) -> Error {
 // The strided kernel
 // ---------------------------------------------------------------------------
 
+/// `v` as an offset, saturated: shape rules also see shapes no array has
+/// (whose views are never walked), and must not overflow on them.
+fn to_isize(v: usize) -> isize {
+    isize::try_from(v).unwrap_or(isize::MAX)
+}
+
 /// A row-major walk over `dims` yielding `start + Σ index[k] · strides[k]`.
 #[derive(Clone, Debug, PartialEq)]
 struct View {
@@ -84,13 +90,14 @@ impl View {
     fn contiguous(shape: &Shape) -> Self {
         View {
             dims: shape.dims().to_vec(),
-            strides: shape.strides().iter().map(|&s| s as isize).collect(),
+            strides: shape.strides().iter().map(|&s| to_isize(s)).collect(),
             start: 0,
         }
     }
 
     fn len(&self) -> usize {
-        self.dims.iter().product()
+        // saturating as `Shape::size`: only real arrays' views are walked
+        self.dims.iter().fold(1usize, |n, &d| n.saturating_mul(d))
     }
 
     /// Calls `f(k, offset)` for the `k`-th element of the walk.
@@ -121,11 +128,11 @@ impl View {
         let mut lo = self.start;
         let mut hi = self.start;
         for (&d, &s) in self.dims.iter().zip(&self.strides) {
-            let reach = s * (d.max(1) as isize - 1);
+            let reach = s.saturating_mul(to_isize(d.max(1) - 1));
             if reach < 0 {
-                lo += reach;
+                lo = lo.saturating_add(reach);
             } else {
-                hi += reach;
+                hi = hi.saturating_add(reach);
             }
         }
         (lo, hi)
@@ -278,7 +285,12 @@ fn reshape_shape(input: &Shape, p: &ReshapeParams) -> Result<Shape> {
             -3 => {
                 let a = next_src(&mut s, "-3")?;
                 let b = next_src(&mut s, "-3")?;
-                out.push(a * b);
+                out.push(a.checked_mul(b).ok_or_else(|| {
+                    err(format!(
+                        "{:?}: -3 merges {a} × {b}, more than usize::MAX",
+                        p.shape
+                    ))
+                })?);
             }
             -4 => {
                 let d = next_src(&mut s, "-4")?;
@@ -289,6 +301,8 @@ fn reshape_shape(input: &Shape, p: &ReshapeParams) -> Result<Shape> {
                     )));
                 };
                 i += 2;
+                // In u64: `d` may exceed i64::MAX, and `a · b` overflow.
+                let d64 = d as u64;
                 let (a, b) = match (a, b) {
                     (-1, -1) => {
                         return Err(err(format!(
@@ -296,11 +310,15 @@ fn reshape_shape(input: &Shape, p: &ReshapeParams) -> Result<Shape> {
                             p.shape
                         )));
                     }
-                    (-1, b) if b > 0 => ((d as i64) / b, b),
-                    (a, -1) if a > 0 => (a, (d as i64) / a),
+                    (-1, b) if b > 0 => ((d64 / b as u64) as i64, b),
+                    (a, -1) if a > 0 => (a, (d64 / a as u64) as i64),
                     (a, b) => (a, b),
                 };
-                if a < 0 || b < 0 || (a * b) as usize != d {
+                let product = u64::try_from(a)
+                    .ok()
+                    .zip(u64::try_from(b).ok())
+                    .and_then(|(a, b)| a.checked_mul(b));
+                if product != Some(d64) {
                     return Err(err(format!(
                         "{:?}: -4 splits dimension {d} into {a} × {b}, which does not match",
                         p.shape
@@ -317,30 +335,41 @@ fn reshape_shape(input: &Shape, p: &ReshapeParams) -> Result<Shape> {
         }
         i += 1;
     }
+    // Element counts checked: a count past usize is never equal to another.
+    let size = input.checked_size();
     if let Some(k) = infer {
-        // saturating, as `Shape::size`: an absurd product fails the test
-        let known = out.iter().fold(1usize, |n, &d| n.saturating_mul(d));
-        if known == 0 || input.size() % known != 0 {
-            return Err(err(format!(
-                "cannot infer the -1 dimension of {:?} for the input {input} ({} elements)",
-                p.shape,
-                input.size()
-            )));
+        let known = Shape::new(out.clone()).checked_size();
+        match (size, known) {
+            (Some(n), Some(known)) if known > 0 && n % known == 0 => out[k] = n / known,
+            _ => {
+                return Err(err(format!(
+                    "cannot infer the -1 dimension of {:?} for the input {input} ({})",
+                    p.shape,
+                    elements(input)
+                )));
+            }
         }
-        out[k] = input.size() / known;
     }
     if p.reverse {
         out.reverse();
     }
     let out = Shape::new(out);
-    if out.size() != input.size() {
+    if size.is_none() || out.checked_size() != size {
         return Err(err(format!(
-            "cannot reshape the input {input} ({} elements) to {out} ({} elements)",
-            input.size(),
-            out.size()
+            "cannot reshape the input {input} ({}) to {out} ({})",
+            elements(input),
+            elements(&out)
         )));
     }
     Ok(out)
+}
+
+/// "N elements", or "more than usize::MAX elements" when the count overflows.
+fn elements(shape: &Shape) -> String {
+    shape.checked_size().map_or_else(
+        || "more than usize::MAX elements".into(),
+        |n| format!("{n} elements"),
+    )
 }
 
 /// `Flatten`'s `(d0, d1 · d2 · …)`.
@@ -352,7 +381,16 @@ fn flatten_shape(input: &Shape) -> Result<Shape> {
             expected: "an array with at least one dimension".into(),
             got: input.clone(),
         }),
-        [d0, rest @ ..] => Ok(Shape::new([*d0, rest.iter().product()])),
+        [d0, rest @ ..] => {
+            let rest = Shape::new(rest).checked_size();
+            let rest = rest.ok_or_else(|| Error::ShapeMismatch {
+                op: "Flatten".into(),
+                arg: "data".into(),
+                expected: "trailing dimensions whose product fits usize".into(),
+                got: input.clone(),
+            })?;
+            Ok(Shape::new([*d0, rest]))
+        }
     }
 }
 
@@ -394,7 +432,7 @@ fn transpose_view(input: &Shape, p: &TransposeParams) -> Result<View> {
     let strides = input.strides();
     Ok(View {
         dims: perm.iter().map(|&a| input.dims()[a]).collect(),
-        strides: perm.iter().map(|&a| strides[a] as isize).collect(),
+        strides: perm.iter().map(|&a| to_isize(strides[a])).collect(),
         start: 0,
     })
 }
@@ -432,7 +470,7 @@ fn slice_view(input: &Shape, p: &SliceAxisParams) -> Result<View> {
     }
     let mut view = View::contiguous(input);
     view.dims[k] = (end - begin) as usize;
-    view.start = begin as isize * view.strides[k];
+    view.start = (begin as isize).saturating_mul(view.strides[k]);
     Ok(view)
 }
 
@@ -442,7 +480,10 @@ fn reverse_view(input: &Shape, p: &ReverseParams) -> Result<View> {
     let mut view = View::contiguous(input);
     for (k, _) in mask.iter().enumerate().filter(|(_, m)| **m) {
         if view.dims[k] > 0 {
-            view.start += view.strides[k] * (view.dims[k] as isize - 1);
+            let last = to_isize(view.dims[k] - 1);
+            view.start = view
+                .start
+                .saturating_add(view.strides[k].saturating_mul(last));
         }
         view.strides[k] = -view.strides[k];
     }

@@ -192,7 +192,7 @@ fn run_forward(
     let kernels = entry.kernels(ctx.device)?;
     let env = seeded(op, env);
     // Written with `WriteTo` below, so old pooled bytes never show.
-    let mut out = NDArray::for_overwrite(shape, dtype);
+    let mut out = NDArray::for_overwrite(op.name, shape, dtype)?;
     let call = OpCall {
         op,
         env: &env,
@@ -229,7 +229,7 @@ fn run_into(
     let kernels = entry.kernels(ctx.device)?;
     let env = seeded(op, env);
     if req != OpReqType::AddTo {
-        out.make_unique_for_overwrite();
+        out.make_unique_for_overwrite(op.name)?;
     }
     let blobs: Vec<TBlob<'_>> = inputs.iter().map(|a| a.blob()).collect();
     let call = OpCall {
@@ -333,7 +333,7 @@ pub fn invoke_backward(
     let args = grad_args(op, spec, out_grad.blob(), output, inputs)?;
     for (g, &r) in grads.iter_mut().zip(reqs) {
         if r == OpReqType::WriteTo || r == OpReqType::WriteInplace {
-            g.make_unique_for_overwrite();
+            g.make_unique_for_overwrite(op.name)?;
         }
     }
     let mut blobs: Vec<TBlobMut<'_>> = grads.iter_mut().map(|g| g.blob_mut()).collect();
@@ -407,8 +407,8 @@ pub fn gradient(
     let out = invoke_with(op, inputs, &env)?;
     let mut grads: Vec<NDArray> = inputs
         .iter()
-        .map(|x| NDArray::zeros(x.shape().clone(), x.dtype()))
-        .collect();
+        .map(|x| NDArray::zeros_for(op.name, x.shape().clone(), x.dtype()))
+        .collect::<Result<_>>()?;
     let reqs = vec![OpReqType::WriteTo; inputs.len()];
     invoke_backward(op, &env, out_grad, Some(&out), inputs, &mut grads, &reqs)?;
     Ok(grads)
@@ -445,7 +445,7 @@ pub fn invoke_backward_inplace(
         && out_grad.dtype() == x0.dtype();
     let ptr = if fits { out_grad.unique_ptr() } else { None };
     let Some(ptr) = ptr else {
-        let mut grads = vec![NDArray::zeros(x0.shape().clone(), x0.dtype())];
+        let mut grads = vec![NDArray::zeros_for(op.name, x0.shape().clone(), x0.dtype())?];
         grads.extend(rest_grads.iter().cloned());
         let mut reqs = reqs.to_vec();
         if reqs[0] == OpReqType::WriteInplace || reqs[0] == OpReqType::AddTo {
@@ -477,7 +477,7 @@ pub fn invoke_backward_inplace(
             )?;
         }
         if reqs[i + 1] == OpReqType::WriteTo {
-            g.make_unique_for_overwrite();
+            g.make_unique_for_overwrite(op.name)?;
         }
     }
     // SAFETY: `ptr` is the start of `out_grad`'s buffer, owned by this handle
@@ -611,11 +611,14 @@ fn run_states(
         }
         _ => None,
     };
-    let state_ptrs: Vec<*mut u8> = states.iter_mut().map(|s| s.make_unique_ptr()).collect();
+    let state_ptrs: Vec<*mut u8> = states
+        .iter_mut()
+        .map(|s| s.make_unique_ptr())
+        .collect::<Result<_>>()?;
     let mut fresh = if in_place_target.is_some() {
         None
     } else {
-        Some(NDArray::zeros(shape.clone(), dtype))
+        Some(NDArray::zeros_for(op.name, shape.clone(), dtype)?)
     };
     // Handles that keep the plain inputs alive while their blobs are used;
     // none for an in-place target, which is only reached through its pointer.

@@ -119,9 +119,18 @@ impl EnvArguments {
     pub fn seed_or_draw(&self) -> u64 {
         self.seed.unwrap_or_else(draw_seed)
     }
-    /// Zeroed temporary space of `n` elements (the temp-space resource).
-    pub fn temp_space<T: Element>(&self, n: usize) -> Vec<T> {
-        vec![T::zeroed(); n]
+    /// Zeroed temporary space of `n` elements (the temp-space resource),
+    /// or [`crate::Error::Alloc`] naming `op` when it cannot be had. Ask
+    /// for what the kernel touches: none for an empty array, whatever its
+    /// nominal dimensions.
+    pub fn temp_space<T: Element>(&self, op: &str, n: usize) -> crate::Result<Vec<T>> {
+        let mut v = Vec::new();
+        if v.try_reserve_exact(n).is_err() {
+            let bytes = n.checked_mul(size_of::<T>());
+            return Err(crate::Error::alloc(op, format!("temporary space of {n} elements"), bytes));
+        }
+        v.resize(n, T::zeroed());
+        Ok(v)
     }
 }
 

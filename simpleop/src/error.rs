@@ -179,6 +179,17 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// Memory for an array or for temporary space could not be had: the
+    /// size does not fit the address space, or the allocator refused it.
+    #[error("op `{op}`: cannot allocate {what} of {}", bytes_text(*bytes))]
+    Alloc {
+        /// The op, or the function (`NDArray::zeros`, `bind`).
+        op: String,
+        /// What the memory was for, e.g. "output `out` of shape [1073741824, 1073741824]".
+        what: String,
+        /// How many bytes; `None` when the count overflows `usize`.
+        bytes: Option<usize>,
+    },
     /// The gradient checker found a mismatch.
     #[error(
         "op `{op}`: gradient check failed for argument `{arg}` ({dtype}, {req:?}) at element {index}: analytic {analytic}, numeric {numeric}"
@@ -207,6 +218,13 @@ impl std::fmt::Debug for Error {
     }
 }
 
+fn bytes_text(bytes: Option<usize>) -> String {
+    match bytes {
+        Some(b) => format!("{b} bytes"),
+        None => "more bytes than the address space holds".into(),
+    }
+}
+
 fn suggest(names: &[String]) -> String {
     match names {
         // Ops register at link time, so an op crate nothing refers to is
@@ -227,6 +245,16 @@ fn suggest(names: &[String]) -> String {
 }
 
 impl Error {
+    /// An allocation failure: `bytes` of memory (`None`: more than a
+    /// `usize` counts) for `what`, in `op`.
+    pub fn alloc(op: impl Into<String>, what: impl Into<String>, bytes: Option<usize>) -> Self {
+        Error::Alloc {
+            op: op.into(),
+            what: what.into(),
+            bytes,
+        }
+    }
+
     /// A malformed-graph error.
     pub fn graph(reason: impl Into<String>) -> Self {
         Error::Graph {

@@ -1082,6 +1082,21 @@ impl<S: TileIo, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {
     }
 }
 
+/// `n` zeros of temporary space, or [`Error::Alloc`].
+fn zeroed_temp<C: Float>(n: usize) -> Result<Vec<C>> {
+    let mut v = Vec::new();
+    if v.try_reserve_exact(n).is_err() {
+        let bytes = n.checked_mul(size_of::<C>());
+        return Err(Error::alloc(
+            "gradient",
+            format!("temporary space of {n} elements"),
+            bytes,
+        ));
+    }
+    v.resize(n, C::zero());
+    Ok(v)
+}
+
 /// Runs a backward [`MapGrad`] of arity `N`.
 ///
 /// `grads[i]` has input `i`'s shape; when that is a broadcast shape the
@@ -1205,15 +1220,11 @@ pub fn map_backward<K: MapGrad<N>, const N: usize>(
             }
         }
         type C = <S as Float>::Compute;
-        let mut temps: Vec<Vec<C>> = (0..N)
-            .map(|i| {
-                if reqs[i] != OpReqType::Null && !direct[i] {
-                    vec![<C as Float>::zero(); n]
-                } else {
-                    Vec::new()
-                }
-            })
-            .collect();
+        let mut temps: Vec<Vec<C>> = Vec::with_capacity(N);
+        for i in 0..N {
+            let wanted = reqs[i] != OpReqType::Null && !direct[i];
+            temps.push(if wanted { zeroed_temp::<C>(n)? } else { Vec::new() });
+        }
         {
             let (direct_grads, _) = grads.split_at_mut(N);
             let mut direct_slices: Vec<Option<DisjointMut<'_, S>>> = Vec::with_capacity(N);

@@ -37,31 +37,67 @@ impl NDArray {
         Self::try_zeros(shape, dtype).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// An array of zeros, or an error when it would take more than
-    /// `isize::MAX` bytes (a shape read from a file or a graph, say).
+    /// An array of zeros, or [`Error::Alloc`] when its size overflows or
+    /// the memory cannot be had (a shape read from a file or a graph, say).
     pub fn try_zeros(shape: impl Into<Shape>, dtype: DType) -> Result<Self> {
-        let shape = shape.into();
-        check_size("NDArray::zeros", &shape, dtype)?;
-        Ok(Self::allocate(shape, dtype, true))
+        Self::allocate("NDArray::zeros", shape.into(), dtype, true)
     }
 
     /// An array whose contents are unspecified (left over from pooled
-    /// storage), for outputs that a kernel is about to overwrite.
-    pub(crate) fn for_overwrite(shape: impl Into<Shape>, dtype: DType) -> Self {
-        Self::allocate(shape.into(), dtype, false)
+    /// storage, or NaN when poisoning), for outputs that a kernel is about
+    /// to overwrite; [`Error::Alloc`] names `op` when it cannot be had.
+    pub(crate) fn for_overwrite(op: &str, shape: impl Into<Shape>, dtype: DType) -> Result<Self> {
+        Self::allocate(op, shape.into(), dtype, false)
     }
 
-    /// Storage for `shape`; the size was checked ([`check_size`]) or the
-    /// shape is an existing array's.
-    fn allocate(shape: Shape, dtype: DType, zeroed: bool) -> Self {
-        let bytes = shape
-            .bytes(dtype.size())
-            .expect("a checked shape fits isize::MAX bytes");
-        NDArray {
+    /// An array of zeros; [`Error::Alloc`] names `op` when it cannot be had.
+    pub(crate) fn zeros_for(op: &str, shape: impl Into<Shape>, dtype: DType) -> Result<Self> {
+        Self::allocate(op, shape.into(), dtype, true)
+    }
+
+    /// [`NDArray::full`], or [`Error::Alloc`] naming `op`.
+    pub(crate) fn full_for(
+        op: &str,
+        shape: impl Into<Shape>,
+        value: f64,
+        dtype: DType,
+    ) -> Result<Self> {
+        let mut a = Self::allocate(op, shape.into(), dtype, false)?;
+        dispatch_any!(dtype, T => {
+            let v = <T as Element>::from_f64(value);
+            a.typed_mut::<T>().fill(v);
+        });
+        Ok(a)
+    }
+
+    fn allocate(op: &str, shape: Shape, dtype: DType, zeroed: bool) -> Result<Self> {
+        check_size(op, &shape, dtype)?;
+        let bytes = shape.bytes(dtype.size());
+        let storage = bytes
+            .and_then(|b| pool::shared(b, zeroed))
+            .ok_or_else(|| alloc_error(op, &shape, dtype, bytes))?;
+        Ok(NDArray {
             shape,
             dtype,
-            storage: ManuallyDrop::new(pool::shared(bytes, zeroed)),
+            storage: ManuallyDrop::new(storage),
+        })
+    }
+
+    /// This handle's storage, made its own: copied when shared.
+    fn unique_storage(&mut self) -> Result<&mut Buffer> {
+        if Arc::get_mut(&mut self.storage).is_none() {
+            let copy = self.storage.try_clone().ok_or_else(|| {
+                let bytes = self.storage.bytes().len();
+                alloc_error(
+                    "NDArray (copy on write)",
+                    &self.shape,
+                    self.dtype,
+                    Some(bytes),
+                )
+            })?;
+            pool::release(std::mem::replace(&mut *self.storage, Arc::new(copy)));
         }
+        Ok(Arc::get_mut(&mut self.storage).expect("unshared: just copied"))
     }
 
     /// An array of ones.
@@ -92,24 +128,34 @@ impl NDArray {
 
     /// Copies `data`, laid out row-major in `shape`.
     pub fn from_slice<T: Element>(data: &[T], shape: impl Into<Shape>) -> Result<Self> {
-        let shape = shape.into();
-        if data.len() != shape.size() {
-            return Err(Error::ShapeMismatch {
-                op: "NDArray::from_slice".into(),
-                arg: "data".into(),
-                expected: format!("{} elements", shape.size()),
-                got: Shape::new([data.len()]),
-            });
-        }
-        let mut a = Self::zeros(shape, T::DTYPE);
+        let mut a = Self::for_data("NDArray::from_slice", data.len(), shape.into(), T::DTYPE)?;
         a.typed_mut::<T>().copy_from_slice(data);
         Ok(a)
     }
 
     /// Converts `data` (f64) to `dtype`, laid out in `shape`.
     pub fn from_f64(data: &[f64], shape: impl Into<Shape>, dtype: DType) -> Result<Self> {
-        let a = Self::from_slice(data, shape)?;
-        Ok(a.astype(dtype))
+        let mut a = Self::for_data("NDArray::from_f64", data.len(), shape.into(), dtype)?;
+        dispatch_any!(dtype, T => {
+            for (o, &v) in a.typed_mut::<T>().iter_mut().zip(data) {
+                *o = <T as Element>::from_f64(v);
+            }
+        });
+        Ok(a)
+    }
+
+    /// Storage for `len` elements of data under `shape`, about to be
+    /// overwritten; errors when the two disagree.
+    fn for_data(op: &str, len: usize, shape: Shape, dtype: DType) -> Result<Self> {
+        if shape.checked_size() != Some(len) {
+            return Err(Error::ShapeMismatch {
+                op: op.into(),
+                arg: "data".into(),
+                expected: format!("as many elements as the shape {shape}"),
+                got: Shape::new([len]),
+            });
+        }
+        Self::allocate(op, shape, dtype, false)
     }
 
     /// `start, start + step, ...` up to but excluding `stop`, as NumPy.
@@ -123,9 +169,15 @@ impl NDArray {
                 ),
             ));
         }
+        // `as` saturates: a count past usize fails the allocation below.
         let n = ((stop - start) / step).ceil().max(0.0) as usize;
-        let values: Vec<f64> = (0..n).map(|i| start + i as f64 * step).collect();
-        Self::from_f64(&values, [n], dtype)
+        let mut a = Self::allocate("NDArray::arange", Shape::new([n]), dtype, false)?;
+        dispatch_any!(dtype, T => {
+            for (i, o) in a.typed_mut::<T>().iter_mut().enumerate() {
+                *o = <T as Element>::from_f64(start + i as f64 * step);
+            }
+        });
+        Ok(a)
     }
 
     /// Uniform samples in `[low, high)`, reproducible for a given `seed`.
@@ -154,7 +206,7 @@ impl NDArray {
                 format!("expected at least `low` ({low}), got {high}"),
             ));
         }
-        let mut a = Self::try_zeros(shape, dtype)?;
+        let mut a = Self::allocate(op, shape.into(), dtype, true)?;
         crate::kernel::fill_random(&mut a.blob_mut(), seed, move |r| {
             low + (high - low) * r.uniform()
         })?;
@@ -179,7 +231,8 @@ impl NDArray {
                 ),
             ));
         }
-        let mut a = Self::try_zeros(shape, dtype)?;
+        let op = "NDArray::random_normal";
+        let mut a = Self::allocate(op, shape.into(), dtype, true)?;
         crate::kernel::fill_random(&mut a.blob_mut(), seed, move |r| loc + scale * r.normal())?;
         Ok(a)
     }
@@ -248,7 +301,7 @@ impl NDArray {
     /// The same data under a new shape of the same size; shares storage.
     pub fn reshape(&self, shape: impl Into<Shape>) -> Result<NDArray> {
         let shape = shape.into();
-        if shape.size() != self.size() {
+        if shape.checked_size() != Some(self.size()) {
             return Err(Error::ShapeMismatch {
                 op: "reshape".into(),
                 arg: "shape".into(),
@@ -264,6 +317,9 @@ impl NDArray {
     }
 
     /// A copy converted to `dtype` (round to nearest; saturating for integers).
+    ///
+    /// # Panics
+    /// When the copy cannot be allocated.
     pub fn astype(&self, dtype: DType) -> NDArray {
         if dtype == self.dtype {
             return self.clone();
@@ -279,11 +335,21 @@ impl NDArray {
     }
 
     /// A copy with storage of its own.
+    ///
+    /// # Panics
+    /// When the copy cannot be allocated.
     pub fn deep_copy(&self) -> NDArray {
+        let copy = self.storage.try_clone().unwrap_or_else(|| {
+            let bytes = Some(self.storage.bytes().len());
+            panic!(
+                "{}",
+                alloc_error("NDArray::deep_copy", &self.shape, self.dtype, bytes)
+            )
+        });
         NDArray {
             shape: self.shape.clone(),
             dtype: self.dtype,
-            storage: ManuallyDrop::new(Arc::new((**self.storage).clone())),
+            storage: ManuallyDrop::new(Arc::new(copy)),
         }
     }
 
@@ -301,11 +367,17 @@ impl NDArray {
     }
 
     /// A writable blob view; copies first if the storage is shared.
+    ///
+    /// # Panics
+    /// When the storage is shared and the copy cannot be allocated.
     pub fn blob_mut(&mut self) -> TBlobMut<'_> {
         let dtype = self.dtype;
         let shape = self.shape.clone();
-        let bytes = Arc::make_mut(&mut self.storage).bytes_mut();
-        // SAFETY: `make_mut` made this handle the sole owner, `&mut self`
+        let bytes = self
+            .unique_storage()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .bytes_mut();
+        // SAFETY: `unique_storage` made this handle the sole owner, `&mut self`
         // gives exclusive access for the borrow, and the buffer is aligned
         // and sized for `shape` elements of `dtype`.
         unsafe { TBlobMut::from_raw(bytes.as_mut_ptr(), dtype, shape) }
@@ -313,10 +385,11 @@ impl NDArray {
 
     /// Makes the storage unique without copying old contents (they are
     /// about to be overwritten).
-    pub(crate) fn make_unique_for_overwrite(&mut self) {
+    pub(crate) fn make_unique_for_overwrite(&mut self, op: &str) -> Result<()> {
         if self.is_shared() {
-            *self = NDArray::zeros(self.shape.clone(), self.dtype);
+            *self = NDArray::zeros_for(op, self.shape.clone(), self.dtype)?;
         }
+        Ok(())
     }
 
     /// When this handle is the storage's sole owner, a pointer to it for
@@ -327,15 +400,18 @@ impl NDArray {
 
     /// Makes this handle the storage's sole owner (copying if shared) and
     /// returns a pointer to it, for kernels that update it in place.
-    pub(crate) fn make_unique_ptr(&mut self) -> *mut u8 {
-        Arc::make_mut(&mut self.storage).bytes_mut().as_mut_ptr()
+    pub(crate) fn make_unique_ptr(&mut self) -> Result<*mut u8> {
+        Ok(self.unique_storage()?.bytes_mut().as_mut_ptr())
     }
 
     fn typed<T: Element>(&self) -> &[T] {
         bytemuck::cast_slice(self.storage.bytes())
     }
+    /// # Panics
+    /// As [`NDArray::blob_mut`].
     fn typed_mut<T: Element>(&mut self) -> &mut [T] {
-        bytemuck::cast_slice_mut(Arc::make_mut(&mut self.storage).bytes_mut())
+        let storage = self.unique_storage().unwrap_or_else(|e| panic!("{e}"));
+        bytemuck::cast_slice_mut(storage.bytes_mut())
     }
 }
 
@@ -379,6 +455,16 @@ pub(crate) fn check_size(op: &str, shape: &Shape, dtype: DType) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// [`Error::Alloc`] for an array of `shape` and `dtype` (`bytes`: `None`
+/// past `isize::MAX`).
+pub(crate) fn alloc_error(op: &str, shape: &Shape, dtype: DType, bytes: Option<usize>) -> Error {
+    Error::alloc(
+        op,
+        format!("an array of shape {shape} ({})", dtype.name()),
+        bytes,
+    )
 }
 
 #[cfg(test)]

@@ -56,10 +56,11 @@ pub(crate) struct Buffer {
 impl Buffer {
     /// A buffer of zeros, or, unless `zeroed`, of unspecified contents (old
     /// bytes from the pool) for outputs that are about to be overwritten.
-    pub(crate) fn new(bytes: usize, zeroed: bool) -> Self {
-        let mut lines = take(bytes.div_ceil(LINE), zeroed);
+    /// `None` when the memory cannot be had.
+    pub(crate) fn new(bytes: usize, zeroed: bool) -> Option<Self> {
+        let mut lines = take(bytes.div_ceil(LINE), zeroed)?;
         poison_unless(zeroed, &mut lines);
-        Buffer { lines, bytes }
+        Some(Buffer { lines, bytes })
     }
     pub(crate) fn bytes(&self) -> &[u8] {
         &bytemuck::cast_slice(&self.lines)[..self.bytes]
@@ -69,11 +70,12 @@ impl Buffer {
     }
 }
 
-impl Clone for Buffer {
-    fn clone(&self) -> Self {
-        let mut b = Self::new(self.bytes, false);
+impl Buffer {
+    /// A copy, or `None` when the memory cannot be had.
+    pub(crate) fn try_clone(&self) -> Option<Self> {
+        let mut b = Self::new(self.bytes, false)?;
         b.bytes_mut().copy_from_slice(self.bytes());
-        b
+        Some(b)
     }
 }
 
@@ -85,7 +87,7 @@ impl Drop for Buffer {
 
 /// Storage for `bytes` bytes, zeroed or (unless `zeroed`) with old
 /// contents: a spare of this thread's when one of the size is kept.
-pub(crate) fn shared(bytes: usize, zeroed: bool) -> Arc<Buffer> {
+pub(crate) fn shared(bytes: usize, zeroed: bool) -> Option<Arc<Buffer>> {
     let lines = bytes.div_ceil(LINE);
     if (1..=SMALL_CACHED_LINES).contains(&lines)
         && let Some(mut spare) = SMALL
@@ -99,9 +101,9 @@ pub(crate) fn shared(bytes: usize, zeroed: bool) -> Arc<Buffer> {
             buf.lines.fill(Line([0; LINE]));
         }
         poison_unless(zeroed, &mut buf.lines);
-        return spare;
+        return Some(spare);
     }
-    Arc::new(Buffer::new(bytes, zeroed))
+    Buffer::new(bytes, zeroed).map(Arc::new)
 }
 
 /// Lets go of an array's storage: unshared small storage is kept as a
@@ -200,10 +202,11 @@ impl Pool {
 }
 
 /// A buffer of at least `lines` lines: zeros when `zeroed`, otherwise
-/// unspecified (but initialised: old data or zeros).
-pub(crate) fn take(lines: usize, zeroed: bool) -> Vec<Line> {
-    if lines * LINE < MIN_POOLED_BYTES {
-        return vec![Line([0; LINE]); lines];
+/// unspecified (but initialised: old data or zeros); `None` when the
+/// memory cannot be had.
+pub(crate) fn take(lines: usize, zeroed: bool) -> Option<Vec<Line>> {
+    if lines < MIN_POOLED_BYTES / LINE {
+        return fresh(lines);
     }
     let class = class_of(lines);
     let reused = with_pool(|p| {
@@ -226,7 +229,7 @@ pub(crate) fn take(lines: usize, zeroed: bool) -> Vec<Line> {
             if zeroed {
                 buf.fill(Line([0; LINE]));
             }
-            buf
+            Some(buf)
         }
         None => {
             with_pool(|p| p.stats.misses += 1);
@@ -235,30 +238,30 @@ pub(crate) fn take(lines: usize, zeroed: bool) -> Vec<Line> {
     }
 }
 
-/// A new buffer of `lines` zeroed lines. Large ones ask the kernel for
-/// 2 MB pages before the first touch, so that the page faults that zero
-/// them map 512 times fewer pages, and streaming kernels later miss the
-/// TLB once per 2 MB instead of once per 4 KB.
-fn fresh(lines: usize) -> Vec<Line> {
-    let bytes = lines * LINE;
-    if bytes < HUGE_PAGE_MIN_BYTES || !huge_pages_enabled() {
-        return vec![Line([0; LINE]); lines];
+/// A new buffer of `lines` zeroed lines, or `None` when the allocator
+/// refuses (or the size overflows). Zeroed by the allocator, so large ones
+/// come as untouched zero pages (calloc maps them), and they ask the kernel
+/// for 2 MB pages before the first touch: the page faults then map 512
+/// times fewer pages, and streaming kernels later miss the TLB once per
+/// 2 MB instead of once per 4 KB.
+fn fresh(lines: usize) -> Option<Vec<Line>> {
+    if lines == 0 {
+        return Some(Vec::new());
     }
-    let layout = std::alloc::Layout::array::<Line>(lines).expect("a buffer that fits in memory");
-    // SAFETY: `layout` has a non-zero size (checked above).
-    let ptr = unsafe { std::alloc::alloc(layout) }.cast::<Line>();
+    let layout = std::alloc::Layout::array::<Line>(lines).ok()?;
+    // SAFETY: `layout` has a non-zero size (`lines > 0`, a line is 64 bytes).
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Line>();
     if ptr.is_null() {
-        std::alloc::handle_alloc_error(layout);
+        return None;
     }
-    advise_huge_pages(ptr.cast(), bytes);
-    // SAFETY: `ptr` is a live allocation of `layout` from the global
-    // allocator, so it holds `lines` lines; zeroing them initialises them
-    // (a line is plain bytes), and the vector then owns the allocation
-    // with the same layout (capacity `lines`), so it frees it correctly.
-    unsafe {
-        ptr.write_bytes(0, lines);
-        Vec::from_raw_parts(ptr, lines, lines)
+    if layout.size() >= HUGE_PAGE_MIN_BYTES && huge_pages_enabled() {
+        advise_huge_pages(ptr.cast(), layout.size());
     }
+    // SAFETY: `ptr` is a live, zeroed allocation of `layout` from the
+    // global allocator, so it holds `lines` initialised lines (a line is
+    // plain bytes); the vector then owns it with the same layout (capacity
+    // `lines` of `Line`), so it frees it correctly.
+    Some(unsafe { Vec::from_raw_parts(ptr, lines, lines) })
 }
 
 /// Whether large new buffers ask for huge pages (on unless
@@ -399,11 +402,11 @@ mod tests {
 
     #[test]
     fn small_storage_is_reused_per_thread_and_zeroed_on_request() {
-        let mut a = shared(3 * LINE - 5, false);
+        let mut a = shared(3 * LINE - 5, false).unwrap();
         Arc::get_mut(&mut a).unwrap().bytes_mut()[5] = 7;
         let ptr = a.bytes().as_ptr();
         release(a);
-        let b = shared(3 * LINE, true);
+        let b = shared(3 * LINE, true).unwrap();
         assert_eq!(b.bytes().as_ptr(), ptr, "the same buffer comes back");
         assert_eq!(b.bytes().len(), 3 * LINE, "with the new length");
         assert!(b.bytes().iter().all(|&x| x == 0));
@@ -415,7 +418,7 @@ mod tests {
         assert_eq!(SMALL.with(|s| s.borrow()[2].len()), 1);
         // bounded: past the per-size limit, storage goes back to the allocator
         let many: Vec<_> = (0..SMALL_CACHED_PER_SIZE + 5)
-            .map(|_| shared(1, false))
+            .map(|_| shared(1, false).unwrap())
             .collect();
         many.into_iter().for_each(release);
         assert_eq!(SMALL.with(|s| s.borrow()[0].len()), SMALL_CACHED_PER_SIZE);
@@ -427,7 +430,7 @@ mod tests {
     fn large_fresh_buffers_are_zeroed_and_back_their_whole_length() {
         // Past the huge-page threshold, and not a whole number of pages.
         let lines = (HUGE_PAGE_MIN_BYTES + 3 * 4096 + 2 * LINE) / LINE;
-        let mut buf = fresh(lines);
+        let mut buf = fresh(lines).unwrap();
         assert_eq!(buf.len(), lines);
         assert!(buf.iter().all(|l| l.0 == [0; LINE]));
         let last = buf.len() - 1;
@@ -437,7 +440,17 @@ mod tests {
         // freed through the global allocator (valgrind checks that the
         // allocation and the free match)
         drop(buf);
-        assert!(fresh(3).iter().all(|l| l.0 == [0; LINE]));
+        assert!(fresh(3).unwrap().iter().all(|l| l.0 == [0; LINE]));
+    }
+
+    #[test]
+    fn sizes_past_the_address_space_or_the_allocator_are_none() {
+        assert!(Buffer::new(usize::MAX, true).is_none());
+        assert!(Buffer::new(usize::MAX / 2, false).is_none());
+        // Representable, but far beyond any machine: the allocator says no.
+        assert!(Buffer::new(1 << 60, true).is_none());
+        assert!(shared(1 << 60, false).is_none());
+        assert_eq!(Buffer::new(0, true).map(|b| b.bytes().len()), Some(0));
     }
 
     #[test]

@@ -88,11 +88,22 @@ impl Shape {
             .filter(|&b| isize::try_from(b).is_ok())
     }
 
-    /// Row-major strides in elements.
+    /// The number of elements, or `None` when it overflows `usize` (a
+    /// shape from user input that no array could have).
+    pub fn checked_size(&self) -> Option<usize> {
+        if self.0.contains(&0) {
+            return Some(0);
+        }
+        self.0.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+    }
+
+    /// Row-major strides in elements. They saturate where the product
+    /// overflows `usize`, which only a shape no array can have reaches
+    /// (every allocation checks [`Shape::bytes`]).
     pub fn strides(&self) -> Vec<usize> {
-        let mut strides = vec![1; self.0.len()];
+        let mut strides = vec![1usize; self.0.len()];
         for i in (0..self.0.len().saturating_sub(1)).rev() {
-            strides[i] = strides[i + 1] * self.0[i + 1];
+            strides[i] = strides[i + 1].saturating_mul(self.0[i + 1]);
         }
         strides
     }
@@ -205,6 +216,10 @@ mod tests {
         assert_eq!(s(&[big, 4, 0]).size(), 0);
         assert_eq!(s(&[big, 4, 0]).bytes(4), Some(0));
         assert_eq!(s(&[big, 4]).bytes(1), None);
+        assert_eq!(s(&[big, 4]).checked_size(), None);
+        assert_eq!(s(&[big, 4, 0]).checked_size(), Some(0));
+        assert_eq!(s(&[3, 4]).checked_size(), Some(12));
+        assert_eq!(s(&[2, big, 4]).strides(), [usize::MAX, 4, 1]);
         assert_eq!(s(&[big]).bytes(2), None); // 2^63 bytes
         assert_eq!(s(&[big - 1]).bytes(2), Some(isize::MAX as usize - 1));
     }

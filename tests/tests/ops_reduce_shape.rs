@@ -6,7 +6,10 @@
 //! MXNet conformance cases of these ops.
 
 use simpleop::gradcheck::GradCheck;
-use simpleop::{Attrs, DType, Error, NDArray, OpReqType, Pattern, Registry, eager};
+use std::collections::HashMap;
+
+use simpleop::symbol::Symbol;
+use simpleop::{Attrs, DType, Error, NDArray, OpReqType, Pattern, Registry, Shape, eager};
 use simpleop_ops as ops;
 
 // ---------------------------------------------------------------------------
@@ -916,3 +919,215 @@ fn incompatible_shapes_are_errors() {
 // ---------------------------------------------------------------------------
 // MXNet conformance cases of these ops
 // ---------------------------------------------------------------------------
+
+// ---------------------------------------------------------------------------
+// Empty axes, and shapes whose products overflow
+// ---------------------------------------------------------------------------
+
+const BIG: usize = 1 << 40;
+
+/// `op` on `x` with `attrs`, typed.
+fn call_dtype(op: &str, x: &NDArray, attrs: &[(&str, &str)]) -> Vec<f64> {
+    call(op, x, attrs).to_f64_vec()
+}
+
+#[test]
+fn sums_and_norms_over_an_empty_axis_are_positive_zero() {
+    simpleop_ops::link();
+    for dtype in [DType::F32, DType::F64, DType::F16] {
+        let x = NDArray::zeros([2, 0, 3], dtype);
+        for (op, attrs) in [
+            ("sum", &[("axis", "1")][..]),
+            ("sum", &[("axis", "(0, 1)")][..]),
+            ("norm", &[("axis", "1")][..]),
+            ("norm", &[("axis", "1"), ("ord", "1")][..]),
+        ] {
+            let y = call(op, &x, attrs);
+            assert_eq!(y.dtype(), dtype);
+            let got = y.to_f64_vec();
+            assert!(!got.is_empty());
+            // +0.0 exactly, as NumPy (an f64 sum starting from -0.0 gave -0.0)
+            for v in got {
+                assert_eq!(v.to_bits(), 0, "{op} {attrs:?} {dtype}: {v:?}");
+            }
+        }
+        // Every axis of an empty array: shape (1,), +0.0.
+        let flat = call_dtype("sum", &NDArray::zeros([0], dtype), &[]);
+        assert_eq!(flat.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), [0]);
+        // Typed element bits too (not just after widening to f64).
+        if dtype == DType::F32 {
+            let y = call("sum", &x, &[("axis", "1")]);
+            assert!(y.to_vec::<f32>().unwrap().iter().all(|v| v.to_bits() == 0));
+        }
+        // MXNet's mean of nothing is 0/0 = NaN (NumPy agrees, with a warning);
+        // prod of nothing is 1.
+        assert!(
+            call_dtype("mean", &x, &[("axis", "1")])
+                .iter()
+                .all(|v| v.is_nan())
+        );
+        assert_eq!(call_dtype("prod", &x, &[("axis", "1")]), [1.0; 6]);
+    }
+}
+
+#[test]
+fn argmax_argmin_over_an_empty_axis_are_errors() {
+    simpleop_ops::link();
+    let x = NDArray::zeros([2, 0, 3], DType::F32);
+    for op in ["argmax", "argmin"] {
+        for attrs in [&[("axis", "1")][..], &[("axis", "-2")][..], &[][..]] {
+            let e = call_err(op, &x, attrs);
+            assert!(
+                matches!(&e, Error::InvalidArgument { op: o, arg, .. } if o == op && arg == "axis"),
+                "{op} {attrs:?}: {e:?}"
+            );
+            assert!(e.to_string().contains("is empty"), "{e}");
+        }
+        // A non-empty axis of an empty array: an empty result, as NumPy.
+        let y = call(op, &x, &[("axis", "2")]);
+        assert_eq!(y.shape().dims(), [2, 0]);
+        let y = call(op, &NDArray::zeros([0, 3], DType::F64), &[("axis", "1")]);
+        assert_eq!(y.shape().dims(), [0]);
+        // Symbolic inference refuses it too.
+        let s = Symbol::invoke(
+            op,
+            &[&Symbol::var("x")],
+            &[("axis", "0")].into_iter().collect(),
+        );
+        let known = HashMap::from([("x".to_string(), Shape::new([0, 4]))]);
+        assert!(s.unwrap().infer_shape(&known).is_err());
+    }
+}
+
+#[test]
+fn shape_rules_with_overflowing_products_are_errors_not_wraps() {
+    simpleop_ops::link();
+    // Zero-element arrays may have dimensions whose product overflows.
+    let x = NDArray::zeros([BIG, BIG, 0], DType::F32);
+    // -3 merges 2^40 × 2^40.
+    let e = call_err("Reshape", &x, &[("shape", "(-3, 0)")]);
+    assert_kwarg_error(&e, "Reshape", "shape");
+    assert!(e.to_string().contains("usize::MAX"), "{e}");
+    // -4 splits into 2^62 × 2^62 (overflows i64).
+    let y = NDArray::zeros([BIG, 0], DType::F32);
+    let e = call_err(
+        "Reshape",
+        &y,
+        &[("shape", "(-4, 4611686018427387904, 4611686018427387904, 0)")],
+    );
+    assert_kwarg_error(&e, "Reshape", "shape");
+    // -4 that fits still works: 2^40 = 2^20 × 2^20.
+    let z = call("Reshape", &y, &[("shape", "(-4, 1048576, -1, 0)")]);
+    assert_eq!(z.shape().dims(), [1 << 20, 1 << 20, 0]);
+    // Flatten's trailing product.
+    let w = NDArray::zeros([0, BIG, BIG], DType::F32);
+    let e = eager::invoke("Flatten", &[&w], &Attrs::new()).unwrap_err();
+    assert!(
+        matches!(&e, Error::ShapeMismatch { op, .. } if op == "Flatten"),
+        "{e}"
+    );
+    // Strides of [0, 2^40, 2^40, 2^40] overflow: transposes, slices and
+    // reversals of it are still empty arrays.
+    let v = NDArray::zeros([0, BIG, BIG, BIG], DType::F32);
+    assert_eq!(
+        call("transpose", &v, &[]).shape().dims(),
+        [BIG, BIG, BIG, 0]
+    );
+    let s = call(
+        "slice_axis",
+        &v,
+        &[("axis", "1"), ("begin", "1099511627000")],
+    );
+    assert_eq!(s.shape().dims(), [0, 776, BIG, BIG]);
+    assert_eq!(
+        call("reverse", &v, &[("axis", "2")]).shape().dims(),
+        [0, BIG, BIG, BIG]
+    );
+    // softmax's lanes: outer 0, inner 2^80.
+    let sm = call("softmax", &v, &[("axis", "1")]);
+    assert_eq!(sm.shape().dims(), [0, BIG, BIG, BIG]);
+}
+
+#[test]
+fn symbolic_shape_rules_with_overflowing_products_are_errors() {
+    simpleop_ops::link();
+    let infer = |op: &str, attrs: &[(&str, &str)], shape: &[usize]| {
+        let attrs: Attrs = attrs.iter().copied().collect();
+        let s = Symbol::invoke(op, &[&Symbol::var("x")], &attrs).unwrap();
+        let known = HashMap::from([("x".to_string(), Shape::new(shape))]);
+        s.infer_shape(&known)
+            .map(|i| i.output_shapes[0].clone().unwrap())
+    };
+    let huge = [1 << 33, 1 << 33];
+    // Both sides saturated at usize::MAX once compared equal.
+    let e = infer("Reshape", &[("shape", "(17179869184, 17179869184)")], &huge).unwrap_err();
+    assert!(
+        e.to_string().contains("more than usize::MAX elements"),
+        "{e}"
+    );
+    assert!(!e.to_string().contains("18446744073709551615"), "{e}");
+    assert!(infer("Reshape", &[("shape", "(-1,)")], &huge).is_err());
+    assert!(infer("Flatten", &[], &[2, BIG, BIG]).is_err());
+    // Rules that multiply nothing pass such shapes through unharmed.
+    let sm = infer("softmax", &[("axis", "1")], &[BIG, BIG, BIG]).unwrap();
+    assert_eq!(sm.dims(), [BIG, BIG, BIG]);
+    let t = infer("transpose", &[], &[BIG, BIG, 3]).unwrap();
+    assert_eq!(t.dims(), [3, BIG, BIG]);
+    let sl = infer(
+        "slice_axis",
+        &[("axis", "0"), ("begin", "5")],
+        &[BIG, BIG, BIG],
+    )
+    .unwrap();
+    assert_eq!(sl.dims(), [BIG - 5, BIG, BIG]);
+    let sum = infer("sum", &[("axis", "0")], &[BIG, BIG, BIG]).unwrap();
+    assert_eq!(sum.dims(), [BIG, BIG]);
+    let am = infer("argmax", &[("axis", "0")], &[BIG, BIG, BIG]).unwrap();
+    assert_eq!(am.dims(), [BIG, BIG]);
+    let d = Symbol::invoke(
+        "dot",
+        &[&Symbol::var("a"), &Symbol::var("b")],
+        &Attrs::new(),
+    )
+    .unwrap();
+    let known = HashMap::from([
+        ("a".to_string(), Shape::new([BIG, BIG, 4])),
+        ("b".to_string(), Shape::new([4, BIG, BIG])),
+    ]);
+    let out = d.infer_shape(&known).unwrap().output_shapes[0]
+        .clone()
+        .unwrap();
+    assert_eq!(out.dims(), [BIG, BIG, BIG, BIG]);
+}
+
+#[test]
+fn messages_never_print_saturated_element_counts() {
+    simpleop_ops::link();
+    let x = NDArray::zeros([0, BIG], DType::F32);
+    let e = call_err(
+        "Reshape",
+        &x,
+        &[("shape", "(1099511627776, 1099511627776)")],
+    );
+    assert!(
+        e.to_string().contains("more than usize::MAX elements"),
+        "{e}"
+    );
+    assert!(!e.to_string().contains("18446744073709551615"), "{e}");
+    let e = NDArray::from_slice(&[1.0f32; 3], [BIG, BIG]).unwrap_err();
+    assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+    assert!(!e.to_string().contains("18446744073709551615"), "{e}");
+    assert!(
+        e.to_string().contains("(1099511627776, 1099511627776)"),
+        "{e}"
+    );
+    let e = NDArray::from_f64(&[1.0; 3], [2], DType::F64).unwrap_err();
+    assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+    assert_eq!(
+        NDArray::from_f64(&[1.5, -2.0], [2, 1], DType::F64)
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap(),
+        [1.5, -2.0]
+    );
+}
