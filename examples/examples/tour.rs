@@ -72,7 +72,7 @@ fn main() -> simpleop::Result<()> {
     println!("softplus(bf16) = {:?}", softplus(&g)?);
     println!("f16 -> f32     = {:?}", h.astype(DType::F32));
 
-    // .npy files (the npyz crate): float32/64, float16, int32/64, uint8.
+    // .npy files: float32/64, float16, int32/64, uint8.
     let dir = std::env::temp_dir().join("simpleop-tour");
     std::fs::create_dir_all(&dir).map_err(|e| simpleop::Error::Io {
         op: "tour".into(),

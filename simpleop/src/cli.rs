@@ -21,10 +21,15 @@
 //!   hints) it binds the graph and draws the memory plan.
 //! * `bench [--quick] [--json]` times the kernels against same-run
 //!   baselines ([`crate::bench`]).
+//!
+//! Input files (case files, graph JSON) larger than [`max_file_bytes`]
+//! (default [`DEFAULT_MAX_FILE_BYTES`], or `SIMPLEOP_MAX_FILE_BYTES`, or
+//! the `--max-file-bytes` flag) are refused after reading one byte past
+//! the cap, so `simpleop graph /dev/zero` ends with an error.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -42,6 +47,10 @@ use crate::{DType, Error, ParamKind, Registry, Result, Shape, conformance};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Largest input file read, in bytes (default: SIMPLEOP_MAX_FILE_BYTES,
+    /// or 268435456 = 256 MiB).
+    #[arg(long, global = true, value_name = "BYTES")]
+    max_file_bytes: Option<u64>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -121,8 +130,9 @@ where
             return Ok(code);
         }
     };
+    let cap = cli.max_file_bytes.unwrap_or_else(max_file_bytes);
     match cli.command {
-        Command::Check { files } => check(&files, out),
+        Command::Check { files } => check(&files, cap, out),
         Command::Ops { name } => ops(name.as_deref(), out).map(|()| 0),
         Command::Graph {
             file,
@@ -130,7 +140,10 @@ where
             dtypes,
             train,
             output,
-        } => graph(&file, &shapes, &dtypes, train, output.as_deref(), out).map(|()| 0),
+        } => {
+            let text = read_text(&file, cap)?;
+            graph(&text, &shapes, &dtypes, train, output.as_deref(), out).map(|()| 0)
+        }
         Command::Bench { quick, json } => bench(quick, json, out).map(|()| 0),
     }
 }
@@ -164,15 +177,52 @@ fn io_error(e: std::io::Error) -> Error {
     Error::argument("output", e.to_string())
 }
 
-fn read(path: &std::path::Path) -> Result<String> {
-    std::fs::read_to_string(path)
-        .map_err(|e| Error::argument(path.display().to_string(), format!("cannot read: {e}")))
+/// The default of [`max_file_bytes`]: 256 MiB, far above any graph or
+/// case file, far below what would exhaust memory.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 256 << 20;
+
+/// The largest input file the CLI reads: `SIMPLEOP_MAX_FILE_BYTES` if set
+/// to a number, else [`DEFAULT_MAX_FILE_BYTES`]. (`--max-file-bytes`
+/// overrides both.)
+pub fn max_file_bytes() -> u64 {
+    cap_from(std::env::var("SIMPLEOP_MAX_FILE_BYTES").ok())
 }
 
-fn check(files: &[PathBuf], out: &mut dyn Write) -> Result<u8> {
+/// The cap a `SIMPLEOP_MAX_FILE_BYTES` value gives (the default when it
+/// is unset or not a number, as with the other `SIMPLEOP_*` variables).
+fn cap_from(var: Option<String>) -> u64 {
+    var.and_then(|v| v.trim().parse().ok())
+        .unwrap_or(DEFAULT_MAX_FILE_BYTES)
+}
+
+/// The UTF-8 text of the file at `path`, or an error naming the file when
+/// it holds more than `cap` bytes: at most `cap + 1` bytes are read, so a
+/// device or pipe that never ends cannot hang the reader or fill memory.
+pub fn read_text(path: &std::path::Path, cap: u64) -> Result<String> {
+    let name = path.display().to_string();
+    let cannot = |e: std::io::Error| Error::argument(&name, format!("cannot read: {e}"));
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .map_err(cannot)?
+        .take(cap.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() as u64 > cap {
+        return Err(Error::argument(
+            &name,
+            format!(
+                "larger than the limit of {cap} bytes on input files; raise it with \
+                 --max-file-bytes or SIMPLEOP_MAX_FILE_BYTES"
+            ),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| Error::argument(&name, format!("not UTF-8 text: {e}")))
+}
+
+fn check(files: &[PathBuf], cap: u64, out: &mut dyn Write) -> Result<u8> {
     let mut cases = Vec::new();
     for f in files {
-        let text = read(f)?;
+        let text = read_text(f, cap)?;
         cases.extend(
             conformance::parse_cases(&text)
                 .map_err(|e| Error::argument(f.display().to_string(), e.to_string()))?,
@@ -293,14 +343,14 @@ fn parse_pair<'a>(flag: &str, s: &'a str) -> Result<(&'a str, &'a str)> {
 }
 
 fn graph(
-    file: &std::path::Path,
+    json: &str,
     shapes: &[String],
     dtypes: &[String],
     train: bool,
     output: Option<&std::path::Path>,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let sym = Symbol::from_json(&read(file)?)?;
+    let sym = Symbol::from_json(json)?;
     let mut known = HashMap::new();
     for s in shapes {
         let (name, dims) = parse_pair("--shape", s)?;
@@ -310,7 +360,12 @@ fn graph(
             .map(|d| d.trim().parse::<usize>())
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| Error::argument("--shape", format!("`{s}`: {e}")))?;
-        known.insert(name.to_string(), Shape::new(dims));
+        let shape = Shape::new(dims);
+        if shape.checked_size().is_none() {
+            let why = "more than usize::MAX elements";
+            return Err(Error::argument("--shape", format!("`{s}`: {why}")));
+        }
+        known.insert(name.to_string(), shape);
     }
     let mut types = HashMap::new();
     for s in dtypes {
@@ -343,5 +398,41 @@ fn graph(
         Some(path) => std::fs::write(path, dot)
             .map_err(|e| Error::argument(path.display().to_string(), format!("cannot write: {e}"))),
         None => out.write_all(dot.as_bytes()).map_err(io_error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reading_stops_one_byte_past_the_cap() {
+        let dir = std::env::temp_dir().join(format!("simpleop-cap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ten.txt");
+        std::fs::write(&path, "0123456789").unwrap();
+        assert_eq!(read_text(&path, 10).unwrap(), "0123456789");
+        assert_eq!(read_text(&path, u64::MAX).unwrap(), "0123456789");
+        let err = read_text(&path, 9).unwrap_err().to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(err.contains("ten.txt"), "{err}");
+        assert!(err.contains("limit of 9 bytes"), "{err}");
+        assert!(
+            err.contains("--max-file-bytes or SIMPLEOP_MAX_FILE_BYTES"),
+            "{err}"
+        );
+        // An endless device: the cap ends the read.
+        let err = read_text(std::path::Path::new("/dev/zero"), 4096).unwrap_err();
+        assert!(err.to_string().contains("limit of 4096 bytes"), "{err}");
+    }
+
+    #[test]
+    fn the_cap_is_256_mib_unless_the_variable_says_otherwise() {
+        assert_eq!(DEFAULT_MAX_FILE_BYTES, 268_435_456);
+        assert_eq!(cap_from(None), DEFAULT_MAX_FILE_BYTES);
+        assert_eq!(cap_from(Some(" 1000\n".into())), 1000);
+        assert_eq!(cap_from(Some("0".into())), 0);
+        assert_eq!(cap_from(Some("lots".into())), DEFAULT_MAX_FILE_BYTES);
+        assert_eq!(cap_from(Some("-1".into())), DEFAULT_MAX_FILE_BYTES);
     }
 }

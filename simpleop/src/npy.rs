@@ -1,4 +1,11 @@
-//! NumPy `.npy` files, read and written with the `npyz` crate.
+//! NumPy `.npy` files: read by the parser here (which checks the header
+//! and the data size before allocating; see [`MAX_HEADER_BYTES`]), written
+//! with the `npyz` crate.
+//!
+//! Reading is our own because `npyz` 0.8 could not be made safe on hostile
+//! files from outside: a shape whose element count overflows panics inside
+//! it (debug) or wraps (release), and a v2 header's length field makes it
+//! allocate up to 4 GiB for a 12-byte file before failing.
 //!
 //! Supported dtypes: float32, float64, float16, int32, int64 and uint8, in
 //! either byte order and either axis order (Fortran-order files are
@@ -24,7 +31,7 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
-use npyz::{Order, TypeChar, WriterBuilder};
+use npyz::WriterBuilder;
 
 use crate::{DType, Element, Error, NDArray, Result, Shape, f16};
 
@@ -37,19 +44,328 @@ fn io_error(op: &str, path: &str, e: impl std::fmt::Display) -> Error {
     }
 }
 
-/// The simpleop dtype of a NumPy plain dtype, if supported.
-fn dtype_of(descr: &npyz::DType) -> Option<DType> {
-    let npyz::DType::Plain(ts) = descr else {
-        return None;
+/// The longest `.npy` header read, in bytes. NumPy writes headers of a few
+/// hundred bytes and refuses to read ones over 10 000 by default; the cap
+/// stops a v2/v3 header's 32-bit length from making a tiny file allocate
+/// up to 4 GiB.
+pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+
+/// The most dimensions a file may have (NumPy 2's limit).
+const MAX_NDIM: usize = 64;
+
+/// Bytes of data read (and decoded) at a time, so that a stream whose
+/// header promises more than it holds costs only what it really holds.
+const CHUNK_BYTES: usize = 64 * 1024;
+
+const SUPPORTED: &str = "supported: float32, float64, float16, int32, int64, uint8";
+
+/// What a `.npy` header says about the data after it.
+#[derive(Debug)]
+struct Header {
+    dtype: DType,
+    big_endian: bool,
+    fortran: bool,
+    dims: Vec<usize>,
+    /// Bytes of data: the element count times the element size, checked
+    /// to fit `isize`.
+    data_bytes: usize,
+    /// Bytes before the data (magic, version, length and header).
+    data_offset: u64,
+}
+
+/// Reads and validates the magic, version and header of a `.npy` stream,
+/// leaving `r` at the first data byte.
+fn read_header(r: &mut impl Read) -> std::result::Result<Header, String> {
+    let mut pre = [0u8; 8];
+    r.read_exact(&mut pre)
+        .map_err(|e| format!("not a .npy file (too short: {e})"))?;
+    if &pre[..6] != b"\x93NUMPY" {
+        return Err("not a .npy file (no \\x93NUMPY magic)".into());
+    }
+    let len = match pre[6] {
+        1 => {
+            let mut b = [0u8; 2];
+            r.read_exact(&mut b)
+                .map_err(|e| format!("header length: {e}"))?;
+            usize::from(u16::from_le_bytes(b))
+        }
+        2 | 3 => {
+            let mut b = [0u8; 4];
+            r.read_exact(&mut b)
+                .map_err(|e| format!("header length: {e}"))?;
+            usize::try_from(u32::from_le_bytes(b)).unwrap_or(usize::MAX)
+        }
+        v => return Err(format!("unsupported .npy version {v}.{}", pre[7])),
     };
-    match (ts.type_char(), ts.size_field()) {
-        (TypeChar::Float, 4) => Some(DType::F32),
-        (TypeChar::Float, 8) => Some(DType::F64),
-        (TypeChar::Float, 2) => Some(DType::F16),
-        (TypeChar::Int, 4) => Some(DType::I32),
-        (TypeChar::Int, 8) => Some(DType::I64),
-        (TypeChar::Uint, 1) => Some(DType::U8),
-        _ => None,
+    if len > MAX_HEADER_BYTES {
+        return Err(format!(
+            "header length {len} exceeds the limit of {MAX_HEADER_BYTES} bytes"
+        ));
+    }
+    // `len` is at most 64 KiB, so this allocation is small.
+    let mut text = vec![0u8; len];
+    r.read_exact(&mut text)
+        .map_err(|e| format!("header of {len} bytes is cut short: {e}"))?;
+    let prefix = if pre[6] == 1 { 10 } else { 12 };
+    let mut h = parse_header(&text)?;
+    h.data_offset = (prefix + len) as u64;
+    Ok(h)
+}
+
+/// Parses the header dict (`{'descr': '<f4', 'fortran_order': False,
+/// 'shape': (2, 3), }`) and checks the data size it implies.
+fn parse_header(text: &[u8]) -> std::result::Result<Header, String> {
+    let mut p = Lit::parser(text);
+    let dict = p.value(0)?;
+    p.end()?;
+    let Lit::Dict(entries) = dict else {
+        return Err("header is not a dict".into());
+    };
+    let (mut descr, mut fortran, mut shape) = (None, None, None);
+    for (key, value) in entries {
+        match key {
+            Lit::Str(k) if k == "descr" => descr = Some(value),
+            Lit::Str(k) if k == "fortran_order" => fortran = Some(value),
+            Lit::Str(k) if k == "shape" => shape = Some(value),
+            other => return Err(format!("unexpected header key {other:?}")),
+        }
+    }
+    let missing = |k: &str| format!("header has no `{k}`");
+    let (dtype, big_endian) = parse_descr(&descr.ok_or_else(|| missing("descr"))?)?;
+    let fortran = match fortran.ok_or_else(|| missing("fortran_order"))? {
+        Lit::Bool(b) => b,
+        other => return Err(format!("`fortran_order` is {other:?}, not True or False")),
+    };
+    let dims = parse_shape(shape.ok_or_else(|| missing("shape"))?)?;
+    let data_bytes = Shape::new(dims.clone())
+        .bytes(dtype.size())
+        .ok_or_else(|| {
+            format!(
+                "shape {dims:?} of {} holds more than isize::MAX bytes",
+                dtype.name()
+            )
+        })?;
+    Ok(Header {
+        dtype,
+        big_endian,
+        fortran,
+        dims,
+        data_bytes,
+        data_offset: 0,
+    })
+}
+
+/// The dtype and byte order (`true` for big-endian) of a `descr`.
+fn parse_descr(descr: &Lit) -> std::result::Result<(DType, bool), String> {
+    let Lit::Str(s) = descr else {
+        return Err(format!(
+            "unsupported NumPy dtype (structured: {descr:?}); {SUPPORTED}"
+        ));
+    };
+    let (order, code) = match s.as_bytes().first() {
+        Some(b'<' | b'>' | b'|' | b'=') => s.split_at(1),
+        _ => ("=", s.as_str()),
+    };
+    let dtype = match code {
+        "f4" => DType::F32,
+        "f8" => DType::F64,
+        "f2" => DType::F16,
+        "i4" => DType::I32,
+        "i8" => DType::I64,
+        "u1" => DType::U8,
+        _ => return Err(format!("unsupported NumPy dtype `{s}`; {SUPPORTED}")),
+    };
+    let big = match order {
+        ">" => true,
+        "=" => cfg!(target_endian = "big"),
+        "|" if dtype.size() > 1 => return Err(format!("dtype `{s}` has no byte order")),
+        _ => false,
+    };
+    Ok((dtype, big))
+}
+
+/// The dimensions of a `shape` tuple.
+fn parse_shape(shape: Lit) -> std::result::Result<Vec<usize>, String> {
+    let Lit::Tuple(items) = shape else {
+        return Err(format!("`shape` is {shape:?}, not a tuple"));
+    };
+    if items.len() > MAX_NDIM {
+        return Err(format!(
+            "shape has {} dimensions; at most {MAX_NDIM} are supported",
+            items.len()
+        ));
+    }
+    items
+        .into_iter()
+        .map(|d| match d {
+            Lit::Int(digits) => digits.parse::<usize>().map_err(|_| {
+                format!("shape dimension {digits} is not an integer in 0..=usize::MAX")
+            }),
+            other => Err(format!("shape dimension {other:?} is not an integer")),
+        })
+        .collect()
+}
+
+/// A Python literal, as far as `.npy` headers use them.
+#[derive(Debug)]
+enum Lit {
+    Str(String),
+    Bool(bool),
+    None,
+    /// The digits (and sign) of an integer, parsed where it is used.
+    Int(String),
+    Tuple(Vec<Lit>),
+    Dict(Vec<(Lit, Lit)>),
+}
+
+/// A recursive-descent parser over header bytes.
+struct LitParser<'a> {
+    s: &'a [u8],
+    at: usize,
+}
+
+/// Nesting deeper than this (structured dtypes nest a few levels) is an
+/// error rather than a risk to the stack.
+const MAX_DEPTH: usize = 16;
+
+impl Lit {
+    fn parser(s: &[u8]) -> LitParser<'_> {
+        LitParser { s, at: 0 }
+    }
+}
+
+impl LitParser<'_> {
+    fn peek(&mut self) -> Option<u8> {
+        while self.s.get(self.at).is_some_and(u8::is_ascii_whitespace) {
+            self.at += 1;
+        }
+        self.s.get(self.at).copied()
+    }
+
+    fn end(&mut self) -> std::result::Result<(), String> {
+        match self.peek() {
+            None => Ok(()),
+            Some(c) => Err(self.unexpected(c)),
+        }
+    }
+
+    fn unexpected(&self, c: u8) -> String {
+        format!("header: unexpected {:?} at byte {}", c as char, self.at)
+    }
+
+    /// Bytes while `keep` holds, from the current position.
+    fn run(&mut self, keep: impl Fn(u8) -> bool) -> &[u8] {
+        let start = self.at;
+        while self.s.get(self.at).is_some_and(|&c| keep(c)) {
+            self.at += 1;
+        }
+        &self.s[start..self.at]
+    }
+
+    fn value(&mut self, depth: usize) -> std::result::Result<Lit, String> {
+        if depth > MAX_DEPTH {
+            return Err(format!("header nests deeper than {MAX_DEPTH} levels"));
+        }
+        let Some(c) = self.peek() else {
+            return Err("header ends inside a value".into());
+        };
+        match c {
+            b'\'' | b'"' => self.string(c),
+            b'(' => self.sequence(b')', depth),
+            b'[' => self.sequence(b']', depth),
+            b'{' => self.dict(depth),
+            b'-' | b'0'..=b'9' => {
+                self.at += 1;
+                let digits = self.run(|c| c.is_ascii_digit());
+                let int = format!("{}{}", c as char, String::from_utf8_lossy(digits));
+                // Python 2 wrote longs as `3L`.
+                if self.s.get(self.at) == Some(&b'L') {
+                    self.at += 1;
+                }
+                Ok(Lit::Int(int))
+            }
+            _ => match self.run(|c| c.is_ascii_alphanumeric() || c == b'_') {
+                b"True" => Ok(Lit::Bool(true)),
+                b"False" => Ok(Lit::Bool(false)),
+                b"None" => Ok(Lit::None),
+                _ => Err(self.unexpected(c)),
+            },
+        }
+    }
+
+    /// A tuple or list (both become `Lit::Tuple`), from its open bracket.
+    fn sequence(&mut self, close: u8, depth: usize) -> std::result::Result<Lit, String> {
+        self.at += 1;
+        let mut items = Vec::new();
+        while !self.at_close(close)? {
+            items.push(self.value(depth + 1)?);
+            self.after_item(close)?;
+        }
+        Ok(Lit::Tuple(items))
+    }
+
+    /// A dict, from its `{`.
+    fn dict(&mut self, depth: usize) -> std::result::Result<Lit, String> {
+        self.at += 1;
+        let mut entries = Vec::new();
+        while !self.at_close(b'}')? {
+            let key = self.value(depth + 1)?;
+            match self.peek() {
+                Some(b':') => self.at += 1,
+                Some(c) => return Err(self.unexpected(c)),
+                None => return Err("header ends inside a dict".into()),
+            }
+            entries.push((key, self.value(depth + 1)?));
+            self.after_item(b'}')?;
+        }
+        Ok(Lit::Dict(entries))
+    }
+
+    /// At the `close` bracket (consumed): true. Otherwise false, for an
+    /// item to follow.
+    fn at_close(&mut self, close: u8) -> std::result::Result<bool, String> {
+        match self.peek() {
+            Some(c) if c == close => {
+                self.at += 1;
+                Ok(true)
+            }
+            Some(_) => Ok(false),
+            None => Err("header ends inside a bracket".into()),
+        }
+    }
+
+    /// After an item: a `,` (consumed) or the `close` bracket (left).
+    fn after_item(&mut self, close: u8) -> std::result::Result<(), String> {
+        match self.peek() {
+            Some(b',') => {
+                self.at += 1;
+                Ok(())
+            }
+            Some(c) if c == close => Ok(()),
+            Some(c) => Err(self.unexpected(c)),
+            None => Err("header ends inside a bracket".into()),
+        }
+    }
+
+    fn string(&mut self, quote: u8) -> std::result::Result<Lit, String> {
+        self.at += 1;
+        let mut out = String::new();
+        loop {
+            match self.s.get(self.at) {
+                None => return Err("header ends inside a string".into()),
+                Some(&c) if c == quote => break,
+                // An escape: keep the escaped byte as it is.
+                Some(b'\\') => self.at += 1,
+                // Latin-1 (v1/v2 headers); v3's UTF-8 only matters in
+                // field names, which are not supported anyway.
+                Some(&c) => {
+                    out.push(c as char);
+                    self.at += 1;
+                }
+            }
+        }
+        self.at += 1;
+        Ok(Lit::Str(out))
     }
 }
 
@@ -83,19 +399,73 @@ fn fortran_to_c<T: Copy>(data: Vec<T>, shape: &[usize]) -> Vec<T> {
     out
 }
 
-fn read_typed<T: Element + npyz::Deserialize, R: Read>(
-    file: npyz::NpyFile<R>,
-    dims: Vec<usize>,
-    fortran: bool,
+/// An element type `.npy` data decodes to.
+trait NpyElement: Sized {
+    fn decode(bytes: &[u8], big_endian: bool) -> Self;
+}
+
+macro_rules! npy_element {
+    ($($t:ty),*) => {$(
+        impl NpyElement for $t {
+            fn decode(bytes: &[u8], big_endian: bool) -> Self {
+                let mut b = [0u8; size_of::<$t>()];
+                b.copy_from_slice(bytes);
+                if big_endian { <$t>::from_be_bytes(b) } else { <$t>::from_le_bytes(b) }
+            }
+        }
+    )*};
+}
+npy_element!(f32, f64, i32, i64, u8, u16);
+
+impl NpyElement for f16 {
+    fn decode(bytes: &[u8], big_endian: bool) -> Self {
+        f16::from_bits(u16::decode(bytes, big_endian))
+    }
+}
+
+/// Reads and decodes the data `h` describes, `CHUNK_BYTES` at a time: the
+/// array grows only as bytes arrive, so a header that promises more than
+/// the stream holds fails at its end. `sized` says the caller checked the
+/// data is there, which allows reserving it all at once.
+fn read_data<T: NpyElement + Element>(
+    r: &mut impl Read,
+    h: &Header,
+    sized: bool,
     path: &str,
 ) -> Result<NDArray> {
-    let data: Vec<T> = file.into_vec().map_err(|e| io_error("load_npy", path, e))?;
-    let data = if fortran {
-        fortran_to_c(data, &dims)
+    let size = size_of::<T>();
+    let alloc_err = |e| io_error("load_npy", path, format!("cannot allocate the data: {e}"));
+    let mut data: Vec<T> = Vec::new();
+    if sized {
+        data.try_reserve_exact(h.data_bytes / size)
+            .map_err(alloc_err)?;
+    }
+    let mut buf = vec![0u8; CHUNK_BYTES.min(h.data_bytes)];
+    let mut done = 0;
+    while done < h.data_bytes {
+        let chunk = &mut buf[..(h.data_bytes - done).min(CHUNK_BYTES)];
+        r.read_exact(chunk).map_err(|e| {
+            io_error(
+                "load_npy",
+                path,
+                format!(
+                    "the data ends before the {} bytes that shape {:?} of {} needs ({e})",
+                    h.data_bytes,
+                    h.dims,
+                    h.dtype.name()
+                ),
+            )
+        })?;
+        data.try_reserve(chunk.len() / size).map_err(alloc_err)?;
+        data.extend(chunk.chunks_exact(size).map(|b| T::decode(b, h.big_endian)));
+        done += chunk.len();
+    }
+    let data = if h.fortran {
+        fortran_to_c(data, &h.dims)
     } else {
         data
     };
-    NDArray::from_vec(data, Shape::new(dims))
+    NDArray::from_vec(data, Shape::new(h.dims.clone()))
 }
 
 fn write_typed<T: Element + npyz::AutoSerialize, W: Write>(
@@ -134,8 +504,12 @@ impl NDArray {
     pub fn load_npy(path: impl AsRef<Path>) -> Result<NDArray> {
         let path = path.as_ref();
         let name = path.display().to_string();
-        let file = File::open(path).map_err(|e| io_error("load_npy", &name, e))?;
-        Self::read_npy_named(BufReader::new(file), &name)
+        let err = |e| io_error("load_npy", &name, e);
+        let file = File::open(path).map_err(err)?;
+        let meta = file.metadata().map_err(err)?;
+        // Only a regular file's length says how much data there is.
+        let available = meta.is_file().then_some(meta.len());
+        Self::read_npy_named(BufReader::new(file), &name, available)
     }
 
     /// Writes the array in `.npy` format to `w`.
@@ -145,7 +519,7 @@ impl NDArray {
 
     /// Reads an array in `.npy` format from `r`.
     pub fn read_npy(r: impl Read) -> Result<NDArray> {
-        Self::read_npy_named(r, "<stream>")
+        Self::read_npy_named(r, "<stream>", None)
     }
 
     fn check_npy_dtype(&self) -> Result<()> {
@@ -175,35 +549,34 @@ impl NDArray {
         }
     }
 
-    fn read_npy_named(r: impl Read, path: &str) -> Result<NDArray> {
-        let file = npyz::NpyFile::new(r).map_err(|e| io_error("load_npy", path, e))?;
-        let descr = file.dtype();
-        let dtype = dtype_of(&descr).ok_or_else(|| {
-            io_error(
-                "load_npy",
-                path,
-                format!(
-                    "unsupported NumPy dtype `{}`; supported: float32, float64, float16, \
-                     int32, int64, uint8",
-                    descr.descr().trim_matches('\'')
-                ),
-            )
-        })?;
-        let mut dims = Vec::with_capacity(file.shape().len());
-        for &d in file.shape() {
-            let d = usize::try_from(d)
-                .map_err(|_| io_error("load_npy", path, format!("dimension {d} is too large")))?;
-            dims.push(d);
+    /// Reads the header, checks the data it implies is within `available`
+    /// bytes when that is known (a regular file), then reads the data.
+    fn read_npy_named(mut r: impl Read, path: &str, available: Option<u64>) -> Result<NDArray> {
+        let h = read_header(&mut r).map_err(|e| io_error("load_npy", path, e))?;
+        if let Some(len) = available {
+            let have = len.saturating_sub(h.data_offset);
+            if have < h.data_bytes as u64 {
+                return Err(io_error(
+                    "load_npy",
+                    path,
+                    format!(
+                        "shape {:?} of {} needs {} bytes of data but the file has {have}",
+                        h.dims,
+                        h.dtype.name(),
+                        h.data_bytes
+                    ),
+                ));
+            }
         }
-        let fortran = file.order() == Order::Fortran;
-        match dtype {
-            DType::F32 => read_typed::<f32, _>(file, dims, fortran, path),
-            DType::F64 => read_typed::<f64, _>(file, dims, fortran, path),
-            DType::F16 => read_typed::<f16, _>(file, dims, fortran, path),
-            DType::I32 => read_typed::<i32, _>(file, dims, fortran, path),
-            DType::I64 => read_typed::<i64, _>(file, dims, fortran, path),
-            DType::U8 => read_typed::<u8, _>(file, dims, fortran, path),
-            DType::BF16 => unreachable!("dtype_of never yields bfloat16"),
+        let sized = available.is_some();
+        match h.dtype {
+            DType::F32 => read_data::<f32>(&mut r, &h, sized, path),
+            DType::F64 => read_data::<f64>(&mut r, &h, sized, path),
+            DType::F16 => read_data::<f16>(&mut r, &h, sized, path),
+            DType::I32 => read_data::<i32>(&mut r, &h, sized, path),
+            DType::I64 => read_data::<i64>(&mut r, &h, sized, path),
+            DType::U8 => read_data::<u8>(&mut r, &h, sized, path),
+            DType::BF16 => unreachable!("parse_descr never yields bfloat16"),
         }
     }
 }
@@ -321,5 +694,181 @@ mod tests {
             NDArray::read_npy(&b"not an npy file"[..]),
             Err(Error::Io { .. })
         ));
+    }
+
+    /// A `.npy` file with header `dict` (padded as NumPy pads it) in
+    /// format `version` (1, 2 or 3).
+    fn npy_versioned(version: u8, dict: &str, payload: &[u8]) -> Vec<u8> {
+        let prefix = if version == 1 { 10 } else { 12 };
+        let mut header = dict.to_string();
+        while !(prefix + header.len() + 1).is_multiple_of(64) {
+            header.push(' ');
+        }
+        header.push('\n');
+        let mut out = vec![0x93, b'N', b'U', b'M', b'P', b'Y', version, 0];
+        if version == 1 {
+            out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        } else {
+            out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+        }
+        out.extend_from_slice(header.as_bytes());
+        out.extend_from_slice(payload);
+        out
+    }
+
+    /// A reader that records the largest read it was asked for: a reader
+    /// cannot see allocations, but a lying header read with `read_exact`
+    /// into a buffer of its claimed size shows up here.
+    struct Probe<'a> {
+        data: &'a [u8],
+        largest: usize,
+    }
+
+    impl Read for Probe<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.largest = self.largest.max(buf.len());
+            self.data.read(buf)
+        }
+    }
+
+    fn load_err(bytes: &[u8]) -> String {
+        NDArray::read_npy(bytes).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn shapes_whose_size_overflows_are_errors() {
+        let big = "(4294967296, 4294967296, 4294967296)";
+        let err = load_err(&npy_bytes("<f4", false, big, &[]));
+        assert!(err.contains("more than isize::MAX bytes"), "{err}");
+        // 2^32 * 2^31 f4 elements: the count fits usize, the bytes do not.
+        let err = load_err(&npy_bytes("<f4", true, "(4294967296, 2147483648)", &[]));
+        assert!(err.contains("isize::MAX"), "{err}");
+        for dim in ["99999999999999999999999", "-1"] {
+            let err = load_err(&npy_bytes("<f4", false, &format!("({dim},)"), &[]));
+            assert!(err.contains(&format!("dimension {dim} is not")), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_shape_product_that_wraps_is_an_error() {
+        // (2^63 + 1) * 2 * 3 wraps to 6 in u64: six elements would then be
+        // read and reordered with strides of the real shape.
+        let payload = [0u8; 24];
+        for fortran in [true, false] {
+            let bytes = npy_bytes("<f4", fortran, "(9223372036854775809, 2, 3)", &payload);
+            let err = load_err(&bytes);
+            assert!(err.contains("isize::MAX"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_huge_v2_header_length_is_refused_before_reading_it() {
+        let mut bytes = b"\x93NUMPY\x02\x00".to_vec();
+        bytes.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(bytes.len(), 12);
+        let mut probe = Probe {
+            data: &bytes,
+            largest: 0,
+        };
+        let err = NDArray::read_npy(&mut probe).unwrap_err().to_string();
+        assert!(err.contains("header length 4294967295 exceeds the limit of 65536"));
+        assert!(probe.largest <= 8, "asked for {} bytes", probe.largest);
+    }
+
+    #[test]
+    fn data_shorter_than_the_header_says_is_an_error_naming_both() {
+        let bytes = npy_bytes("<f8", false, "(1000,)", &[0; 16]);
+        let err = load_err(&bytes);
+        assert!(err.contains("ends before the 8000 bytes"), "{err}");
+        let dir = std::env::temp_dir().join(format!("simpleop-npy-short-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("short.npy");
+        std::fs::write(&path, &bytes).unwrap();
+        let err = NDArray::load_npy(&path).unwrap_err().to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            err.contains("needs 8000 bytes of data but the file has 16"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_huge_representable_shape_without_data_fails_without_allocating_it() {
+        // 2^37 f8 elements: 1 TiB, a valid size for the header to claim.
+        let bytes = npy_bytes("<f8", true, "(131072, 1048576)", &[1; 8]);
+        let mut probe = Probe {
+            data: &bytes,
+            largest: 0,
+        };
+        let start = std::time::Instant::now();
+        let err = NDArray::read_npy(&mut probe).unwrap_err().to_string();
+        assert!(err.contains("ends before the 1099511627776 bytes"), "{err}");
+        assert!(probe.largest <= CHUNK_BYTES, "asked for {}", probe.largest);
+        assert!(start.elapsed().as_secs() < 10);
+    }
+
+    #[test]
+    fn v2_v3_zero_d_empty_and_python2_headers_load() {
+        let one = 1.5f32.to_le_bytes();
+        for version in [1, 2, 3] {
+            let dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (), }";
+            let x = NDArray::read_npy(&npy_versioned(version, dict, &one)[..]).unwrap();
+            assert_eq!((x.ndim(), x.to_vec::<f32>().unwrap()), (0, vec![1.5]));
+        }
+        let dict = "{\"descr\": \"|u1\", \"shape\": (2L, 0L), \"fortran_order\": True}";
+        let x = NDArray::read_npy(&npy_versioned(2, dict, &[])[..]).unwrap();
+        assert_eq!((x.dtype(), x.shape().dims()), (DType::U8, &[2, 0][..]));
+    }
+
+    #[test]
+    fn malformed_headers_are_errors() {
+        let cases = [
+            (
+                "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,)}",
+                "structured",
+            ),
+            (
+                "{'descr': '<f4', 'fortran_order': 0, 'shape': (1,)}",
+                "not True or False",
+            ),
+            ("{'descr': '<f4', 'fortran_order': False}", "no `shape`"),
+            (
+                "{'descr': '<f4', 'fortran_order': False, 'shape': 3}",
+                "not a tuple",
+            ),
+            (
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (1 2)}",
+                "unexpected '2'",
+            ),
+            (
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}",
+                "key",
+            ),
+            (
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (1,)} junk",
+                "unexpected 'j'",
+            ),
+            (
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (1,",
+                "ends inside",
+            ),
+            (
+                "{'descr': '|f4', 'fortran_order': False, 'shape': (1,)}",
+                "no byte order",
+            ),
+        ];
+        for (dict, want) in cases {
+            let err = load_err(&npy_versioned(1, dict, &[0; 4]));
+            assert!(err.contains(want), "{dict}: {err}");
+        }
+        let deep = format!("{}{}", "(".repeat(5000), ")".repeat(5000));
+        let err = load_err(&npy_versioned(3, &deep, &[]));
+        assert!(err.contains("nests deeper than 16"), "{err}");
+        let many = format!(
+            "{{'descr': '<f4', 'fortran_order': False, 'shape': ({})}}",
+            "1,".repeat(65)
+        );
+        let err = load_err(&npy_versioned(1, &many, &[0; 4]));
+        assert!(err.contains("65 dimensions; at most 64"), "{err}");
     }
 }

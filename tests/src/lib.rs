@@ -4,6 +4,8 @@
 //! `simpleop::conformance`). Everything lives under `tests/`; this library
 //! only holds helpers that several test binaries share.
 
+pub mod fuzz;
+
 /// f16/bf16 arrays as raw bit patterns, for the half-type table tests.
 pub mod half_bits {
     use simpleop::kernel::table::TABLE_MIN_LEN;

@@ -161,3 +161,29 @@ fn usage_errors_exit_with_2() {
     assert_eq!(code, 0);
     assert!(help.contains("check") && help.contains("graph"), "{help}");
 }
+
+#[test]
+fn endless_and_oversized_input_files_are_refused_quickly() {
+    let start = std::time::Instant::now();
+    // Without the cap this read /dev/zero until memory ran out.
+    let err = run_err(&["graph", "/dev/zero"]).to_string();
+    assert!(err.contains("/dev/zero"), "{err}");
+    // 268435456 (256 MiB) unless SIMPLEOP_MAX_FILE_BYTES says otherwise.
+    let cap = simpleop::cli::max_file_bytes();
+    assert!(err.contains(&format!("limit of {cap} bytes")), "{err}");
+    assert!(err.contains("--max-file-bytes"), "{err}");
+    let err = run_err(&["graph", "/dev/zero", "--max-file-bytes", "1000"]).to_string();
+    assert!(err.contains("limit of 1000 bytes"), "{err}");
+    assert!(start.elapsed().as_secs() < 30, "{:?}", start.elapsed());
+
+    // The flag also caps case files, and goes before the subcommand too.
+    let good = case_line("relu/float32").to_string();
+    let path = temp_file("capped.jsonl", &good);
+    let len = good.len().to_string();
+    let short = (good.len() - 1).to_string();
+    let (code, out) = run(&["--max-file-bytes", &len, "check", path.to_str().unwrap()]);
+    assert_eq!((code, out.as_str()), (0, "1 passed, 0 failed\n"));
+    let err = run_err(&["check", path.to_str().unwrap(), "--max-file-bytes", &short]);
+    let err = err.to_string();
+    assert!(err.contains("capped.jsonl") && err.contains(&format!("limit of {short} bytes")));
+}
