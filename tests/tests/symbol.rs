@@ -423,3 +423,60 @@ fn readme_graph_tour() -> simpleop::Result<()> {
     assert!(dot.contains("(32, 4) float32"), "{dot}");
     Ok(())
 }
+
+#[test]
+fn json_is_laid_out_as_serde_json_prints_a_value() {
+    simpleop_ops::link();
+    let x = Symbol::var_with_attrs("x", Attrs::from([("__shape__", "(2,)")]));
+    let clip = Attrs::new().with("a_min", -1).with("a_max", 1);
+    let c = Symbol::invoke_named("clip", &[&x], &clip, Some("c")).unwrap();
+    let text = Symbol::group(&[c, x]).to_json();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let want = serde_json::json!({
+        "nodes": [
+            {"op": "null", "name": "x", "attrs": {"__shape__": "(2,)"}, "inputs": []},
+            {"op": "clip", "name": "c", "attrs": {"a_max": "1", "a_min": "-1"},
+             "inputs": [[0, 0, 0]]},
+        ],
+        "arg_nodes": [0],
+        "node_row_ptr": [0, 1, 2],
+        "heads": [[1, 0, 0], [0, 0, 0]],
+        "attrs": {"mxnet_version": ["int", 10901]},
+    });
+    assert_eq!(v, want);
+    // Sorted keys and the same indentation, byte for byte.
+    assert_eq!(serde_json::to_string_pretty(&v).unwrap(), text);
+}
+
+/// Values spread forward and backward over several passes: `t` is filled
+/// from `u`'s other input before `x` (filled from `m`) reaches it, and
+/// its own shape rule then disagrees, reported as a conflict.
+#[test]
+fn inference_spreads_both_ways_and_reports_late_conflicts() {
+    simpleop_ops::link();
+    let (x, w, k) = (Symbol::var("x"), Symbol::var("w"), Symbol::var("k"));
+    let t = sum(&x, ReduceAxesParams::default()).unwrap();
+    let u = (&t + &w).unwrap();
+    let m = (&x + &k).unwrap();
+    let g = Symbol::group(&[u, m]);
+    assert_eq!(g.list_arguments(), ["x", "w", "k"]);
+    let only_k = map(vec![("k", Shape::new(vec![2, 5]))]);
+    let got = g.infer_shape(&only_k).unwrap();
+    // `x` from `k` backwards, `t` from `x`, then `w` from `t` backwards.
+    let x_shape = Some(Shape::new(vec![2, 5]));
+    assert_eq!(got.argument_shapes[0], x_shape);
+    assert_eq!(got.argument_shapes[2], x_shape);
+    assert!(got.argument_shapes[1].is_some());
+    assert_eq!(got.argument_shapes[1], got.output_shapes[0]);
+    let both = map(vec![
+        ("k", Shape::new(vec![2, 5])),
+        ("w", Shape::new(vec![3])),
+    ]);
+    let err = g.infer_shape(&both).unwrap_err().to_string();
+    assert!(err.contains("conflicts with (3,)"), "{err}");
+    assert!(err.contains("sum"), "{err}");
+    // Dtypes take the same route to the same kind of conflict.
+    let types = map(vec![("k", DType::F16), ("w", DType::F64)]);
+    let err = g.infer_type(&types).unwrap_err().to_string();
+    assert!(err.contains("float16 conflicts with float64"), "{err}");
+}

@@ -203,3 +203,72 @@ fn an_input_used_twice_beside_a_small_one_gets_scratch_of_its_own_size() {
         );
     }
 }
+
+#[test]
+fn a_large_input_beside_a_shared_one_gets_scratch_of_its_own_size() {
+    // `c` has a gradient of its own, but the step splits (`a` twice), so
+    // the first call hands `c` a scratch blob: it must be `c`'s size.
+    let (a, c) = (Symbol::var("a"), Symbol::var("c"));
+    let y = Symbol::invoke("_test_add_add_total", &[&a, &a, &c], &Default::default()).unwrap();
+    for planning in [false, true] {
+        let args = vec![("a", ramp(1, 1.0)), ("c", ramp(4096, 0.5))];
+        let exe = run(
+            &y,
+            args,
+            vec![("a", GradReq::Write), ("c", GradReq::Write)],
+            planning,
+        );
+        assert_eq!(exe.grad("a").unwrap().to_f64_vec(), [2.0]);
+        let gc = exe.grad("c").unwrap().to_f64_vec();
+        assert!(gc.iter().all(|&v| v == 1.0), "{gc:?}");
+    }
+}
+
+/// `a * b + c`, whose gradient may overwrite the output gradient with
+/// `a`'s (`OutLhs`).
+#[simple_op(name = "_test_fma_inplace_grad", inplace = "OutLhs")]
+mod fma_inplace_grad {
+    use simpleop::prelude::*;
+    pub fn forward<T: Float>(a: T, b: T, c: T) -> T {
+        a * b + c
+    }
+    pub fn backward<T: Float>(dy: OutGrad<T>, a: In0<T>, b: In1<T>) -> (T, T, T) {
+        (dy * *b, dy * *a, *dy)
+    }
+}
+
+#[test]
+fn an_in_place_gradient_is_not_taken_when_the_step_splits() {
+    // fma(relu(w), x, x): x's gradient goes in two calls, which both read
+    // the output gradient, so relu(w)'s gradient may not overwrite it.
+    use simpleop::Attrs;
+    simpleop_ops::link();
+    let (w, x) = (Symbol::var("w"), Symbol::var("x"));
+    let a = Symbol::invoke("relu", &[&w], &Attrs::new()).unwrap();
+    let f = Symbol::invoke("_test_fma_inplace_grad", &[&a, &x, &x], &Attrs::new()).unwrap();
+    let loss = Symbol::invoke("sum", &[&f], &Attrs::new()).unwrap();
+    for fusion in [false, true] {
+        let arr = |v: &[f64]| NDArray::from_vec(v.to_vec(), [v.len()]).unwrap();
+        let args = [("w", arr(&[1.0, 2.0, 3.0])), ("x", arr(&[5.0, 6.0, 7.0]))];
+        let grads = args
+            .iter()
+            .map(|(n, a)| (n.to_string(), NDArray::zeros(a.shape().clone(), DType::F64)));
+        let reqs = args.iter().map(|(n, _)| (n.to_string(), GradReq::Write));
+        let args = args.iter().map(|(n, a)| (n.to_string(), a.clone()));
+        let config = BindConfig {
+            memory_planning: true,
+            fusion,
+            ..Default::default()
+        };
+        let mut exe = loss
+            .bind_with(args.collect(), grads.collect(), reqs.collect(), config)
+            .unwrap();
+        exe.forward(true).unwrap();
+        exe.backward(&[]).unwrap();
+        // d/dx (a x + x) = a + 1; d/dw = x where w > 0
+        let gx = exe.grad("x").unwrap().to_f64_vec();
+        assert_eq!(gx, [2.0, 3.0, 4.0], "fusion {fusion}");
+        let gw = exe.grad("w").unwrap().to_f64_vec();
+        assert_eq!(gw, [5.0, 6.0, 7.0], "fusion {fusion}");
+    }
+}

@@ -137,6 +137,8 @@ pub struct Executor {
     ctx: RunContext,
     /// `Some(is_train)` of the last forward.
     last_forward: Option<bool>,
+    /// Per output: where `forward` copies its handle from (see [`HeadCopy`]).
+    head_copy: Vec<HeadCopy>,
     fusion_groups: Vec<FusionGroup>,
     backward_fusion_groups: Vec<FusionGroup>,
     dot_groups: Vec<(Vec<usize>, &'static str)>,
@@ -160,8 +162,10 @@ impl Executor {
         config: BindConfig,
     ) -> Result<Executor> {
         let arg_names = graph.argument_names();
+        let is_arg: std::collections::HashSet<&str> =
+            arg_names.iter().map(String::as_str).collect();
         for name in args.keys().chain(grads.keys()).chain(grad_req.keys()) {
-            if !arg_names.contains(name) {
+            if !is_arg.contains(name.as_str()) {
                 return Err(Error::argument(
                     name,
                     format!(
@@ -304,8 +308,8 @@ impl Executor {
         let outputs = graph
             .heads
             .iter()
-            .map(|&h| NDArray::zeros(shapes[h].clone(), dtypes[h]))
-            .collect();
+            .map(|&h| NDArray::try_zeros(shapes[h].clone(), dtypes[h]))
+            .collect::<Result<_>>()?;
         let envs = graph.nodes.iter().map(|n| n.env.clone()).collect();
         let fusion_groups = grouping.describe(&graph);
         let backward_fusion_groups = training
@@ -319,6 +323,7 @@ impl Executor {
             .map(|(m, d)| (m.clone(), d.pattern.name()))
             .collect();
         Ok(Executor {
+            head_copy: head_copies(&graph),
             fusion_groups,
             backward_fusion_groups,
             dot_groups,
@@ -331,8 +336,11 @@ impl Executor {
             envs,
             inference,
             training,
-            pool: sizes.into_iter().map(|b| Buffer::new(b, true)).collect(),
-            sink: Buffer::new(sink.bytes(), true),
+            pool: sizes
+                .into_iter()
+                .map(|b| bind_buffer("a planned buffer", b))
+                .collect::<Result<_>>()?,
+            sink: bind_buffer("the gradient sink", sink.bytes())?,
             sink_layout: sink,
             ctx,
             last_forward: None,
@@ -496,16 +504,11 @@ impl Executor {
         }
         result?;
         // A node that is several heads fills the first; copy handles.
-        for (h, &n) in self.graph.heads.iter().enumerate() {
-            match self.graph.args.iter().position(|&a| a == n) {
-                Some(k) => self.outputs[h] = self.args[k].clone(),
-                None => {
-                    if let Some(first) = self.graph.heads.iter().position(|&x| x == n)
-                        && first != h
-                    {
-                        self.outputs[h] = self.outputs[first].clone();
-                    }
-                }
+        for (h, copy) in self.head_copy.iter().enumerate() {
+            match *copy {
+                HeadCopy::Arg(k) => self.outputs[h] = self.args[k].clone(),
+                HeadCopy::Head(first) => self.outputs[h] = self.outputs[first].clone(),
+                HeadCopy::Written => {}
             }
         }
         self.last_forward = Some(is_train);
@@ -535,8 +538,8 @@ impl Executor {
             ones = self
                 .outputs
                 .iter()
-                .map(|o| NDArray::ones(o.shape().clone(), o.dtype()))
-                .collect();
+                .map(|o| NDArray::full_for("backward", o.shape().clone(), 1.0, o.dtype()))
+                .collect::<Result<_>>()?;
             &ones[..]
         } else {
             head_grads
@@ -707,12 +710,12 @@ impl Executor {
             .outputs
             .iter_mut()
             .map(NDArray::make_unique_ptr)
-            .collect();
+            .collect::<Result<_>>()?;
         let grad_ptrs: Ptrs<Option<*mut u8>> = self
             .grads
             .iter_mut()
-            .map(|g| g.as_mut().map(NDArray::make_unique_ptr))
-            .collect();
+            .map(|g| g.as_mut().map(NDArray::make_unique_ptr).transpose())
+            .collect::<Result<_>>()?;
         let pool_ptrs: Ptrs<*mut u8> = self
             .pool
             .iter_mut()
@@ -947,8 +950,11 @@ impl Executor {
                                     let src = node_inputs[i];
                                     // SAFETY: the sink has a slot for every
                                     // input of the widest backward step, each
-                                    // `sink_slot` bytes, at least this input's
-                                    // size (`SinkLayout`). Slot `i` is this
+                                    // `sink_slot` bytes: at least the size of
+                                    // every `Null` input, and of every input
+                                    // of a step whose gradients split into
+                                    // several calls (`SinkLayout`), the only
+                                    // inputs that land here. Slot `i` is this
                                     // call's alone, and no array lives there,
                                     // so an op that writes it anyway harms
                                     // nothing.
@@ -976,6 +982,40 @@ impl Executor {
     pub fn device(&self) -> Device {
         self.ctx.device
     }
+}
+
+/// Where an output's array comes from after a forward pass.
+#[derive(Clone, Copy, Debug)]
+enum HeadCopy {
+    /// The step making it wrote it.
+    Written,
+    /// It is argument `k`.
+    Arg(usize),
+    /// Its node is also an earlier output, which holds the result.
+    Head(usize),
+}
+
+/// Each output's [`HeadCopy`], found by index rather than by search so
+/// that many outputs stay linear.
+fn head_copies(g: &Graph) -> Vec<HeadCopy> {
+    let arg_of: HashMap<usize, usize> = g.args.iter().enumerate().map(|(k, &a)| (a, k)).collect();
+    let mut first: HashMap<usize, usize> = HashMap::new();
+    g.heads
+        .iter()
+        .enumerate()
+        .map(|(h, &n)| match arg_of.get(&n) {
+            Some(&k) => HeadCopy::Arg(k),
+            None => match *first.entry(n).or_insert(h) {
+                f if f == h => HeadCopy::Written,
+                f => HeadCopy::Head(f),
+            },
+        })
+        .collect()
+}
+
+/// Zeroed storage of `bytes` for `bind`, or [`Error::Alloc`] naming `what`.
+fn bind_buffer(what: &str, bytes: usize) -> Result<Buffer> {
+    Buffer::new(bytes, true).ok_or_else(|| Error::alloc("bind", what, Some(bytes)))
 }
 
 /// A read view of a head gradient with `like`'s shape and dtype.
@@ -1111,9 +1151,11 @@ impl Slabs<'_> {
         let values = &self.plan.values;
         let space = &values[self.space];
         let n_rows = space.shape.dims()[0];
-        let mut buffer =
-            NDArray::for_overwrite(slab(&space.shape, self.rows.min(rows.len())), space.dtype);
-        let buffer_ptr = buffer.make_unique_ptr();
+        let shape = slab(&space.shape, self.rows.min(rows.len()));
+        // Kept alive (`_buffer`) while `buffer_ptr` is used.
+        let (_buffer, buffer_ptr) = NDArray::for_overwrite("slab", shape, space.dtype)
+            .and_then(|mut b| b.make_unique_ptr().map(|p| (b, p)))
+            .map_err(SlabError::Program)?;
         let view = |v: ValueId, base: usize, aligned: bool, r: std::ops::Range<usize>| {
             let (ptr, shape) = rows_of(&values[v], base, aligned, n_rows, r);
             // SAFETY: as for `view` in `Executor::run`: `ptr` lies in the

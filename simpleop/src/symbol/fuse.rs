@@ -13,7 +13,9 @@
 //! * nodes in between must be elementwise/broadcast groups;
 //! * a group's pattern is the most complex of its members, so a group
 //!   holding `dot` or a reduction never fuses again: two complex ops never
-//!   merge.
+//!   merge;
+//! * a group, like a fused gradient chain, holds at most `MAX_FUSED` (256)
+//!   ops, as TVM's `max_fuse_depth`.
 //!
 //! Fused edges also need one shape and dtype: a broadcast op's smaller
 //! operand is an external input of the group, gathered per tile. Injective
@@ -88,9 +90,16 @@ fn simple(p: Pattern) -> bool {
     p <= Pattern::Broadcast
 }
 
+/// The most ops one fused step runs (TVM's `max_fuse_depth`, 256 by
+/// default, the same): a program's per-tile bookkeeping grows with its
+/// inputs times its ops, so a huge group would be slower than several.
+const MAX_FUSED: usize = 256;
+
 struct Dsu {
     parent: Vec<usize>,
     pattern: Vec<Pattern>,
+    /// Members of each root's group.
+    size: Vec<usize>,
 }
 
 impl Dsu {
@@ -106,6 +115,7 @@ impl Dsu {
         if a != b {
             self.parent[a] = b;
             self.pattern[b] = self.pattern[b].max(self.pattern[a]);
+            self.size[b] += self.size[a];
         }
     }
 }
@@ -128,12 +138,16 @@ pub(crate) fn group(g: &Graph, shapes: &[Shape], dtypes: &[DType], tile: &[bool]
         })
         .collect();
     let consumers = g.consumers();
+    let mut is_head = vec![false; n_nodes];
+    for &h in &g.heads {
+        is_head[h] = true;
+    }
     // Immediate post-dominators; `n_nodes` is the virtual sink.
     let sink = n_nodes;
     let mut ipdom = vec![sink; n_nodes + 1];
     let mut depth = vec![0usize; n_nodes + 1];
     for n in (0..n_nodes).rev() {
-        let d = if g.heads.contains(&n) || consumers[n].is_empty() {
+        let d = if is_head[n] || consumers[n].is_empty() {
             sink
         } else {
             let mut d = consumers[n][0];
@@ -152,12 +166,16 @@ pub(crate) fn group(g: &Graph, shapes: &[Shape], dtypes: &[DType], tile: &[bool]
         ipdom[n] = d;
         depth[n] = depth[d] + 1;
     }
+    // Marks of the path walks below, cleared after each walk (a fresh
+    // vector per node would make a long chain quadratic).
+    let mut seen = vec![false; n_nodes];
     let mut dsu = Dsu {
         parent: (0..n_nodes).collect(),
         pattern: pattern
             .iter()
             .map(|p| p.unwrap_or(Pattern::Opaque))
             .collect(),
+        size: vec![1; n_nodes],
     };
     for n in 0..n_nodes {
         if pattern[n].is_none() {
@@ -187,22 +205,26 @@ pub(crate) fn group(g: &Graph, shapes: &[Shape], dtypes: &[DType], tile: &[bool]
         }
         // Every node strictly between n and d must be a simple group.
         let mut on_path = vec![n];
-        let mut seen = vec![false; n_nodes];
         let mut stack = consumers[n].clone();
         let mut ok = true;
         while let Some(c) = stack.pop() {
             if c == d || std::mem::replace(&mut seen[c], true) {
                 continue;
             }
+            on_path.push(c);
             let gc = dsu.find(c);
-            if !(simple(dsu.pattern[gc]) && same(c)) {
+            // A longer path would make too big a group anyway: stop, so a
+            // wide region is not walked once per node.
+            if !(simple(dsu.pattern[gc]) && same(c)) || on_path.len() >= MAX_FUSED {
                 ok = false;
                 break;
             }
-            on_path.push(c);
             stack.extend(&consumers[c]);
         }
-        if ok {
+        for &c in &on_path[1..] {
+            seen[c] = false;
+        }
+        if ok && merged_size(&mut dsu, &on_path, gd) <= MAX_FUSED {
             for m in on_path {
                 dsu.union_into(m, d);
             }
@@ -223,20 +245,39 @@ pub(crate) fn group(g: &Graph, shapes: &[Shape], dtypes: &[DType], tile: &[bool]
     Grouping { groups, pattern }
 }
 
+/// The size of the group that merging `members`' groups into root `to`'s
+/// would make.
+fn merged_size(dsu: &mut Dsu, members: &[usize], to: usize) -> usize {
+    let mut roots: Vec<usize> = members.iter().map(|&m| dsu.find(m)).collect();
+    roots.push(to);
+    roots.sort_unstable();
+    roots.dedup();
+    roots.iter().map(|&r| dsu.size[r]).sum()
+}
+
 /// No path leaves the group and comes back, so it can run as one step.
+/// Such a path lies between the first and last member (topological
+/// order), so only that span is scanned: many small groups along a long
+/// graph stay linear.
 fn convex(g: &Graph, members: &[usize]) -> bool {
-    let mut inside = vec![false; g.nodes.len()];
+    let (Some(&lo), Some(&hi)) = (members.iter().min(), members.iter().max()) else {
+        return true;
+    };
+    // Indexed from `lo`; nodes before it are neither inside nor tainted.
+    let mut inside = vec![false; hi - lo + 1];
     for &m in members {
-        inside[m] = true;
+        inside[m - lo] = true;
     }
-    let mut tainted = vec![false; g.nodes.len()];
-    for (n, node) in g.nodes.iter().enumerate() {
-        if inside[n] {
-            if node.inputs.iter().any(|&i| !inside[i] && tainted[i]) {
+    let mut tainted = vec![false; hi - lo + 1];
+    let at = |v: &[bool], i: usize| i >= lo && v[i - lo];
+    for n in lo..=hi {
+        let inputs = &g.nodes[n].inputs;
+        if inside[n - lo] {
+            if inputs.iter().any(|&i| !at(&inside, i) && at(&tainted, i)) {
                 return false;
             }
         } else {
-            tainted[n] = node.inputs.iter().any(|&i| inside[i] || tainted[i]);
+            tainted[n - lo] = inputs.iter().any(|&i| at(&inside, i) || at(&tainted, i));
         }
     }
     true
@@ -443,24 +484,27 @@ impl<'a> Builder<'a> {
     /// Input slots must come first: renumber so inputs are `0..k`.
     fn finish(mut self) -> (Fused, Vec<ValueId>) {
         let mut internal = Vec::new();
-        let mut stores = Vec::new();
+        // Per slot, the stores of what it holds: (output, req).
+        let mut stores: Vec<Vec<(usize, OpReqType)>> = vec![Vec::new(); self.f.slots];
+        let mut output_of: HashMap<ValueId, usize> = HashMap::new();
         for &(v, s, req) in &self.produced {
             let keep = self.plan.values[v].loc != Loc::Unplaced
                 || req != OpReqType::WriteTo
                 || self.writes[v] != 1
                 || self.local_reads.get(&v).copied().unwrap_or(0) != self.reads[v];
             if keep {
-                let k = match self.f.outputs.iter().position(|(w, _)| *w == v) {
-                    Some(k) => {
+                let k = match output_of.get(&v) {
+                    Some(&k) => {
                         self.f.outputs[k].1 |= req == OpReqType::AddTo;
                         k
                     }
                     None => {
                         self.f.outputs.push((v, req == OpReqType::AddTo));
+                        output_of.insert(v, self.f.outputs.len() - 1);
                         self.f.outputs.len() - 1
                     }
                 };
-                stores.push((s, k, req));
+                stores[s].push((k, req));
             } else {
                 internal.push(v);
             }
@@ -476,9 +520,9 @@ impl<'a> Builder<'a> {
             };
             instrs.push(ins);
             for w in written {
-                for &(s, k, req) in stores.iter().filter(|(s, _, _)| *s == w) {
+                for &(k, req) in &stores[w] {
                     instrs.push(Instr::Store {
-                        slot: s,
+                        slot: w,
                         output: k,
                         req,
                     });
@@ -657,7 +701,9 @@ pub(crate) fn rewrite(
     type Parts = (Vec<usize>, Option<ReduceTail>, Option<SlabHead>);
     let mut group_at: HashMap<usize, Parts> = HashMap::new();
     let mut member = vec![false; g.nodes.len()];
-    for m in &grouping.groups {
+    // Per node, the group (index + 1) it is a simple member of; 0 for none.
+    let mut simple_group = vec![0usize; g.nodes.len()];
+    for (k, m) in grouping.groups.iter().enumerate() {
         let simple_members: Vec<usize> = m
             .iter()
             .copied()
@@ -666,12 +712,15 @@ pub(crate) fn rewrite(
         let Some(&last) = simple_members.last() else {
             continue;
         };
+        for &n in &simple_members {
+            simple_group[n] = k + 1;
+        }
         // The step runs at the last member's place: every value read
         // outside must be read after it (TVM's rules guarantee this).
         let late_readers = simple_members.iter().all(|&n| {
             consumers[n]
                 .iter()
-                .all(|&c| c > last || simple_members.contains(&c))
+                .all(|&c| c > last || simple_group[c] == k + 1)
         });
         let tail = reduce_tail(plan, g, grouping, m, &simple_members, &reads, &writes);
         let head = slab_head(plan, g, grouping, m, &simple_members, &reads, &writes);
@@ -694,6 +743,12 @@ pub(crate) fn rewrite(
     }
     let mut steps = Vec::with_capacity(plan.steps.len());
     let old = std::mem::take(&mut plan.steps);
+    let mut forward_step = vec![None; g.nodes.len()];
+    for (s, st) in old.iter().enumerate() {
+        if let Step::Forward { node, .. } = st {
+            forward_step[*node] = Some(s);
+        }
+    }
     let mut backward_start = plan.backward_start;
     for (s, step) in old.iter().enumerate() {
         match step {
@@ -706,9 +761,7 @@ pub(crate) fn rewrite(
                 };
                 let mut b = Builder::new(plan, &reads, &writes);
                 for &n in nodes {
-                    let Some(Step::Forward { inputs, out, .. }) = old
-                        .iter()
-                        .find(|st| matches!(st, Step::Forward { node, .. } if *node == n))
+                    let Some(Step::Forward { inputs, out, .. }) = forward_step[n].map(|s| &old[s])
                     else {
                         continue;
                     };
@@ -758,8 +811,15 @@ pub(crate) fn rewrite(
         // Extend while the next step's out_grad is a single-write WriteTo
         // gradient of the chain, and it reads nothing else the chain wrote.
         let mut end = s + 1;
-        let mut written: Vec<(ValueId, OpReqType)> = grads_of(&steps[s]);
-        while end < steps.len() && fusable(&steps[end]) {
+        // Values the chain wrote: whether some write was a `WriteTo`.
+        let mut written: HashMap<ValueId, bool> = HashMap::new();
+        let record = |st: &Step, written: &mut HashMap<ValueId, bool>| {
+            for (v, r) in grads_of(st) {
+                *written.entry(v).or_default() |= r == OpReqType::WriteTo;
+            }
+        };
+        record(&steps[s], &mut written);
+        while end < steps.len() && end - s < MAX_FUSED && fusable(&steps[end]) {
             let Step::Backward {
                 out_grad,
                 output,
@@ -769,19 +829,17 @@ pub(crate) fn rewrite(
             else {
                 break;
             };
-            let link = written
-                .iter()
-                .any(|&(v, r)| v == *out_grad && r == OpReqType::WriteTo)
+            let link = written.get(out_grad) == Some(&true)
                 && writes[*out_grad] == 1
                 && plan.values[*out_grad].loc == Loc::Unplaced;
             let others_clean = output
                 .iter()
                 .chain(inputs.iter().flatten())
-                .all(|v| !written.iter().any(|(w, _)| w == v));
+                .all(|v| !written.contains_key(v));
             if !(link && others_clean) {
                 break;
             }
-            written.extend(grads_of(&steps[end]));
+            record(&steps[end], &mut written);
             end += 1;
         }
         if end - s < 2 {

@@ -4,6 +4,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use rustc_hash::FxHashMap;
+
 use super::{Entry, Node};
 use crate::{Attrs, EnvArguments, Error, OpDef, Result};
 
@@ -46,7 +48,8 @@ impl Graph {
     /// Depth-first post-order from the heads, inputs in order: the order
     /// MXNet uses for nodes and arguments.
     pub(crate) fn from_heads(heads: &[Entry]) -> Graph {
-        let mut index: HashMap<*const Node, usize> = HashMap::new();
+        // Fx: pointers hash well, and SipHash dominated a large graph's walk.
+        let mut index: FxHashMap<*const Node, usize> = FxHashMap::default();
         let mut nodes: Vec<GNode> = Vec::new();
         let mut args = Vec::new();
         // Iterative DFS: (node, next input to visit).
@@ -102,7 +105,7 @@ impl Graph {
         Ok(())
     }
 
-    /// The index of argument `name` in [`Graph::args`].
+    /// The argument names, in [`Graph::args`] order.
     pub(crate) fn argument_names(&self) -> Vec<String> {
         self.args
             .iter()

@@ -4,13 +4,14 @@
 //! inference. Backward, for same-shape elementwise ops only: every input
 //! has the output's shape and dtype, so a known output or sibling fills an
 //! unknown input (`x + y` with only `x` known gives `y`). Repeats until
-//! nothing changes.
+//! nothing changes, revisiting only the nodes next to a change.
 //!
 //! A variable's MXNet hints (`__shape__`, `__dtype__`, as
 //! `mx.sym.var('x', shape=(2, 3), dtype='float16')` writes them) stand in
 //! for a value the caller does not give; a given value wins, as in MXNet.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
 
 use super::Graph;
 use crate::{Attrs, DType, Error, OpForm, Pattern, Result, Shape};
@@ -55,57 +56,133 @@ fn same_shape_elementwise(g: &Graph, n: usize) -> bool {
 }
 
 /// Runs a fixed-point inference of one property per node.
+///
+/// Equivalent to repeated passes over all op nodes in order until nothing
+/// changes, but after the first pass a node is only revisited when its
+/// value or an input's changed since it last ran (only those feed
+/// [`infer_node`]), so a chain that fills backwards one link per pass is
+/// linear, not quadratic. The visiting order is the passes' order, so
+/// errors are the same.
 fn fixed_point<V: Clone + PartialEq + std::fmt::Display>(
     g: &Graph,
     values: &mut [Option<V>],
     what: &str,
     forward: impl Fn(usize, &[V]) -> Result<V>,
 ) -> Result<()> {
-    loop {
-        let mut changed = false;
-        for n in 0..g.nodes.len() {
-            let node = &g.nodes[n];
-            if node.is_variable() {
-                continue;
-            }
-            let known: Option<Vec<V>> = node.inputs.iter().map(|&i| values[i].clone()).collect();
-            if let Some(ins) = known {
-                let v = forward(n, &ins).map_err(|e| node.error(e))?;
-                match &values[n] {
-                    Some(old) if *old != v => {
-                        return Err(node.error(Error::graph(format!(
-                            "inferred output {what} {v} conflicts with {old}"
-                        ))));
-                    }
-                    Some(_) => {}
-                    None => {
-                        values[n] = Some(v);
-                        changed = true;
-                    }
-                }
-            }
-            if same_shape_elementwise(g, n) {
-                let fill = values[n]
-                    .clone()
-                    .or_else(|| node.inputs.iter().find_map(|&i| values[i].clone()));
-                if let Some(v) = fill {
-                    for &i in &node.inputs {
-                        if values[i].is_none() {
-                            values[i] = Some(v.clone());
-                            changed = true;
-                        }
-                    }
-                    if values[n].is_none() {
-                        values[n] = Some(v);
-                        changed = true;
-                    }
-                }
-            }
-        }
-        if !changed {
-            return Ok(());
+    let mut work = Worklist {
+        consumers: g.consumers(),
+        queued: vec![false; g.nodes.len()],
+        this_pass: BinaryHeap::new(),
+        next_pass: Vec::new(),
+        changed: Vec::new(),
+    };
+    // The first pass visits every op node.
+    for n in 0..g.nodes.len() {
+        if !g.nodes[n].is_variable() {
+            let settled = infer_node(g, n, values, what, &forward, &mut work.changed)?;
+            work.requeue(g, n, settled, true);
         }
     }
+    while !work.next_pass.is_empty() {
+        let next = std::mem::take(&mut work.next_pass);
+        work.this_pass.extend(next.into_iter().map(Reverse));
+        while let Some(Reverse(n)) = work.this_pass.pop() {
+            work.queued[n] = false;
+            let settled = infer_node(g, n, values, what, &forward, &mut work.changed)?;
+            work.requeue(g, n, settled, false);
+        }
+    }
+    Ok(())
+}
+
+/// The nodes [`fixed_point`] still has to visit.
+struct Worklist {
+    consumers: Vec<Vec<usize>>,
+    /// In `this_pass` or `next_pass`.
+    queued: Vec<bool>,
+    /// This pass's nodes ahead of the cursor, smallest first.
+    this_pass: BinaryHeap<Reverse<usize>>,
+    next_pass: Vec<usize>,
+    /// Nodes whose value the last visit set.
+    changed: Vec<usize>,
+}
+
+impl Worklist {
+    /// After visiting `n`: queues the readers of every changed value (its
+    /// node and consumers), in this pass when ahead of `n`, else in the
+    /// next. `settled`: a visit of `n` would change nothing now, so only
+    /// others are queued. `sweep`: this pass visits every node, so none is
+    /// queued in it.
+    fn requeue(&mut self, g: &Graph, n: usize, settled: bool, sweep: bool) {
+        let mut changed = std::mem::take(&mut self.changed);
+        for x in changed.drain(..) {
+            for r in std::iter::once(x).chain(self.consumers[x].iter().copied()) {
+                let skip = (settled && r == n) || (sweep && r > n) || self.queued[r];
+                if skip || g.nodes[r].is_variable() {
+                    continue;
+                }
+                self.queued[r] = true;
+                if r > n {
+                    self.this_pass.push(Reverse(r));
+                } else {
+                    self.next_pass.push(r);
+                }
+            }
+        }
+        // Kept for its capacity.
+        self.changed = changed;
+    }
+}
+
+/// One visit of op node `n`: its output from its inputs, then (same-shape
+/// elementwise ops) unknown inputs and output from a known one. Pushes
+/// every node whose value it set onto `changed`. Returns whether every
+/// input was known: then the output was checked against them, nothing was
+/// filled, and another visit before an input changes would do nothing.
+fn infer_node<V: Clone + PartialEq + std::fmt::Display>(
+    g: &Graph,
+    n: usize,
+    values: &mut [Option<V>],
+    what: &str,
+    forward: &impl Fn(usize, &[V]) -> Result<V>,
+    changed: &mut Vec<usize>,
+) -> Result<bool> {
+    let node = &g.nodes[n];
+    let known: Option<Vec<V>> = node.inputs.iter().map(|&i| values[i].clone()).collect();
+    let settled = known.is_some();
+    if let Some(ins) = known {
+        let v = forward(n, &ins).map_err(|e| node.error(e))?;
+        match &values[n] {
+            Some(old) if *old != v => {
+                return Err(node.error(Error::graph(format!(
+                    "inferred output {what} {v} conflicts with {old}"
+                ))));
+            }
+            Some(_) => {}
+            None => {
+                values[n] = Some(v);
+                changed.push(n);
+            }
+        }
+    }
+    if same_shape_elementwise(g, n) {
+        let fill = values[n]
+            .clone()
+            .or_else(|| node.inputs.iter().find_map(|&i| values[i].clone()));
+        if let Some(v) = fill {
+            for &i in &node.inputs {
+                if values[i].is_none() {
+                    values[i] = Some(v.clone());
+                    changed.push(i);
+                }
+            }
+            if values[n].is_none() {
+                values[n] = Some(v);
+                changed.push(n);
+            }
+        }
+    }
+    Ok(settled)
 }
 
 /// A variable's `__shape__` hint, when it is complete: MXNet 1.x writes an
@@ -167,8 +244,9 @@ fn seed<V: Clone>(
     hint: impl Fn(&str, &Attrs) -> Result<Option<V>>,
 ) -> Result<Vec<Option<V>>> {
     let names = g.argument_names();
+    let lookup: HashSet<&str> = names.iter().map(String::as_str).collect();
     for k in known.keys() {
-        if !names.contains(k) {
+        if !lookup.contains(k.as_str()) {
             return Err(Error::argument(
                 k,
                 format!(

@@ -5,50 +5,103 @@
 //! and attribute values as strings; `arg_nodes`; `node_row_ptr`; `heads`.
 //! Older files spell `attrs` as `attr` or `param`; all three are read.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
+use std::fmt::{self, Display};
 use std::sync::Arc;
 
+use serde::{Serialize, Serializer};
 use serde_json::{Value, json};
 
+use super::graph::GNode;
 use super::{Entry, Graph, Node, Symbol};
 use crate::{Attrs, EnvArguments, Error, Registry, Result};
 
+/// Writes the document field by field (keys in sorted order, as a
+/// `serde_json::Value` would print them) without building a `Value` tree,
+/// which for a large graph costs several times the text.
 pub(crate) fn write(g: &Graph) -> String {
-    let nodes: Vec<Value> = g
-        .nodes
-        .iter()
-        .map(|n| {
-            let mut obj = serde_json::Map::new();
-            obj.insert("op".into(), json!(n.op_name()));
-            obj.insert("name".into(), json!(n.name));
-            if !n.attrs.is_empty() {
-                let attrs: BTreeMap<&str, &str> = n.attrs.iter().collect();
-                obj.insert("attrs".into(), json!(attrs));
-            }
-            let inputs: Vec<Value> = n.inputs.iter().map(|&i| json!([i, 0, 0])).collect();
-            obj.insert("inputs".into(), Value::Array(inputs));
-            Value::Object(obj)
-        })
-        .collect();
-    let row_ptr: Vec<usize> = (0..=g.nodes.len()).collect();
-    let heads: Vec<Value> = g.heads.iter().map(|&h| json!([h, 0, 0])).collect();
-    let doc = json!({
-        "nodes": nodes,
-        "arg_nodes": g.args,
-        "node_row_ptr": row_ptr,
-        "heads": heads,
-        "attrs": {"mxnet_version": ["int", 10901]},
-    });
-    serde_json::to_string_pretty(&doc).expect("a JSON value always serializes")
+    let doc = Doc {
+        arg_nodes: &g.args,
+        attrs: json!({"mxnet_version": ["int", 10901]}),
+        heads: Entries(&g.heads),
+        node_row_ptr: RowPtr(g.nodes.len()),
+        nodes: Nodes(&g.nodes),
+    };
+    serde_json::to_string_pretty(&doc).expect("plain structs and strings always serialize")
 }
 
-fn field<'a>(obj: &'a Value, key: &str, what: &str) -> Result<&'a Value> {
+#[derive(Serialize)]
+struct Doc<'a> {
+    arg_nodes: &'a [usize],
+    attrs: Value,
+    heads: Entries<'a>,
+    node_row_ptr: RowPtr,
+    nodes: Nodes<'a>,
+}
+
+/// Node indices as `[node, 0, 0]` entries.
+struct Entries<'a>(&'a [usize]);
+
+impl Serialize for Entries<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|&i| [i, 0, 0]))
+    }
+}
+
+/// `0..=n`: one output per node.
+struct RowPtr(usize);
+
+impl Serialize for RowPtr {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_seq(0..=self.0)
+    }
+}
+
+struct Nodes<'a>(&'a [GNode]);
+
+impl Serialize for Nodes<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|n| JsonNode {
+            attrs: n.attrs.iter().collect(),
+            inputs: Entries(&n.inputs),
+            name: &n.name,
+            op: n.op_name(),
+        }))
+    }
+}
+
+#[derive(Serialize)]
+struct JsonNode<'a> {
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    attrs: BTreeMap<&'a str, &'a str>,
+    inputs: Entries<'a>,
+    name: &'a str,
+    op: &'a str,
+}
+
+fn field<'a>(obj: &'a Value, key: &str, what: &dyn Display) -> Result<&'a Value> {
     obj.get(key)
         .ok_or_else(|| Error::graph(format!("{what} has no `{key}`")))
 }
 
+/// Names node `i` (and its name, once read) in messages; written only for
+/// an error, as formatting it for every node was a tenth of a load.
+struct What<'a> {
+    i: usize,
+    name: Option<&'a str>,
+}
+
+impl Display for What<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name {
+            None => write!(f, "node {}", self.i),
+            Some(name) => write!(f, "node {} (`{name}`)", self.i),
+        }
+    }
+}
+
 /// `[node, output, version]` (MXNet also accepts `[node, output]`).
-fn entry(v: &Value, what: &str) -> Result<(usize, usize)> {
+fn entry(v: &Value, what: &dyn Display) -> Result<(usize, usize)> {
     let parts = v
         .as_array()
         .filter(|a| (2..=3).contains(&a.len()))
@@ -63,7 +116,7 @@ fn entry(v: &Value, what: &str) -> Result<(usize, usize)> {
     Ok((num(&parts[0])?, num(&parts[1])?))
 }
 
-fn attrs_of(node: &Value, what: &str) -> Result<Attrs> {
+fn attrs_of(node: &Value, what: &dyn Display) -> Result<Attrs> {
     let mut attrs = Attrs::new();
     for key in ["attrs", "attr", "param"] {
         let Some(map) = node.get(key) else { continue };
@@ -91,86 +144,101 @@ fn attrs_of(node: &Value, what: &str) -> Result<Attrs> {
 pub(crate) fn read(text: &str) -> Result<Symbol> {
     let doc: Value =
         serde_json::from_str(text).map_err(|e| Error::graph(format!("invalid JSON: {e}")))?;
-    let nodes = field(&doc, "nodes", "the symbol")?
+    let nodes = field(&doc, "nodes", &"the symbol")?
         .as_array()
         .ok_or_else(|| Error::graph("`nodes` must be an array"))?;
     let registry = Registry::global()?;
     let mut built: Vec<Arc<Node>> = Vec::with_capacity(nodes.len());
     for (i, n) in nodes.iter().enumerate() {
-        let what = format!("node {i}");
-        let op_name = field(n, "op", &what)?
-            .as_str()
-            .ok_or_else(|| Error::graph(format!("{what}: `op` must be a string")))?;
-        let name = field(n, "name", &what)?
-            .as_str()
-            .ok_or_else(|| Error::graph(format!("{what}: `name` must be a string")))?
-            .to_owned();
-        let what = format!("node {i} (`{name}`)");
-        let attrs = attrs_of(n, &what)?;
-        let raw_inputs = match n.get("inputs") {
-            None => Vec::new(),
-            Some(v) => v
-                .as_array()
-                .ok_or_else(|| Error::graph(format!("{what}: `inputs` must be an array")))?
-                .clone(),
-        };
-        let mut inputs = Vec::with_capacity(raw_inputs.len());
-        for v in &raw_inputs {
-            let (src, out) = entry(v, &what)?;
-            if src >= i {
-                return Err(Error::graph(format!(
-                    "{what}: input {v} does not refer to an earlier node (nodes must be in topological order)"
-                )));
-            }
-            if out != 0 {
-                return Err(Error::graph(format!(
-                    "{what}: input {v} reads output {out} of `{}`, which has one output",
-                    built[src].name
-                )));
-            }
-            inputs.push(Entry {
-                node: built[src].clone(),
-            });
-        }
-        let node = if op_name == "null" {
-            if !inputs.is_empty() {
-                return Err(Error::graph(format!("{what}: a variable has no inputs")));
-            }
-            Node {
-                op: None,
-                name,
-                attrs,
-                env: EnvArguments::default(),
-                inputs,
-            }
-        } else {
-            let op = registry.get(op_name).map_err(|e| match e {
-                Error::UnknownOp { .. } => Error::graph(format!("{what}: {e}")),
-                e => e,
-            })?;
-            let op = op.def;
-            let arity = |e: Error| e.in_node(&name, op.name);
-            op.check_arity(inputs.len()).map_err(arity)?;
-            let env = (op.parse)(op, &attrs).map_err(|e| e.in_node(&name, op.name))?;
-            if let Some(&k) = op.mutate_inputs.first() {
-                return Err(Error::invalid(
-                    op.name,
-                    op.input_name(k),
-                    "ops that update an input in place run eagerly, not in graphs",
-                )
-                .in_node(&name, op.name));
-            }
-            Node {
-                op: Some(op),
-                name,
-                attrs,
-                env,
-                inputs,
-            }
-        };
+        let node = read_node(registry, &built, i, n)?;
         built.push(Arc::new(node));
     }
-    let heads = field(&doc, "heads", "the symbol")?
+    let entries = read_heads(&doc, &built)?;
+    if let Some(args) = doc.get("arg_nodes").and_then(Value::as_array) {
+        check_arg_nodes(args, &built)?;
+    }
+    let sym = Symbol { heads: entries };
+    sym.graph()?;
+    Ok(sym)
+}
+
+/// Node `i`, whose inputs are among the `built` ones.
+fn read_node(registry: &Registry, built: &[Arc<Node>], i: usize, n: &Value) -> Result<Node> {
+    let what = What { i, name: None };
+    let op_name = field(n, "op", &what)?
+        .as_str()
+        .ok_or_else(|| Error::graph(format!("{what}: `op` must be a string")))?;
+    let name = field(n, "name", &what)?
+        .as_str()
+        .ok_or_else(|| Error::graph(format!("{what}: `name` must be a string")))?;
+    let what = What {
+        i,
+        name: Some(name),
+    };
+    let attrs = attrs_of(n, &what)?;
+    let raw_inputs: &[Value] = match n.get("inputs") {
+        None => &[],
+        Some(v) => v
+            .as_array()
+            .ok_or_else(|| Error::graph(format!("{what}: `inputs` must be an array")))?,
+    };
+    let mut inputs = Vec::with_capacity(raw_inputs.len());
+    for v in raw_inputs {
+        let (src, out) = entry(v, &what)?;
+        if src >= i {
+            return Err(Error::graph(format!(
+                "{what}: input {v} does not refer to an earlier node (nodes must be in topological order)"
+            )));
+        }
+        if out != 0 {
+            return Err(Error::graph(format!(
+                "{what}: input {v} reads output {out} of `{}`, which has one output",
+                built[src].name
+            )));
+        }
+        inputs.push(Entry {
+            node: built[src].clone(),
+        });
+    }
+    if op_name == "null" {
+        if !inputs.is_empty() {
+            return Err(Error::graph(format!("{what}: a variable has no inputs")));
+        }
+        return Ok(Node {
+            op: None,
+            name: name.to_owned(),
+            attrs,
+            env: EnvArguments::default(),
+            inputs,
+        });
+    }
+    let op = registry.get(op_name).map_err(|e| match e {
+        Error::UnknownOp { .. } => Error::graph(format!("{what}: {e}")),
+        e => e,
+    })?;
+    let op = op.def;
+    let in_node = |e: Error| e.in_node(name, op.name);
+    op.check_arity(inputs.len()).map_err(in_node)?;
+    let env = (op.parse)(op, &attrs).map_err(in_node)?;
+    if let Some(&k) = op.mutate_inputs.first() {
+        return Err(in_node(Error::invalid(
+            op.name,
+            op.input_name(k),
+            "ops that update an input in place run eagerly, not in graphs",
+        )));
+    }
+    Ok(Node {
+        op: Some(op),
+        name: name.to_owned(),
+        attrs,
+        env,
+        inputs,
+    })
+}
+
+/// The `heads` entries, over the `built` nodes.
+fn read_heads(doc: &Value, built: &[Arc<Node>]) -> Result<Vec<Entry>> {
+    let heads = field(doc, "heads", &"the symbol")?
         .as_array()
         .ok_or_else(|| Error::graph("`heads` must be an array"))?;
     if heads.is_empty() {
@@ -178,7 +246,7 @@ pub(crate) fn read(text: &str) -> Result<Symbol> {
     }
     let mut entries = Vec::with_capacity(heads.len());
     for h in heads {
-        let (n, out) = entry(h, "heads")?;
+        let (n, out) = entry(h, &"heads")?;
         let node = built.get(n).ok_or_else(|| {
             Error::graph(format!("head {h} refers to a node that does not exist"))
         })?;
@@ -190,27 +258,22 @@ pub(crate) fn read(text: &str) -> Result<Symbol> {
         }
         entries.push(Entry { node: node.clone() });
     }
-    if let Some(args) = doc.get("arg_nodes").and_then(Value::as_array) {
-        // Only validated: the argument order comes from the graph itself.
-        let vars: HashSet<usize> = built
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.op.is_none())
-            .map(|(i, _)| i)
-            .collect();
-        for a in args {
-            let ok = a
-                .as_u64()
-                .and_then(|a| usize::try_from(a).ok())
-                .is_some_and(|a| vars.contains(&a));
-            if !ok {
-                return Err(Error::graph(format!(
-                    "arg_nodes entry {a} is not a variable node"
-                )));
-            }
+    Ok(entries)
+}
+
+/// Only validated: the argument order comes from the graph itself.
+fn check_arg_nodes(args: &[Value], built: &[Arc<Node>]) -> Result<()> {
+    for a in args {
+        let ok = a
+            .as_u64()
+            .and_then(|a| usize::try_from(a).ok())
+            .and_then(|a| built.get(a))
+            .is_some_and(|n| n.op.is_none());
+        if !ok {
+            return Err(Error::graph(format!(
+                "arg_nodes entry {a} is not a variable node"
+            )));
         }
     }
-    let sym = Symbol { heads: entries };
-    sym.graph()?;
-    Ok(sym)
+    Ok(())
 }

@@ -41,6 +41,23 @@ pub(crate) struct Node {
     pub(crate) inputs: Vec<Entry>,
 }
 
+impl Drop for Node {
+    /// Frees the inputs this node owns alone with an explicit stack: the
+    /// default drop recurses once per node of a chain, and a deep graph
+    /// overflows the stack.
+    fn drop(&mut self) {
+        let mut stack = std::mem::take(&mut self.inputs);
+        while let Some(e) = stack.pop() {
+            // `into_inner` succeeds for exactly one of several racing
+            // owners, so a node shared across threads is freed once.
+            if let Some(mut node) = Arc::into_inner(e.node) {
+                stack.append(&mut node.inputs);
+                // `node` drops here with no inputs: no recursion.
+            }
+        }
+    }
+}
+
 /// An output of a node. Every op has one output, so this is the node;
 /// MXNet's JSON still writes `[node, 0, 0]`.
 #[derive(Clone)]

@@ -19,6 +19,8 @@
 //!
 //! [`GradSpec`]: crate::GradSpec
 
+use std::collections::BTreeSet;
+
 use crate::{DType, Error, OpForm, OpReqType, Result, Shape};
 
 use super::executor::{GradReq, MemoryStats};
@@ -145,9 +147,11 @@ pub(crate) struct Plan {
 }
 
 /// Scratch for gradient blobs that a backward call receives but must not
-/// write: inputs with a `Null` request, and inputs whose shared gradient
-/// buffer is written in a later call (`f(x, x)`). Input `i` of a step gets
-/// slot `i`, so no two blobs of one call overlap, whatever the op's arity.
+/// write: inputs with a `Null` request, and, in a step whose gradients go
+/// in several calls because inputs share a gradient buffer (`f(x, x)`,
+/// `f(x, y, x)`), every input outside the current call. Input `i` of a
+/// step gets slot `i`, so no two blobs of one call overlap, whatever the
+/// op's arity.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct SinkLayout {
     /// Bytes per slot: the largest such input, in whole 64-byte lines.
@@ -169,6 +173,13 @@ impl SinkLayout {
     }
 }
 
+/// Whether two inputs of a backward step share a gradient buffer, so that
+/// the executor writes their gradients in separate calls.
+pub(crate) fn splits(grads: &[Option<(ValueId, OpReqType)>]) -> bool {
+    let written: Vec<ValueId> = grads.iter().flatten().map(|&(v, _)| v).collect();
+    (1..written.len()).any(|i| written[..i].contains(&written[i]))
+}
+
 /// The sink every backward step of `steps` fits in.
 fn sink_layout(steps: &[Step], g: &Graph, p: &PlanInput<'_>) -> SinkLayout {
     let mut sink = SinkLayout::default();
@@ -178,14 +189,9 @@ fn sink_layout(steps: &[Step], g: &Graph, p: &PlanInput<'_>) -> SinkLayout {
         };
         let inputs = &g.nodes[*node].inputs;
         sink.slots = sink.slots.max(inputs.len());
-        for (i, (&src, grad)) in inputs.iter().zip(grads).enumerate() {
-            let shares_buffer = |(v, _): &(ValueId, OpReqType)| {
-                grads
-                    .iter()
-                    .enumerate()
-                    .any(|(j, o)| j != i && o.is_some_and(|(w, _)| w == *v))
-            };
-            if grad.as_ref().is_none_or(shares_buffer) {
+        let split = splits(grads);
+        for (&src, grad) in inputs.iter().zip(grads) {
+            if split || grad.is_none() {
                 let bytes = p.shapes[src].size().saturating_mul(p.dtypes[src].size());
                 sink.slot_bytes = sink.slot_bytes.max(bytes.next_multiple_of(64));
             }
@@ -229,12 +235,13 @@ pub(crate) fn plan(p: &PlanInput<'_>) -> Result<Plan> {
         }
         v
     };
+    let heads = head_refs(g);
     let mut forward_value = Vec::with_capacity(n_nodes);
     for (n, arg) in arg_index.iter().enumerate() {
         let loc = match *arg {
             Some(k) => Loc::Arg(k),
-            None => match g.heads.iter().position(|&h| h == n) {
-                Some(h) => Loc::Head(h),
+            None => match heads[n].first() {
+                Some(&h) => Loc::Head(h),
                 None => Loc::Unplaced,
             },
         };
@@ -311,11 +318,12 @@ fn backward_steps(
         if needs[n] && !node.is_variable() {
             let op = node.op.expect("not a variable");
             if op.gradient.is_none() {
+                let above = ancestors(g, n);
                 let wanted = g
                     .args
                     .iter()
                     .enumerate()
-                    .find(|&(k, &a)| p.grad_req[k] != GradReq::Null && reaches(g, a, n))
+                    .find(|&(k, &a)| p.grad_req[k] != GradReq::Null && above[a])
                     .map(|(_, &a)| g.nodes[a].name.as_str())
                     .unwrap_or("an argument");
                 return Err(node.error(Error::invalid(
@@ -341,17 +349,16 @@ fn backward_steps(
         }
     }
     let consumers = g.consumers();
+    let heads_of = head_refs(g);
     // Gradient values: the user's buffers for arguments; a head gradient
     // read directly when it is the only contribution; planned otherwise.
-    let head_refs =
-        |n: usize| -> Vec<usize> { (0..g.heads.len()).filter(|&h| g.heads[h] == n).collect() };
     for n in 0..n_nodes {
         if !needs[n] {
             continue;
         }
         let loc = match arg_index[n] {
             Some(k) => Loc::ArgGrad(k),
-            None => match head_refs(n).as_slice() {
+            None => match heads_of[n].as_slice() {
                 [h] if consumers[n].is_empty() => Loc::HeadGrad(*h),
                 _ => Loc::Unplaced,
             },
@@ -416,19 +423,25 @@ fn backward_steps(
     Ok(())
 }
 
-/// Whether node `from` is an ancestor of (or is) node `to`.
-fn reaches(g: &Graph, from: usize, to: usize) -> bool {
+/// Per node, the heads (output indices) it is, in order.
+fn head_refs(g: &Graph) -> Vec<Vec<usize>> {
+    let mut refs = vec![Vec::new(); g.nodes.len()];
+    for (h, &n) in g.heads.iter().enumerate() {
+        refs[n].push(h);
+    }
+    refs
+}
+
+/// Per node, whether it is an ancestor of (or is) node `to`.
+fn ancestors(g: &Graph, to: usize) -> Vec<bool> {
     let mut seen = vec![false; g.nodes.len()];
     let mut stack = vec![to];
     while let Some(n) = stack.pop() {
-        if n == from {
-            return true;
-        }
         if !std::mem::replace(&mut seen[n], true) {
             stack.extend(&g.nodes[n].inputs);
         }
     }
-    false
+    seen
 }
 
 /// Places every unplaced value in the pool, reusing buffers by liveness
@@ -443,7 +456,7 @@ fn allocate(plan: &mut Plan, p: &PlanInput<'_>) {
         }
     }
     let planned = |v: ValueId, plan: &Plan| plan.values[v].loc == Loc::Unplaced;
-    let mut free: Vec<usize> = Vec::new();
+    let mut free = FreeList::default();
     let mut buffers: Vec<usize> = Vec::new();
     let mut unplanned_bytes = 0usize;
     let mut inplace_writes = 0usize;
@@ -493,7 +506,7 @@ fn allocate(plan: &mut Plan, p: &PlanInput<'_>) {
                     if let Some(Some((g0, OpReqType::WriteTo))) = grads.first().copied()
                         && op.inplace.gradient.is_some()
                         && op.form == OpForm::Elementwise
-                        && grads[1..].iter().flatten().all(|(v, _)| *v != g0)
+                        && !splits(grads)
                     {
                         let (dv, gv) = (&plan.values[*out_grad], &plan.values[g0]);
                         if let (Loc::Pool(b), Loc::Unplaced) = (dv.loc, gv.loc)
@@ -517,7 +530,7 @@ fn allocate(plan: &mut Plan, p: &PlanInput<'_>) {
             }
             let need = plan.values[v].bytes();
             let b = if p.memory_planning {
-                take_free(&mut free, &mut buffers, need)
+                free.take(&mut buffers, need)
             } else {
                 None
             };
@@ -532,9 +545,8 @@ fn allocate(plan: &mut Plan, p: &PlanInput<'_>) {
                 if last_read[v] == Some(s)
                     && Some(v) != transferred
                     && let Loc::Pool(b) = plan.values[v].loc
-                    && !free.contains(&b)
                 {
-                    free.push(b);
+                    free.push(b, &buffers);
                 }
             }
         }
@@ -561,22 +573,49 @@ fn allocate(plan: &mut Plan, p: &PlanInput<'_>) {
     plan.buffers = buffers;
 }
 
-/// The best-fitting free buffer for `need` bytes: the smallest big enough,
-/// else the largest, grown.
-fn take_free(free: &mut Vec<usize>, sizes: &mut [usize], need: usize) -> Option<usize> {
-    let fit = free
-        .iter()
-        .enumerate()
-        .filter(|&(_, &b)| sizes[b] >= need)
-        .min_by_key(|&(_, &b)| sizes[b])
-        .map(|(i, _)| i);
-    let i = fit.or_else(|| {
-        free.iter()
-            .enumerate()
-            .max_by_key(|&(_, &b)| sizes[b])
-            .map(|(i, _)| i)
-    })?;
-    let b = free.swap_remove(i);
-    sizes[b] = sizes[b].max(need);
-    Some(b)
+/// The free buffers, in the order a plain list would hold them (pushed
+/// at the end, taken by swapping the last into the gap), with an index by
+/// size so that taking one is logarithmic: a long training chain frees
+/// thousands of buffers, and scanning the list per step was quadratic.
+#[derive(Default)]
+struct FreeList {
+    order: Vec<usize>,
+    /// (size, position in `order`) of each free buffer.
+    by_size: BTreeSet<(usize, usize)>,
+    is_free: Vec<bool>,
+}
+
+impl FreeList {
+    /// Frees buffer `b` (of `sizes[b]` bytes), unless it is free already.
+    fn push(&mut self, b: usize, sizes: &[usize]) {
+        if self.is_free.len() <= b {
+            self.is_free.resize(b + 1, false);
+        }
+        if !std::mem::replace(&mut self.is_free[b], true) {
+            self.by_size.insert((sizes[b], self.order.len()));
+            self.order.push(b);
+        }
+    }
+
+    /// The best-fitting free buffer for `need` bytes: the smallest big
+    /// enough (the first in list order among equals), else the largest
+    /// (the last among equals), grown.
+    fn take(&mut self, sizes: &mut [usize], need: usize) -> Option<usize> {
+        let &(size, i) = self
+            .by_size
+            .range((need, 0)..)
+            .next()
+            .or_else(|| self.by_size.last())?;
+        self.by_size.remove(&(size, i));
+        let last = self.order.len() - 1;
+        if i != last {
+            let moved = self.order[last];
+            self.by_size.remove(&(sizes[moved], last));
+            self.by_size.insert((sizes[moved], i));
+        }
+        let b = self.order.swap_remove(i);
+        self.is_free[b] = false;
+        sizes[b] = sizes[b].max(need);
+        Some(b)
+    }
 }
