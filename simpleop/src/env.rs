@@ -127,7 +127,11 @@ impl EnvArguments {
         let mut v = Vec::new();
         if v.try_reserve_exact(n).is_err() {
             let bytes = n.checked_mul(size_of::<T>());
-            return Err(crate::Error::alloc(op, format!("temporary space of {n} elements"), bytes));
+            return Err(crate::Error::alloc(
+                op,
+                format!("temporary space of {n} elements"),
+                bytes,
+            ));
         }
         v.resize(n, T::zeroed());
         Ok(v)
