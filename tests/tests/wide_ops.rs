@@ -258,7 +258,6 @@ fn an_in_place_gradient_is_not_taken_when_the_step_splits() {
         let config = BindConfig {
             memory_planning: true,
             fusion,
-            ..Default::default()
         };
         let mut exe = loss
             .bind_with(args.collect(), grads.collect(), reqs.collect(), config)
