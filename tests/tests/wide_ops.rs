@@ -47,17 +47,7 @@ mod weighted_sum5 {
         req: &[OpReqType],
     ) -> Result<()> {
         let dy = dy.as_slice::<f64>()?;
-        for (k, (g, r)) in grads.iter_mut().zip(req).enumerate() {
-            for (o, d) in g.as_slice_mut::<f64>()?.iter_mut().zip(dy) {
-                let v = (k + 1) as f64 * d;
-                if *r == OpReqType::AddTo {
-                    *o += v
-                } else {
-                    *o = v
-                }
-            }
-        }
-        Ok(())
+        super::write_every_blob(grads, req, |k, i| (k + 1) as f64 * dy[i])
     }
 }
 
@@ -94,18 +84,29 @@ mod add_add_total {
     ) -> Result<()> {
         let dy = dy.as_slice::<f64>()?;
         let total: f64 = dy.iter().sum();
-        for (k, (g, r)) in grads.iter_mut().zip(req).enumerate() {
-            for (i, o) in g.as_slice_mut::<f64>()?.iter_mut().enumerate() {
-                let v = if k < 2 { dy[i] } else { total };
-                if *r == OpReqType::AddTo {
-                    *o += v
-                } else {
-                    *o = v
-                }
+        super::write_every_blob(grads, req, |k, i| if k < 2 { dy[i] } else { total })
+    }
+}
+
+/// `grads[k][i] = value(k, i)`, added under `AddTo` and written under any
+/// other request, `Null` included: the careless but safe op these tests
+/// need.
+fn write_every_blob(
+    grads: &mut [simpleop::TBlobMut<'_>],
+    req: &[simpleop::OpReqType],
+    value: impl Fn(usize, usize) -> f64,
+) -> simpleop::Result<()> {
+    for (k, (g, r)) in grads.iter_mut().zip(req).enumerate() {
+        for (i, o) in g.as_slice_mut::<f64>()?.iter_mut().enumerate() {
+            let v = value(k, i);
+            if *r == simpleop::OpReqType::AddTo {
+                *o += v
+            } else {
+                *o = v
             }
         }
-        Ok(())
     }
+    Ok(())
 }
 
 fn ramp(n: usize, scale: f64) -> NDArray {
