@@ -490,7 +490,9 @@ fn other_misuse_errors() {
 
 #[test]
 fn large_arrays_match_elementwise_results() {
-    simpleop::kernel::set_parallel_work(simpleop::kernel::PARALLEL_WORK);
+    simpleop::__private::engine::grain::set_parallel_work(
+        simpleop::__private::engine::grain::PARALLEL_WORK,
+    );
     // Larger than the framework's parallel grain, with a ragged last tile.
     let n = 300_001;
     let xs: Vec<f64> = (0..n)

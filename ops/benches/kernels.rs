@@ -7,7 +7,7 @@
 //! whole-array, bandwidth-bound figures are `simpleop bench`'s.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use simpleop::kernel::simd::{self, Isa};
+use simpleop::__private::engine::isa::{self as simd, Isa};
 use simpleop::{Attrs, DType, NDArray, OpReqType, eager};
 
 const N: usize = 1 << 20;

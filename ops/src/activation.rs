@@ -5,7 +5,7 @@ use simpleop::simple_op;
 /// Rectified linear unit: `max(x, 0)`; NaN passes through, and so does its
 /// gradient, as in MXNet and PyTorch (a NaN hidden behind a zero would hide
 /// a diverging model).
-#[simple_op(inplace = "InOut, OutIn", vector = simpleop::kernel::vector::RELU, lanes = simpleop::kernel::jit::LaneOp::Relu)]
+#[simple_op(inplace = "InOut, OutIn", vector = simpleop::kernel::forms::RELU, lanes = simpleop::kernel::LaneOp::Relu)]
 pub mod relu {
     use simpleop::prelude::*;
 

@@ -18,7 +18,7 @@ pub mod copy {
 }
 
 /// Numerical negative: `-x`.
-#[simple_op(inplace = "InOut, OutIn", lanes = simpleop::kernel::jit::LaneOp::Neg)]
+#[simple_op(inplace = "InOut, OutIn", lanes = simpleop::kernel::LaneOp::Neg)]
 pub mod negative {
     use simpleop::prelude::*;
     /// `-x`.
@@ -32,7 +32,7 @@ pub mod negative {
 }
 
 /// Adds two arrays of the same shape.
-#[simple_op(inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::jit::LaneOp::Add, alias = "_Plus, _plus, _add")]
+#[simple_op(inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::LaneOp::Add, alias = "_Plus, _plus, _add")]
 pub mod elemwise_add {
     use simpleop::prelude::*;
     /// `a + b`.
@@ -46,7 +46,7 @@ pub mod elemwise_add {
 }
 
 /// Subtracts two arrays of the same shape.
-#[simple_op(inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::jit::LaneOp::Sub, alias = "_Minus, _minus, _sub")]
+#[simple_op(inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::LaneOp::Sub, alias = "_Minus, _minus, _sub")]
 pub mod elemwise_sub {
     use simpleop::prelude::*;
     /// `a - b`.
@@ -61,7 +61,7 @@ pub mod elemwise_sub {
 
 /// Multiplies two arrays of the same shape. Not in place: the gradient
 /// reads both inputs.
-#[simple_op(inplace = "OutLhs", lanes = simpleop::kernel::jit::LaneOp::Mul, alias = "_Mul, _mul")]
+#[simple_op(inplace = "OutLhs", lanes = simpleop::kernel::LaneOp::Mul, alias = "_Mul, _mul")]
 pub mod elemwise_mul {
     use simpleop::prelude::*;
     /// `a * b`.
@@ -90,7 +90,7 @@ pub mod elemwise_div {
 }
 
 /// Adds two arrays with NumPy broadcasting.
-#[simple_op(broadcast, inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::jit::LaneOp::Add, alias = "broadcast_plus")]
+#[simple_op(broadcast, inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::LaneOp::Add, alias = "broadcast_plus")]
 pub mod broadcast_add {
     use simpleop::prelude::*;
     /// `a + b`.
@@ -104,7 +104,7 @@ pub mod broadcast_add {
 }
 
 /// Subtracts two arrays with NumPy broadcasting.
-#[simple_op(broadcast, inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::jit::LaneOp::Sub, alias = "broadcast_minus")]
+#[simple_op(broadcast, inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::LaneOp::Sub, alias = "broadcast_minus")]
 pub mod broadcast_sub {
     use simpleop::prelude::*;
     /// `a - b`.
@@ -118,7 +118,7 @@ pub mod broadcast_sub {
 }
 
 /// Multiplies two arrays with NumPy broadcasting.
-#[simple_op(broadcast, inplace = "OutLhs", lanes = simpleop::kernel::jit::LaneOp::Mul)]
+#[simple_op(broadcast, inplace = "OutLhs", lanes = simpleop::kernel::LaneOp::Mul)]
 pub mod broadcast_mul {
     use simpleop::prelude::*;
     /// `a * b`.

@@ -43,7 +43,7 @@ pub mod greater_scalar {
 }
 
 /// `x < scalar`: 1 where less, else 0. The gradient is zero.
-#[simple_op(name = "_lesser_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::jit::LaneOp::LessScalar, alias = "_LesserScalar")]
+#[simple_op(name = "_lesser_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::LaneOp::LessScalar, alias = "_LesserScalar")]
 pub mod lesser_scalar {
     use simpleop::prelude::*;
     /// `x < s ? 1 : 0`.

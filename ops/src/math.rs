@@ -8,7 +8,7 @@
 use simpleop::simple_op;
 
 /// Absolute value: `|x|`.
-#[simple_op(inplace = "OutIn", lanes = simpleop::kernel::jit::LaneOp::Abs)]
+#[simple_op(inplace = "OutIn", lanes = simpleop::kernel::LaneOp::Abs)]
 pub mod abs {
     use simpleop::prelude::*;
     /// `|x|`.
@@ -94,7 +94,7 @@ pub mod trunc {
 }
 
 /// Square: `x²`.
-#[simple_op(inplace = "OutIn", lanes = simpleop::kernel::jit::LaneOp::Square)]
+#[simple_op(inplace = "OutIn", lanes = simpleop::kernel::LaneOp::Square)]
 pub mod square {
     use simpleop::prelude::*;
     /// `x · x`.
@@ -150,7 +150,7 @@ pub mod cbrt {
 }
 
 /// Exponential: `e^x`.
-#[simple_op(inplace = "InOut, OutIn", vector = simpleop::kernel::vector::EXP, lanes = simpleop::kernel::jit::LaneOp::Exp)]
+#[simple_op(inplace = "InOut, OutIn", vector = simpleop::kernel::forms::EXP, lanes = simpleop::kernel::LaneOp::Exp)]
 pub mod exp {
     use simpleop::prelude::*;
     /// `e^x`.
@@ -178,7 +178,7 @@ pub mod expm1 {
 }
 
 /// Natural logarithm: `ln x`.
-#[simple_op(inplace = "OutIn", vector = simpleop::kernel::vector::LN)]
+#[simple_op(inplace = "OutIn", vector = simpleop::kernel::forms::LN)]
 pub mod log {
     use simpleop::prelude::*;
     /// `ln x`.
@@ -346,7 +346,7 @@ pub mod cosh {
 }
 
 /// Hyperbolic tangent.
-#[simple_op(inplace = "InOut, OutIn", vector = simpleop::kernel::vector::TANH, lanes = simpleop::kernel::jit::LaneOp::Tanh)]
+#[simple_op(inplace = "InOut, OutIn", vector = simpleop::kernel::forms::TANH, lanes = simpleop::kernel::LaneOp::Tanh)]
 pub mod tanh {
     use simpleop::prelude::*;
     /// `tanh x`.
@@ -360,7 +360,7 @@ pub mod tanh {
 }
 
 /// Logistic sigmoid: `1 / (1 + e^-x)`.
-#[simple_op(inplace = "InOut, OutIn", vector = simpleop::kernel::vector::SIGMOID, lanes = simpleop::kernel::jit::LaneOp::Sigmoid)]
+#[simple_op(inplace = "InOut, OutIn", vector = simpleop::kernel::forms::SIGMOID, lanes = simpleop::kernel::LaneOp::Sigmoid)]
 pub mod sigmoid {
     use simpleop::prelude::*;
     /// `1 / (1 + e^-x)`, accurate for large |x| too.

@@ -11,8 +11,8 @@
 //! whatever `exclude` says, and `exclude=True` reduces the axes *not* listed.
 
 use serde::{Deserialize, Serialize};
-use simpleop::kernel::rows::{RowReducer, RowReduction};
-use simpleop::kernel::simd;
+use simpleop::kernel::prefetch;
+use simpleop::kernel::{RowReducer, RowReduction};
 use simpleop::{Element, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, simple_op};
 
 /// Keyword arguments of [`sum()`], [`mean()`], [`max()`], [`min()`] and
@@ -442,7 +442,7 @@ pub(crate) fn reduce_blob(
                 // The next group while this one sums: a row is often one
                 // page, where the hardware prefetcher stops.
                 if contiguous && let Some(&next) = outer.get(o + 1) {
-                    simd::prefetch(&xs[next..next + n]);
+                    prefetch(&xs[next..next + n]);
                 }
                 let run = contiguous.then(|| reducer.reduce_run(&xs[base..base + n])).flatten();
                 let v = run.unwrap_or_else(|| {
@@ -748,7 +748,7 @@ fn arg_backward(
 )]
 pub mod sum {
     use super::{ReduceAxesParams, Reducer};
-    use simpleop::kernel::rows::RowReduction;
+    use simpleop::kernel::RowReduction;
     use simpleop::prelude::*;
 
     /// The reduced shape (MXNet rules, see [`ReduceAxesParams`]).
@@ -792,7 +792,7 @@ pub mod sum {
 #[simple_op(blob, kwargs = ReduceAxesParams, pattern = "reduction")]
 pub mod mean {
     use super::{ReduceAxesParams, Reducer};
-    use simpleop::kernel::rows::RowReduction;
+    use simpleop::kernel::RowReduction;
     use simpleop::prelude::*;
 
     /// The reduced shape (MXNet rules, see [`ReduceAxesParams`]).
@@ -967,7 +967,7 @@ pub mod prod {
 #[simple_op(blob, kwargs = NormParams, pattern = "reduction")]
 pub mod norm {
     use super::{NormParams, Reducer};
-    use simpleop::kernel::rows::RowReduction;
+    use simpleop::kernel::RowReduction;
     use simpleop::prelude::*;
 
     /// The reduced shape (MXNet rules, see [`NormParams`]).

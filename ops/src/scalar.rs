@@ -3,7 +3,7 @@
 use simpleop::simple_op;
 
 /// `x + scalar`.
-#[simple_op(name = "_plus_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::jit::LaneOp::AddScalar, alias = "_PlusScalar")]
+#[simple_op(name = "_plus_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::LaneOp::AddScalar, alias = "_PlusScalar")]
 pub mod plus_scalar {
     use simpleop::prelude::*;
     /// `x + s`.
@@ -17,7 +17,7 @@ pub mod plus_scalar {
 }
 
 /// `x - scalar`.
-#[simple_op(name = "_minus_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::jit::LaneOp::SubScalar, alias = "_MinusScalar")]
+#[simple_op(name = "_minus_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::LaneOp::SubScalar, alias = "_MinusScalar")]
 pub mod minus_scalar {
     use simpleop::prelude::*;
     /// `x - s`.
@@ -31,7 +31,7 @@ pub mod minus_scalar {
 }
 
 /// `scalar - x`.
-#[simple_op(name = "_rminus_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::jit::LaneOp::RSubScalar, alias = "_RMinusScalar")]
+#[simple_op(name = "_rminus_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::LaneOp::RSubScalar, alias = "_RMinusScalar")]
 pub mod rminus_scalar {
     use simpleop::prelude::*;
     /// `s - x`.
@@ -45,7 +45,7 @@ pub mod rminus_scalar {
 }
 
 /// `x * scalar`.
-#[simple_op(name = "_mul_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::jit::LaneOp::MulScalar, alias = "_MulScalar")]
+#[simple_op(name = "_mul_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::LaneOp::MulScalar, alias = "_MulScalar")]
 pub mod mul_scalar {
     use simpleop::prelude::*;
     /// `x * s`.

@@ -12,7 +12,7 @@ use simpleop::simple_op;
 /// aligns a 1-D condition with the last axis instead, so such a condition
 /// is refused rather than read the other way (reshape it to `(n, 1, ..)`
 /// for MXNet's rows).
-#[simple_op(name = "where", broadcast, inplace = "OutLhs", lanes = simpleop::kernel::jit::LaneOp::Where)]
+#[simple_op(name = "where", broadcast, inplace = "OutLhs", lanes = simpleop::kernel::LaneOp::Where)]
 pub mod r#where {
     use simpleop::prelude::*;
 

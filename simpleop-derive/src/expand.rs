@@ -149,14 +149,14 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
                 });
             }
             let fwd = if arity == 0 {
-                quote!(::simpleop::kernel::source_forward(
+                quote!(::simpleop::__private::source_forward(
                     call,
                     &__kernel(call.env)?,
                     outputs,
                     reqs
                 ))
             } else {
-                quote!(::simpleop::kernel::map_forward::<_, #arity>(call, &__kernel(call.env)?, inputs, outputs, reqs))
+                quote!(::simpleop::__private::map_forward::<_, #arity>(call, &__kernel(call.env)?, inputs, outputs, reqs))
             };
             let bwd = m.backward.as_ref().map(|b| {
                 let args = b.kernel.roles.iter().map(|r| match r {
@@ -186,7 +186,7 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
                         }
                     }
                 });
-                quote!(::simpleop::kernel::map_backward::<_, #arity>(call, &__kernel(call.env)?, args, grads, reqs))
+                quote!(::simpleop::__private::map_backward::<_, #arity>(call, &__kernel(call.env)?, args, grads, reqs))
             });
             (fwd, bwd)
         }
@@ -264,15 +264,15 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
             });
             quote!(__infer_shape)
         }
-        None if m.pattern == "broadcast" => quote!(::simpleop::op::broadcast_shape),
-        None => quote!(::simpleop::op::same_shape),
+        None if m.pattern == "broadcast" => quote!(::simpleop::__private::broadcast_shape),
+        None => quote!(::simpleop::__private::same_shape),
     };
     let rows = match &m.rows {
         Some(k) => {
             let a = aux_args(&k.roles, quote!(shapes));
             generated.extend(quote! {
                 #[allow(clippy::needless_question_mark)] // user functions may return any error convertible into simpleop::Error
-                fn __rows(shapes: &[::simpleop::Shape], env: &::simpleop::EnvArguments) -> ::simpleop::Result<::core::option::Option<::simpleop::kernel::rows::RowReduction>> {
+                fn __rows(shapes: &[::simpleop::Shape], env: &::simpleop::EnvArguments) -> ::simpleop::Result<::core::option::Option<::simpleop::kernel::RowReduction>> {
                     let _ = (shapes, env);
                     Ok(rows(#(#a),*)?)
                 }
@@ -294,27 +294,27 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
             });
             quote!(__infer_dtype)
         }
-        None => quote!(::simpleop::op::same_float_dtype),
+        None => quote!(::simpleop::__private::same_float_dtype),
     };
 
     let (params_kind, parse, to_attrs) = match (&m.params, &p_inner) {
         (Params::Kwargs(p), Some(pi)) => {
             let type_name = quote!(#p).to_string().replace(' ', "");
             (
-                quote!(::simpleop::ParamKind::Kwargs { type_name: #type_name, fields: ::simpleop::attrs::kwarg_fields::<#pi> }),
-                quote!(::simpleop::op::parse_kwargs_env::<#pi>),
-                quote!(::simpleop::op::kwargs_to_attrs::<#pi>),
+                quote!(::simpleop::ParamKind::Kwargs { type_name: #type_name, fields: ::simpleop::__private::kwarg_fields::<#pi> }),
+                quote!(::simpleop::__private::parse_kwargs_env::<#pi>),
+                quote!(::simpleop::__private::kwargs_to_attrs::<#pi>),
             )
         }
         (Params::Scalar, _) => (
             quote!(::simpleop::ParamKind::Scalar),
-            quote!(::simpleop::op::parse_scalar_or_none),
-            quote!(::simpleop::op::scalar_to_attrs),
+            quote!(::simpleop::__private::parse_scalar_or_none),
+            quote!(::simpleop::__private::scalar_to_attrs),
         ),
         _ => (
             quote!(::simpleop::ParamKind::None),
-            quote!(::simpleop::op::parse_scalar_or_none),
-            quote!(::simpleop::op::scalar_to_attrs),
+            quote!(::simpleop::__private::parse_scalar_or_none),
+            quote!(::simpleop::__private::scalar_to_attrs),
         ),
     };
     let form = match m.form {
@@ -370,7 +370,7 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
         let bwd = |c: TokenStream| {
             if m.backward.is_some() {
                 quote!(Some(|env: &::simpleop::EnvArguments, dy: &[#c], y: &[#c], xs: &[&[#c]], grads: &mut [&mut [#c]]| {
-                    ::simpleop::kernel::tile_backward::<_, #c, #arity>(&__kernel(env)?, dy, y, xs, grads)
+                    ::simpleop::__private::tile_backward::<_, #c, #arity>(&__kernel(env)?, dy, y, xs, grads)
                 }))
             } else {
                 quote!(None)
@@ -384,20 +384,20 @@ pub fn expand(module: &ItemMod, m: &OpModel) -> TokenStream {
                 } else {
                     quote!(0.0)
                 };
-                quote!(Some(|env: &::simpleop::EnvArguments| -> ::core::option::Option<::simpleop::kernel::jit::Lane> {
+                quote!(Some(|env: &::simpleop::EnvArguments| -> ::core::option::Option<::simpleop::kernel::Lane> {
                     let __k = __kernel(env).ok()?;
                     let _ = &__k;
-                    ::core::option::Option::Some(::simpleop::kernel::jit::Lane { op: #op, scalar: #scalar })
+                    ::core::option::Option::Some(::simpleop::kernel::Lane { op: #op, scalar: #scalar })
                 }))
             }
             None => quote!(None),
         };
         quote!(Some(::simpleop::kernel::TileFns {
             forward_f32: |env: &::simpleop::EnvArguments, ins: &[&[f32]], out: &mut [f32]| {
-                ::simpleop::kernel::tile_forward::<_, f32, #arity>(&__kernel(env)?, ins, out)
+                ::simpleop::__private::tile_forward::<_, f32, #arity>(&__kernel(env)?, ins, out)
             },
             forward_f64: |env: &::simpleop::EnvArguments, ins: &[&[f64]], out: &mut [f64]| {
-                ::simpleop::kernel::tile_forward::<_, f64, #arity>(&__kernel(env)?, ins, out)
+                ::simpleop::__private::tile_forward::<_, f64, #arity>(&__kernel(env)?, ins, out)
             },
             backward_f32: #b32,
             backward_f64: #b64,
@@ -561,12 +561,12 @@ fn typed_functions(m: &OpModel) -> TokenStream {
             #[doc = #doc_call]
             #[allow(dead_code)]
             #vis fn #ident(#(#decl,)* #param_decl) -> ::simpleop::Result<::simpleop::NDArray> {
-                ::simpleop::eager::invoke_with_states(&#ident::OP, &[#(#plain),*], &mut [#(#states),*], &#env)
+                ::simpleop::__private::invoke_with_states(&#ident::OP, &[#(#plain),*], &mut [#(#states),*], &#env)
             }
             #[doc = #doc_inplace]
             #[allow(dead_code)]
             #vis fn #inplace(#first: &mut ::simpleop::NDArray, #(#rest_decl,)* #param_decl) -> ::simpleop::Result<()> {
-                ::simpleop::eager::invoke_inplace_with_states(&#ident::OP, #first, &[#(#rest_plain),*], &mut [#(#states),*], &#env)
+                ::simpleop::__private::invoke_inplace_with_states(&#ident::OP, #first, &[#(#rest_plain),*], &mut [#(#states),*], &#env)
             }
         };
     }
@@ -578,7 +578,7 @@ fn typed_functions(m: &OpModel) -> TokenStream {
             #[doc = #doc_call]
             #[allow(dead_code)]
             #vis fn #ident(#param_decl) -> ::simpleop::Result<::simpleop::NDArray> {
-                ::simpleop::eager::invoke_with(&#ident::OP, &[], &#env)
+                ::simpleop::__private::invoke_with(&#ident::OP, &[], &#env)
             }
         }
     } else {
@@ -598,7 +598,7 @@ fn typed_functions(m: &OpModel) -> TokenStream {
         #[doc = #doc_into]
         #[allow(dead_code)]
         #vis fn #into(#(#inputs: &::simpleop::NDArray,)* #param_decl out: &mut ::simpleop::NDArray, req: ::simpleop::OpReqType) -> ::simpleop::Result<()> {
-            ::simpleop::eager::invoke_into(&#ident::OP, &[#(#inputs),*], &#env, out, req)
+            ::simpleop::__private::invoke_into(&#ident::OP, &[#(#inputs),*], &#env, out, req)
         }
     };
     if let Some((first, rest)) = inputs.split_first() {
@@ -606,7 +606,7 @@ fn typed_functions(m: &OpModel) -> TokenStream {
             #[doc = #doc_inplace]
             #[allow(dead_code)]
             #vis fn #inplace(#first: &mut ::simpleop::NDArray, #(#rest: &::simpleop::NDArray,)* #param_decl) -> ::simpleop::Result<()> {
-                ::simpleop::eager::invoke_inplace(&#ident::OP, #first, &[#(#rest),*], &#env)
+                ::simpleop::__private::invoke_inplace(&#ident::OP, #first, &[#(#rest),*], &#env)
             }
         });
     }

@@ -27,8 +27,8 @@ mod options;
 /// Options: `name = "..."`, `inplace = "InOut, OutIn"`, `scalar`,
 /// `kwargs = Params`, `resources(rng, temp)`, `pattern = "injective"`,
 /// `broadcast`, `blob`, `inputs = N` (blob form), `vector = path` (a
-/// `simpleop::kernel::VectorForm` for a one-input elementwise kernel),
-/// `lanes = path` (a `simpleop::kernel::jit::LaneOp` that computes what the
+/// `simpleop::kernel::VectorForm` such as `simpleop::kernel::forms::EXP` for a one-input elementwise kernel),
+/// `lanes = path` (a `simpleop::kernel::LaneOp` that computes what the
 /// kernel computes, bit for bit, so fused programs can compile it),
 /// `impure` (the kernel reads state besides its arguments, or may panic on
 /// some input values: the executor then never tabulates it). See the

@@ -131,14 +131,14 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<syn::Error>) -> Options {
             "vector" => {
                 opts.vector = path_value(
                     &meta,
-                    "the path of a `VectorForm` constant: `vector = simpleop::kernel::vector::EXP`",
+                    "the path of a `VectorForm` constant: `vector = simpleop::kernel::forms::EXP`",
                     errors,
                 );
             }
             "lanes" => {
                 opts.lanes = path_value(
                     &meta,
-                    "the path of a `LaneOp`: `lanes = simpleop::kernel::jit::LaneOp::Tanh`",
+                    "the path of a `LaneOp`: `lanes = simpleop::kernel::LaneOp::Tanh`",
                     errors,
                 );
             }

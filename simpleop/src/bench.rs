@@ -68,10 +68,11 @@ use rayon::prelude::*;
 
 use std::collections::HashMap;
 
-use crate::kernel::fused;
-use crate::kernel::jit;
-use crate::kernel::simd::{self, Isa, TileJob};
-use crate::kernel::table;
+use crate::engine::fused;
+use crate::engine::hints;
+use crate::engine::isa::{self as simd, Isa, TileJob};
+use crate::engine::jit;
+use crate::engine::table;
 use crate::symbol::{BindConfig, Symbol};
 use crate::{Attrs, DType, NDArray, OpReqType, Result, eager};
 
@@ -403,7 +404,7 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
             b.pair_switched_off(
                 &format!("{op}/f32/no-prefetch"),
                 &out_row,
-                (simd::prefetch_enabled, simd::set_prefetch),
+                (hints::prefetch_enabled, hints::set_prefetch),
                 || into(op, input, &attrs, &mut out),
             )?;
             report(&b);
@@ -511,7 +512,7 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
         b.pair_switched_off(
             "chain6/fused/cached-stores",
             "chain6/fused",
-            (simd::stream_stores_enabled, simd::set_stream_stores),
+            (hints::stream_stores_enabled, hints::set_stream_stores),
             || fused.forward(false),
         )?;
         report(&b);

@@ -156,7 +156,7 @@ fn bench(quick: bool, json: bool, out: &mut dyn Write) -> Result<()> {
     };
     eprintln!(
         "simd: {}, threads: {}, elements: {}",
-        crate::kernel::simd::active().name(),
+        crate::engine::isa::active().name(),
         rayon::current_num_threads(),
         opts.elements
     );

@@ -207,7 +207,7 @@ impl NDArray {
             ));
         }
         let mut a = Self::allocate(op, shape.into(), dtype, true)?;
-        crate::kernel::fill_random(&mut a.blob_mut(), seed, move |r| {
+        crate::engine::drivers::fill_random(&mut a.blob_mut(), seed, move |r| {
             low + (high - low) * r.uniform()
         })?;
         Ok(a)
@@ -233,7 +233,9 @@ impl NDArray {
         }
         let op = "NDArray::random_normal";
         let mut a = Self::allocate(op, shape.into(), dtype, true)?;
-        crate::kernel::fill_random(&mut a.blob_mut(), seed, move |r| loc + scale * r.normal())?;
+        crate::engine::drivers::fill_random(&mut a.blob_mut(), seed, move |r| {
+            loc + scale * r.normal()
+        })?;
         Ok(a)
     }
 

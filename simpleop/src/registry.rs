@@ -46,7 +46,7 @@ pub struct KernelRegistration {
     /// For reductions over trailing axes that sum (a `fn rows` in the op's
     /// module): what each output row reduces, so that a fused program can
     /// feed the reduction tile by tile.
-    pub rows: Option<crate::kernel::rows::RowReductionFn>,
+    pub rows: Option<crate::kernel::RowReductionFn>,
     /// Where the kernels were registered (`file:line`).
     pub location: &'static str,
 }

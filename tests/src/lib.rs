@@ -8,7 +8,7 @@ pub mod fuzz;
 
 /// f16/bf16 arrays as raw bit patterns, for the half-type table tests.
 pub mod half_bits {
-    use simpleop::kernel::table::TABLE_MIN_LEN;
+    use simpleop::__private::engine::table::TABLE_MIN_LEN;
     use simpleop::{Attrs, DType, Element, NDArray, bf16, eager, f16};
 
     /// An f16 or bf16 array holding `bits`.

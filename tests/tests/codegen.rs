@@ -1,4 +1,4 @@
-//! Code generation for fused programs (`simpleop::kernel::jit`): every
+//! Code generation for fused programs (`simpleop::__private::engine::jit`): every
 //! op's lane computes what its kernel computes, bit for bit, and compiled
 //! programs give the interpreter's results in every executor path (tails,
 //! threads, streamed outputs, row sinks, dot heads).
@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use simpleop::kernel::jit::{self, ACC_LANES, JitInstr, Lane, LaneOp, Summand};
-use simpleop::kernel::simd::{self, Isa};
+use simpleop::__private::engine::isa::{self as simd, Isa};
+use simpleop::__private::engine::jit::{self, ACC_LANES, JitInstr, Lane, LaneOp, Summand};
 use simpleop::symbol::{BindConfig, GradReq};
 use simpleop::{Attrs, DType, Device, EnvArguments, NDArray, ParamKind, Registry, Symbol};
 
@@ -443,7 +443,7 @@ fn assert_same(what: &str, a: &[Vec<f32>], b: &[Vec<f32>]) {
 #[test]
 fn compiled_programs_give_the_interpreters_bits() {
     // streamed however large this machine's last-level cache is
-    simpleop::kernel::simd::set_last_level_cache_bytes(0);
+    simpleop::__private::engine::hints::set_last_level_cache_bytes(0);
     let _g = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
     simpleop_ops::link();
     // tails, one tile, several tiles over threads, and an output past
@@ -469,7 +469,7 @@ fn compiled_programs_give_the_interpreters_bits() {
 #[test]
 fn row_sinks_broadcasts_and_dot_heads_read_compiled_results() {
     // streamed however large this machine's last-level cache is
-    simpleop::kernel::simd::set_last_level_cache_bytes(0);
+    simpleop::__private::engine::hints::set_last_level_cache_bytes(0);
     let _g = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
     simpleop_ops::link();
     let p = NDArray::random_uniform([300, 1000], -4.0, 4.0, DType::F32, 6).unwrap();
@@ -573,7 +573,8 @@ fn row_sinks_broadcasts_and_dot_heads_read_compiled_results() {
                 compiled(&what, before);
                 // rows with a partial chunk are summed in registers only
                 // when long enough to repay two calls a row
-                let long = len % 32 == 0 || len >= simpleop::kernel::fused::SUM_TAIL_MIN_ROW;
+                let long =
+                    len % 32 == 0 || len >= simpleop::__private::engine::fused::SUM_TAIL_MIN_ROW;
                 if sunk && long {
                     summed(&what, sums);
                 }

@@ -30,7 +30,7 @@ mod leaky {
 }
 
 /// A user's e^x that names the built-in AVX-512 form of its kernel.
-#[simple_op(name = "_test_vexp", inplace = "InOut, OutIn", vector = simpleop::kernel::vector::EXP)]
+#[simple_op(name = "_test_vexp", inplace = "InOut, OutIn", vector = simpleop::kernel::forms::EXP)]
 mod vexp {
     use simpleop::prelude::*;
     pub fn forward<T: Float>(x: T) -> T {
@@ -43,7 +43,7 @@ mod vexp {
 
 /// Breaks the vector-form contract on purpose (its scalar kernel is e^x),
 /// to show which one runs.
-#[simple_op(name = "_test_wrong_vector", vector = simpleop::kernel::vector::SIGMOID)]
+#[simple_op(name = "_test_wrong_vector", vector = simpleop::kernel::forms::SIGMOID)]
 mod wrong_vector {
     use simpleop::prelude::*;
     pub fn forward<T: Float>(x: T) -> T {
@@ -54,7 +54,9 @@ mod wrong_vector {
 #[test]
 fn a_user_op_can_name_a_vector_form() {
     simpleop_ops::link();
-    simpleop::kernel::set_parallel_work(simpleop::kernel::PARALLEL_WORK);
+    simpleop::__private::engine::grain::set_parallel_work(
+        simpleop::__private::engine::grain::PARALLEL_WORK,
+    );
     for dtype in DType::FLOATS {
         // odd length, split over threads
         let x = NDArray::random_uniform([3 * 65_537], -20.0, 20.0, dtype, 3).unwrap();
@@ -68,7 +70,8 @@ fn a_user_op_can_name_a_vector_form() {
         .unwrap();
 
     // Where the form covers the CPU, it is what runs, on every storage type.
-    let runs_vector = simpleop::kernel::simd::active() == simpleop::kernel::simd::Isa::Avx512;
+    let runs_vector =
+        simpleop::__private::engine::isa::active() == simpleop::__private::engine::isa::Isa::Avx512;
     for dtype in [DType::F32, DType::F16, DType::BF16] {
         let x = NDArray::random_uniform([4099], -3.0, 3.0, dtype, 4).unwrap();
         let got =

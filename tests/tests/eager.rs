@@ -1,7 +1,7 @@
 //! Eager API: typed and by-name calls, operators, in-place and `_into`
 //! variants for every request type, aliasing, threading, and errors.
 
-use simpleop::kernel::{PARALLEL_WORK, set_parallel_work};
+use simpleop::__private::engine::grain::{PARALLEL_WORK, set_parallel_work};
 use simpleop::{Attrs, DType, Error, NDArray, OpReqType, TBlob, TBlobMut, eager};
 use simpleop_ops as ops;
 

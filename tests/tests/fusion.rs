@@ -294,7 +294,9 @@ fn a_reduction_that_keeps_axis_0_runs_slab_by_slab_behind_its_inputs() {
 fn a_summing_reduction_over_trailing_axes_eats_its_programs_tiles() {
     simpleop_ops::link();
     // Split between threads whenever there are two rows to split.
-    simpleop::kernel::set_parallel_work(simpleop::kernel::PARALLEL_WORK);
+    simpleop::__private::engine::grain::set_parallel_work(
+        simpleop::__private::engine::grain::PARALLEL_WORK,
+    );
     let x = Symbol::var("x");
     let y = Symbol::var("y");
     let d = op("elemwise_sub", "d", &[&x, &y]);
@@ -335,11 +337,11 @@ fn a_summing_reduction_over_trailing_axes_eats_its_programs_tiles() {
         struct SlabRoute;
         impl Drop for SlabRoute {
             fn drop(&mut self) {
-                simpleop::kernel::fused::set_row_sinks(true);
+                simpleop::__private::engine::fused::set_row_sinks(true);
             }
         }
         let _slabs = SlabRoute;
-        simpleop::kernel::fused::set_row_sinks(false);
+        simpleop::__private::engine::fused::set_row_sinks(false);
         let s = op_with("sum", "s", &[&q], Attrs::new().with("axis", 1));
         for (rows, cols) in [(1000, 33), (300, 1000)] {
             let shapes: &[(&str, &[usize])] = &[("x", &[rows, cols]), ("y", &[rows, cols])];
@@ -395,7 +397,7 @@ fn elementwise_consumers_fuse_onto_dot_and_two_complex_ops_never_merge() {
 #[test]
 fn a_dot_runs_slab_by_slab_ahead_of_its_elementwise_consumers() {
     // streamed however large this machine's last-level cache is
-    simpleop::kernel::simd::set_last_level_cache_bytes(0);
+    simpleop::__private::engine::hints::set_last_level_cache_bytes(0);
     simpleop_ops::link();
     // `relu(dot(a, w) + b)`: 600 rows of 700 outputs (two slabs, split
     // between threads), a row vector `b` broadcast along axis 0.
@@ -560,7 +562,9 @@ fn gradient_chains_fuse_and_match_unfused() {
     for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
         check_same(&c, shapes, dtype);
     }
-    simpleop::kernel::set_parallel_work(simpleop::kernel::PARALLEL_WORK);
+    simpleop::__private::engine::grain::set_parallel_work(
+        simpleop::__private::engine::grain::PARALLEL_WORK,
+    );
     // Large enough to split over threads.
     let big: &[(&str, &[usize])] = &[("x", &[300_000]), ("y", &[300_000])];
     check_same(&c, big, DType::F32);
@@ -570,7 +574,7 @@ fn gradient_chains_fuse_and_match_unfused() {
 #[test]
 fn outputs_past_the_caches_are_streamed_and_match_unfused() {
     // streamed however large this machine's last-level cache is
-    simpleop::kernel::simd::set_last_level_cache_bytes(0);
+    simpleop::__private::engine::hints::set_last_level_cache_bytes(0);
     simpleop_ops::link();
     // Outputs (and gradients) of 8 MiB and more are written with streaming
     // stores; 2^21 + 123 elements also leave a tail that is not a line.

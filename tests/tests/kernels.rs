@@ -5,8 +5,9 @@
 //! be split over threads honour every request type, in place included; and
 //! `Float`'s f32 vector math is what the ops use.
 
-use simpleop::kernel::simd::{self, Isa};
-use simpleop::kernel::{PARALLEL_WORK, set_parallel_work};
+use simpleop::__private::engine::grain::{PARALLEL_WORK, set_parallel_work};
+use simpleop::__private::engine::hints;
+use simpleop::__private::engine::isa::{self as simd, Isa};
 use simpleop::{Attrs, DType, NDArray, OpReqType, eager};
 
 fn run(op: &str, x: &NDArray, attrs: &Attrs) -> NDArray {
@@ -157,10 +158,10 @@ fn vector_forms_honour_every_request_on_every_type() {
     let n = 4 * PARALLEL_WORK + 37;
     type Scalar = fn(f32) -> f32;
     let ops: [(&str, Scalar); 5] = [
-        ("exp", simpleop::vmath::fma::exp),
-        ("tanh", simpleop::vmath::fma::tanh),
-        ("sigmoid", simpleop::vmath::fma::sigmoid),
-        ("log", simpleop::vmath::fma::ln),
+        ("exp", simpleop::__private::vmath::fma::exp),
+        ("tanh", simpleop::__private::vmath::fma::tanh),
+        ("sigmoid", simpleop::__private::vmath::fma::sigmoid),
+        ("log", simpleop::__private::vmath::fma::ln),
         ("relu", |x| if x <= 0.0 { 0.0 } else { x }),
     ];
     for dtype in [DType::F32, DType::F16, DType::BF16] {
@@ -295,7 +296,7 @@ fn small_direct_calls_match_the_tiled_path() {
 fn large_outputs_of_cheap_ops_stream_with_the_same_bits() {
     let _turn = turn();
     // streamed however large this machine's last-level cache is
-    simpleop::kernel::simd::set_last_level_cache_bytes(0);
+    simpleop::__private::engine::hints::set_last_level_cache_bytes(0);
     simpleop_ops::link();
     // 8 MiB and more written whole by a cheap kernel go out with
     // streaming stores (from registers where a vector form runs or, with
@@ -376,14 +377,14 @@ fn large_outputs_of_cheap_ops_stream_with_the_same_bits() {
             })
             .collect();
         assert!(same(&acc.to_f64_vec(), &want), "{dtype:?} relu AddTo");
-        let before = simd::stream_stores_enabled();
-        simd::set_stream_stores(false);
+        let before = hints::stream_stores_enabled();
+        hints::set_stream_stores(false);
         let plain = run("relu", &x, &Attrs::new());
-        simd::set_stream_stores(before);
+        hints::set_stream_stores(before);
         assert_eq!(bits(&plain), bits(&relu), "{dtype:?} streaming off");
-        simd::set_stream_stores(false);
+        hints::set_stream_stores(false);
         let plain = eager::invoke("elemwise_add", &[&x, &y], &Attrs::new()).unwrap();
-        simd::set_stream_stores(before);
+        hints::set_stream_stores(before);
         assert_eq!(bits(&plain), bits(&add), "{dtype:?} add streaming off");
         // Costlier ops that write from registers stream too (on AVX-512
         // CPUs): those with a vector form, and on f32/f64 any kernel, a
@@ -391,9 +392,9 @@ fn large_outputs_of_cheap_ops_stream_with_the_same_bits() {
         // cheap); log of a negative number is a NaN either way.
         for op in ["exp", "tanh", "sigmoid", "log", "erf", "expm1", "square"] {
             let streamed = run(op, &x, &Attrs::new());
-            simd::set_stream_stores(false);
+            hints::set_stream_stores(false);
             let plain = run(op, &x, &Attrs::new());
-            simd::set_stream_stores(before);
+            hints::set_stream_stores(before);
             assert!(
                 same(&streamed.to_f64_vec(), &plain.to_f64_vec()),
                 "{dtype:?} {op} streaming off"

@@ -1,7 +1,7 @@
 //! Optimizer updates: state inputs updated in place, weight updated in
 //! place, MXNet's formulas, every float dtype, by name and typed.
 
-use simpleop::kernel::{PARALLEL_WORK, set_parallel_work};
+use simpleop::__private::engine::grain::{PARALLEL_WORK, set_parallel_work};
 use simpleop::{Attrs, DType, Error, NDArray, eager};
 use simpleop_ops as ops;
 

@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use simpleop::kernel::table::TABLE_MIN_LEN;
+use simpleop::__private::engine::table::TABLE_MIN_LEN;
 use simpleop::simple_op;
 use simpleop::{Attrs, DType, NDArray, OpReqType, bf16, eager, f16};
 use simpleop_tests::half_bits::{bits, computed, from_bits};
@@ -37,14 +37,16 @@ fn differ(a: &[u16], b: &[u16]) -> (usize, Option<usize>) {
 fn tables_return_the_compute_paths_bits_for_every_pattern() {
     simpleop_ops::link();
     // Read every table built, even where computing is faster.
-    simpleop::kernel::table::set_half_table_timing(false);
+    simpleop::__private::engine::table::set_half_table_timing(false);
     // The built-in one-input ops that call a transcendental (cheaper ones
     // compute; see `TABLE_MIN_COST`).
     let ops = [
         "sqrt", "rsqrt", "cbrt", "exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos",
         "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "sigmoid", "erf", "gamma",
     ];
-    simpleop::kernel::set_parallel_work(simpleop::kernel::PARALLEL_WORK);
+    simpleop::__private::engine::grain::set_parallel_work(
+        simpleop::__private::engine::grain::PARALLEL_WORK,
+    );
     for dtype in [DType::F16, DType::BF16] {
         // three copies: 196,608 elements, split over threads
         let x = patterns(dtype, 3);
@@ -95,8 +97,10 @@ fn tables_return_the_compute_paths_bits_for_every_pattern() {
 fn tables_handle_every_tail_length() {
     simpleop_ops::link();
     // Read every table built, even where computing is faster.
-    simpleop::kernel::table::set_half_table_timing(false);
-    simpleop::kernel::set_parallel_work(simpleop::kernel::PARALLEL_WORK);
+    simpleop::__private::engine::table::set_half_table_timing(false);
+    simpleop::__private::engine::grain::set_parallel_work(
+        simpleop::__private::engine::grain::PARALLEL_WORK,
+    );
     for dtype in [DType::F16, DType::BF16] {
         let x = patterns(dtype, 2);
         let all = bits(&x);
@@ -166,7 +170,7 @@ mod panics_on_nan {
 fn a_kernel_that_panics_in_the_build_computes_instead() {
     simpleop_ops::link();
     // Read every table built, even where computing is faster.
-    simpleop::kernel::table::set_half_table_timing(false);
+    simpleop::__private::engine::table::set_half_table_timing(false);
     for dtype in [DType::F16, DType::BF16] {
         let x = NDArray::random_uniform([100_000], -3.0, 3.0, dtype, 8).unwrap();
         // twice: the first call's build panics (caught), the second must
@@ -181,7 +185,7 @@ fn a_kernel_that_panics_in_the_build_computes_instead() {
 
 #[test]
 fn a_user_kernel_is_tabulated_once_per_half_type() {
-    simpleop::kernel::table::set_half_table_timing(false);
+    simpleop::__private::engine::table::set_half_table_timing(false);
     // The only test in this binary that reads CALLS.
     let n = 100_000;
     let count = |op: &str, dtype: DType, len: usize, attrs: &Attrs| {
@@ -192,7 +196,7 @@ fn a_user_kernel_is_tabulated_once_per_half_type() {
         CALLS.load(Ordering::Relaxed) - before
     };
     let none = Attrs::new();
-    let tabulates = simpleop::kernel::table::half_tables_enabled();
+    let tabulates = simpleop::__private::engine::table::half_tables_enabled();
     for dtype in [DType::F16, DType::BF16] {
         let first = count("_test_counted_exp", dtype, n, &none);
         let second = count("_test_counted_exp", dtype, n, &none);

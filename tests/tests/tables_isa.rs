@@ -3,7 +3,7 @@
 //! differ in the last bit, which can survive rounding to f16/bf16. A binary
 //! of its own because it switches the process's instruction set.
 
-use simpleop::kernel::simd::{self, Isa};
+use simpleop::__private::engine::isa::{self as simd, Isa};
 use simpleop::{Attrs, DType, eager};
 use simpleop_tests::half_bits::{bits, computed, from_bits};
 
@@ -11,7 +11,7 @@ use simpleop_tests::half_bits::{bits, computed, from_bits};
 fn a_table_is_not_read_under_another_instruction_set() {
     simpleop_ops::link();
     // Read every table built, even where computing is faster.
-    simpleop::kernel::table::set_half_table_timing(false);
+    simpleop::__private::engine::table::set_half_table_timing(false);
     let best = simd::active();
     if best == Isa::Scalar {
         eprintln!("only the scalar instruction set here: nothing to switch between");

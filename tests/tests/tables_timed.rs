@@ -5,7 +5,9 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use simpleop::kernel::table::{TIMING_SAMPLE, half_table_timing_enabled, half_tables_enabled};
+use simpleop::__private::engine::table::{
+    TIMING_SAMPLE, half_table_timing_enabled, half_tables_enabled,
+};
 use simpleop::simple_op;
 use simpleop::{Attrs, DType, NDArray, eager};
 use simpleop_tests::half_bits::bits;

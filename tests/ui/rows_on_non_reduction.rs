@@ -3,7 +3,7 @@ use simpleop::simple_op;
 // `fn rows` describes a reduction over trailing axes: not an elementwise op's...
 #[simple_op]
 mod my_abs {
-    use simpleop::kernel::rows::RowReduction;
+    use simpleop::kernel::RowReduction;
     use simpleop::prelude::*;
     pub fn forward<T: Float>(x: T) -> T {
         x.abs()
@@ -16,7 +16,7 @@ mod my_abs {
 // ... nor a blob-form op of another pattern.
 #[simple_op(blob)]
 mod my_copy {
-    use simpleop::kernel::rows::RowReduction;
+    use simpleop::kernel::RowReduction;
     use simpleop::prelude::*;
     pub fn shape(inputs: &[Shape]) -> Result<Shape> {
         Ok(inputs[0].clone())

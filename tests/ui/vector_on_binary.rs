@@ -1,7 +1,7 @@
 use simpleop::simple_op;
 
 // A vector form sees one input only; `hypot` has two.
-#[simple_op(vector = simpleop::kernel::vector::EXP)]
+#[simple_op(vector = simpleop::kernel::forms::EXP)]
 mod my_hypot {
     use simpleop::prelude::*;
     pub fn forward<T: Float>(a: T, b: T) -> T {
@@ -10,7 +10,7 @@ mod my_hypot {
 }
 
 // ... and not the scalar either.
-#[simple_op(scalar, vector = simpleop::kernel::vector::EXP)]
+#[simple_op(scalar, vector = simpleop::kernel::forms::EXP)]
 mod my_exp_times {
     use simpleop::prelude::*;
     pub fn forward<T: Float>(x: T, scalar: T) -> T {
@@ -19,7 +19,7 @@ mod my_exp_times {
 }
 
 // ... nor an input updated in place.
-#[simple_op(vector = simpleop::kernel::vector::EXP)]
+#[simple_op(vector = simpleop::kernel::forms::EXP)]
 mod my_state {
     use simpleop::prelude::*;
     pub fn forward<T: Float>(x: &mut T) -> T {

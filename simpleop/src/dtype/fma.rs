@@ -9,7 +9,7 @@
 use std::fmt;
 use std::ops::{Add, AddAssign, Div, Mul, MulAssign, Neg, Rem, Sub, SubAssign};
 
-use super::{DType, Element, Float, sealed};
+use crate::dtype::types::{DType, Element, Float, sealed};
 use crate::vmath;
 
 /// `f32` for kernels inside FMA tile loops; not a storage type.

@@ -8,10 +8,10 @@ use super::fuse::{self, FusionGroup, Instr, slab};
 use super::graph::Graph;
 use super::infer;
 use super::plan::{self, Loc, Plan, PlanInput, Step, ValueId};
-use crate::kernel::fused::{
+use crate::engine::fused::{
     RowSink, TileInstr, TileProgram, run_program, run_program_reducing, run_program_within,
 };
-use crate::kernel::rows::RowReduction;
+use crate::kernel::RowReduction;
 use crate::pool::Buffer;
 use crate::{
     DType, Device, EnvArguments, Error, GradArgs, KernelRegistration, NDArray, OpCall, OpReqType,
@@ -664,7 +664,7 @@ impl Executor {
         let Some(rows) = self.kernels[t.node].and_then(|k| k.rows) else {
             return Ok(None);
         };
-        if !crate::kernel::fused::row_sinks_enabled() {
+        if !crate::engine::fused::row_sinks_enabled() {
             return Ok(None);
         }
         let (input, out) = (&plan.values[t.scratch], &plan.values[t.out]);
@@ -1133,9 +1133,13 @@ impl Slabs<'_> {
         // Split by elements at row (or slab) boundaries, so that the usual
         // grain rules apply; each thread slabs its own rows.
         let align = if self.fixed { row * self.rows } else { row };
-        crate::kernel::try_for_each_chunk(n_rows * row, self.cost, parallel, align, |elems| {
-            self.run_rows(elems.start / row..elems.end / row)
-        })
+        crate::engine::chunks::try_for_each_chunk(
+            n_rows * row,
+            self.cost,
+            parallel,
+            align,
+            |elems| self.run_rows(elems.start / row..elems.end / row),
+        )
     }
 
     fn call<'s>(&'s self, op: &'s SlabOp<'_>) -> OpCall<'s> {

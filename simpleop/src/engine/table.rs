@@ -43,15 +43,12 @@
 
 use std::sync::OnceLock;
 
-use std::time::{Duration, Instant};
-
-use super::simd::{self, ConvertMap, MapTile, Switch, TileIo};
-use super::{MapFn, TILE, with_buffers};
-use crate::Float;
-use crate::dtype::Element;
+use crate::engine::half_io::TileIo;
+use crate::engine::isa as simd;
+use crate::engine::switch::Switch;
 
 /// Bit patterns of a 16-bit type.
-const PATTERNS: usize = 1 << 16;
+pub(crate) const PATTERNS: usize = 1 << 16;
 
 /// Elements each route is timed over when a table is built (a quarter of
 /// the patterns: in the L2 cache, as a call's tiles are). The timing runs
@@ -73,8 +70,8 @@ pub const TABLE_MIN_COST: u32 = 4;
 /// An op's tables, one per half type, each built at its first use. The
 /// attribute declares one per eligible op; see the module documentation.
 pub struct HalfTables {
-    f16: OnceLock<Route>,
-    bf16: OnceLock<Route>,
+    pub(crate) f16: OnceLock<Route>,
+    pub(crate) bf16: OnceLock<Route>,
 }
 
 impl std::fmt::Debug for HalfTables {
@@ -103,48 +100,17 @@ impl HalfTables {
     }
 
     /// The slot for storage type `S` (`None` unless f16 or bf16).
-    fn slot<S: TileIo>(&self) -> Option<&OnceLock<Route>> {
+    pub(crate) fn slot<S: TileIo>(&self) -> Option<&OnceLock<Route>> {
         match S::DTYPE {
             crate::DType::F16 => Some(&self.f16),
             crate::DType::BF16 => Some(&self.bf16),
             _ => None,
         }
     }
-
-    /// The table of `kernel` over storage type `S`, built now if this is
-    /// its first use; `None` for types that are not 16 bits wide, and when
-    /// computing is faster on this machine.
-    pub(crate) fn get<S: TileIo, K: MapFn<N>, const N: usize>(
-        &self,
-        kernel: &K,
-    ) -> Option<&HalfTable> {
-        let route = self.slot::<S>()?.get_or_init(|| {
-            // A kernel that breaks the contract and panics on some pattern
-            // loses its table, not the call: it computes from then on.
-            // The timing runs the kernel too, so it is inside the catch.
-            let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let table = HalfTable::build::<S, K, N>(kernel);
-                let faster = !TIMING.get() || table.beats_computing::<S, K, N>(kernel);
-                (table, faster)
-            }));
-            match built {
-                Err(_) => Route::Panicked,
-                Ok((table, true)) => Route::Table(table),
-                Ok((_, false)) => Route::Slower,
-            }
-        });
-        let Route::Table(table) = route else {
-            return None;
-        };
-        // Built under another instruction set (which a program may pick
-        // with `simd::set_active`): the plain and fused forms of the vector
-        // math differ in the last bit, so compute instead.
-        (table.isa == simd::active()).then_some(table)
-    }
 }
 
 /// What an op does over one half type, decided at its first use.
-enum Route {
+pub(crate) enum Route {
     Table(HalfTable),
     /// Timed against converting and computing, and slower.
     Slower,
@@ -156,90 +122,12 @@ enum Route {
 /// padding entry: a gather reads 32 bits at the entry's address, so the
 /// last entry's read ends inside the table.
 pub(crate) struct HalfTable {
-    entries: Box<[u16]>,
+    pub(crate) entries: Box<[u16]>,
     /// The instruction set the entries were computed with.
-    isa: simd::Isa,
+    pub(crate) isa: simd::Isa,
 }
 
 impl HalfTable {
-    /// Runs `kernel` (arity 1; every input slot gets the same patterns)
-    /// over every pattern of `S` the way the compute path does.
-    fn build<S: TileIo, K: MapFn<N>, const N: usize>(kernel: &K) -> HalfTable {
-        debug_assert_eq!(std::mem::size_of::<S>(), 2);
-        let isa = simd::active();
-        let patterns: Vec<u16> = (0..=u16::MAX).collect();
-        let xs: Vec<S> = patterns
-            .iter()
-            .map(|&b| bytemuck::cast::<u16, S>(b))
-            .collect();
-        let mut wide = vec![S::Compute::zero(); PATTERNS];
-        S::load(&xs, &mut wide);
-        let mut res = vec![S::Compute::zero(); PATTERNS];
-        simd::run_with(
-            isa,
-            MapTile {
-                kernel,
-                ins: std::array::from_fn(|_| &wide[..]),
-                out: &mut res,
-            },
-        );
-        let mut out = vec![S::zero(); PATTERNS];
-        S::store(&mut out, &res, false);
-        let mut entries: Vec<u16> = out.iter().map(|&v| bytemuck::cast::<S, u16>(v)).collect();
-        entries.push(0);
-        HalfTable {
-            entries: entries.into_boxed_slice(),
-            isa,
-        }
-    }
-
-    /// Whether reading this table is faster than converting and computing
-    /// (the route a call takes without it) on this machine: both timed on
-    /// one thread over [`TIMING_SAMPLE`] scattered values, fastest of five
-    /// alternating runs each. Gathers are quick on some CPUs and slow on
-    /// others (see the module documentation), so this is measured, once
-    /// per op and type, never assumed.
-    fn beats_computing<S: TileIo, K: MapFn<N>, const N: usize>(&self, kernel: &K) -> bool {
-        // Normal values in -8..8 in scattered order, as data are: NaN and
-        // subnormal patterns take the conversions' slow paths, and sorted
-        // values would make the gathers read in order.
-        let wide: Vec<S::Compute> = (0..TIMING_SAMPLE)
-            .map(|i| {
-                let k = (i * 40_503) % TIMING_SAMPLE;
-                S::Compute::from_f64(16.0 * k as f64 / TIMING_SAMPLE as f64 - 8.0)
-            })
-            .collect();
-        let mut typed = vec![S::zero(); TIMING_SAMPLE];
-        S::store(&mut typed, &wide, false);
-        let typed = &typed[..];
-        let xs: &[u16] = bytemuck::cast_slice(typed);
-        let mut out = vec![0u16; TIMING_SAMPLE];
-        let mut looked_up = vec![0u16; TIMING_SAMPLE];
-        let (mut table, mut computed) = (Duration::MAX, Duration::MAX);
-        // The tile buffers the drivers' compute route uses.
-        with_buffers::<S::Compute, _>(N + 1, TILE, |mut b| {
-            let mut bufs: [&mut [S::Compute]; N] = std::array::from_fn(|_| b.next());
-            let res = b.next();
-            for _ in 0..5 {
-                let t = Instant::now();
-                simd::run(ConvertMap {
-                    kernel,
-                    ins: [typed; N],
-                    out: bytemuck::cast_slice_mut(&mut out),
-                    bufs: bufs.each_mut().map(|b| &mut **b),
-                    res: &mut *res,
-                    staged: None,
-                });
-                computed = computed.min(t.elapsed());
-                let t = Instant::now();
-                self.lookup(xs, &mut looked_up);
-                table = table.min(t.elapsed());
-                std::hint::black_box(&looked_up);
-            }
-        });
-        table < computed
-    }
-
     /// `out[i] = table[x[i]]` (same lengths).
     pub(crate) fn lookup(&self, x: &[u16], out: &mut [u16]) {
         debug_assert_eq!(x.len(), out.len());
@@ -352,7 +240,7 @@ pub fn set_half_tables(on: bool) {
     HALF_TABLES.set(on);
 }
 
-static TIMING: Switch = Switch::new("SIMPLEOP_HALF_TABLE_TIMING");
+pub(crate) static TIMING: Switch = Switch::new("SIMPLEOP_HALF_TABLE_TIMING");
 
 /// Whether a table, once built, is timed against computing and dropped
 /// when slower (on unless `SIMPLEOP_HALF_TABLE_TIMING=0` at the first use,
@@ -386,7 +274,7 @@ mod tests {
     #[test]
     fn both_loops_look_up_at_odd_addresses_with_tails_and_in_place() {
         // the AVX-512 loop runs only under that instruction set
-        let _switches = crate::kernel::simd::Switches::hold();
+        let _switches = crate::engine::hints::Switches::hold();
         let t = table();
         let want = |x: u16| x.rotate_left(5) ^ 0x5a5a;
         // Every pattern, then sub-slices at odd element offsets (2 bytes

@@ -32,117 +32,16 @@ use std::sync::{Arc, Mutex};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
-use crate::kernel::simd::Switch;
+use crate::engine::switch::Switch;
+
+pub use crate::engine::lanes::{Lane, LaneOp};
+pub use crate::engine::rows::Summand;
+pub use program::{ACC_LANES, JitInstr};
+
+mod program;
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod x86;
-
-/// What an op computes, per lane, in terms the code generator can emit.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum LaneOp {
-    /// `a + b`.
-    Add,
-    /// `a - b`.
-    Sub,
-    /// `a * b`.
-    Mul,
-    /// `x + s`.
-    AddScalar,
-    /// `x - s`.
-    SubScalar,
-    /// `s - x`.
-    RSubScalar,
-    /// `x * s`.
-    MulScalar,
-    /// `x <= 0 ? 0 : x` (NaN passes through).
-    Relu,
-    /// `|x|`.
-    Abs,
-    /// `-x`.
-    Neg,
-    /// `x * x`.
-    Square,
-    /// `tanh x` as [`crate::vmath::fma::tanh`].
-    Tanh,
-    /// `e^x` as [`crate::vmath::fma::exp`].
-    Exp,
-    /// `1 / (1 + e^-x)` as [`crate::vmath::fma::sigmoid`].
-    Sigmoid,
-    /// `x < s ? 1 : 0`.
-    LessScalar,
-    /// `c != 0 ? x : y`.
-    Where,
-}
-
-impl LaneOp {
-    /// Number of inputs.
-    pub fn arity(self) -> usize {
-        match self {
-            LaneOp::Add | LaneOp::Sub | LaneOp::Mul => 2,
-            LaneOp::Where => 3,
-            _ => 1,
-        }
-    }
-}
-
-/// An op's lane form with its scalar argument (`0` when it has none).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Lane {
-    /// The operation.
-    pub op: LaneOp,
-    /// The `scalar` argument, as the kernel sees it in f32.
-    pub scalar: f32,
-}
-
-/// What a row reduction adds up of each accumulated value, in f64 (see
-/// [`crate::kernel::rows::RowReducer`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Summand {
-    /// The value.
-    Value,
-    /// Its magnitude.
-    Abs,
-    /// Its square, squared in f64.
-    Square,
-}
-
-/// Running f64 sums per row chunk: element `p` of a row goes to sum
-/// `p % ACC_LANES`, the order [`crate::kernel::rows`] fixes.
-pub const ACC_LANES: usize = crate::kernel::rows::LANES;
-
-/// One instruction of a program to compile.
-#[derive(Clone, Debug)]
-pub enum JitInstr<'a> {
-    /// `slots[out] = lane(slots[ins..])`.
-    Op {
-        /// The operation.
-        lane: Lane,
-        /// Input slots.
-        ins: &'a [usize],
-        /// Output slot.
-        out: usize,
-    },
-    /// A read of `slot` after the ops (a store, or a reader outside the
-    /// program): its last value must reach memory.
-    Keep {
-        /// The slot.
-        slot: usize,
-        /// Write it with non-temporal stores (an output past the caches,
-        /// whose every full vector is 64-byte aligned; the caller fences).
-        stream: bool,
-    },
-    /// After the ops, adds `summand(slot)` of every element to the running
-    /// sums [`Compiled::run_accumulating`] is given (the slot is stored
-    /// only if also kept): how a row reduction fed by the program sums its
-    /// input in registers. At most one per program, of a value an op
-    /// makes; other programs do not compile.
-    Accumulate {
-        /// The slot (an op's result).
-        slot: usize,
-        /// What is added.
-        summand: Summand,
-    },
-}
 
 /// A compiled program; see the module docs.
 pub struct Compiled {

@@ -10,14 +10,24 @@
 //! on the row, so every caller (fused or not, any split into pieces, any
 //! instruction set) gets the same bits.
 
-use crate::kernel::jit::Summand;
-use crate::kernel::simd::{self, TileJob};
+use crate::engine::isa::{self as simd, TileJob};
 use crate::{Element, Float};
 use std::ops::Range;
 
 /// Running sums per row: four 8-wide f64 vectors on AVX-512, so that the
 /// additions do not wait on each other.
 pub const LANES: usize = 32;
+
+/// What a row reduction adds up of each accumulated value, in f64.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Summand {
+    /// The value.
+    Value,
+    /// Its magnitude.
+    Abs,
+    /// Its square, squared in f64.
+    Square,
+}
 
 /// What a row reduction sums, and how it finishes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

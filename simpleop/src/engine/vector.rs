@@ -94,7 +94,7 @@ pub(super) mod x86 {
 
     /// How one storage type goes to and from 16 f32 lanes (also what the
     /// chunked half-type loops of kernels without a form convert with).
-    pub(in crate::kernel) trait Lanes {
+    pub(in crate::engine) trait Lanes {
         /// The storage type.
         type Elem;
         /// The lanes `m` selects from `p` (others zero).
@@ -146,7 +146,7 @@ pub(super) mod x86 {
     /// # Safety
     /// As for [`Lanes::load`].
     #[inline(always)]
-    pub(in crate::kernel) unsafe fn widen32<L: Lanes>(src: &[L::Elem; 32], dst: &mut [f32; 32]) {
+    pub(in crate::engine) unsafe fn widen32<L: Lanes>(src: &[L::Elem; 32], dst: &mut [f32; 32]) {
         // SAFETY: the caller's contract; both arrays hold the 32 lanes.
         unsafe {
             let (a, b) = L::load2(src.as_ptr());
@@ -160,7 +160,7 @@ pub(super) mod x86 {
     /// # Safety
     /// As for [`Lanes::store`].
     #[inline(always)]
-    pub(in crate::kernel) unsafe fn narrow32<L: Lanes>(src: &[f32; 32], dst: &mut [L::Elem; 32]) {
+    pub(in crate::engine) unsafe fn narrow32<L: Lanes>(src: &[f32; 32], dst: &mut [L::Elem; 32]) {
         // SAFETY: the caller's contract; both arrays hold the 32 lanes.
         unsafe {
             let a = _mm512_loadu_ps(src.as_ptr());
@@ -180,11 +180,11 @@ pub(super) mod x86 {
     }
 
     pub(super) struct F32;
-    pub(in crate::kernel) struct F16;
+    pub(in crate::engine) struct F16;
     /// bf16 narrowed with integer operations.
-    pub(in crate::kernel) struct Bf16;
+    pub(in crate::engine) struct Bf16;
     /// bf16 narrowed by AVX-512 BF16's `vcvtneps2bf16`.
-    pub(in crate::kernel) struct Bf16Native;
+    pub(in crate::engine) struct Bf16Native;
 
     impl Lanes for F32 {
         type Elem = f32;
@@ -412,13 +412,13 @@ pub(super) mod x86 {
         f2: impl Fn(__m512, __m512) -> (__m512, __m512),
         x: &[L::Elem],
         out: &mut [L::Elem],
-        stores: super::Stores,
+        stores: crate::engine::vector::Stores,
     ) {
         // SAFETY: the caller's contract.
         unsafe {
             match stores {
-                super::Stores::Cached => map::<L, false>(f, f2, x, out),
-                super::Stores::Streamed => map::<L, true>(f, f2, x, out),
+                crate::engine::vector::Stores::Cached => map::<L, false>(f, f2, x, out),
+                crate::engine::vector::Stores::Streamed => map::<L, true>(f, f2, x, out),
             }
         }
     }
@@ -582,7 +582,7 @@ builtin!(
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
-    use crate::kernel::simd::Isa;
+    use crate::engine::isa::Isa;
     use crate::vmath;
 
     type Scalar = fn(f32) -> f32;
@@ -741,7 +741,7 @@ mod tests {
                     let out = &mut all[offset..offset + len];
                     // SAFETY: as above.
                     unsafe { simd_loop(x, out, Stores::Streamed) };
-                    crate::kernel::simd::stream_fence();
+                    crate::engine::hints::stream_fence();
                     let bits = |v: &[T]| bytemuck::cast_slice::<T, u8>(v).to_vec();
                     assert_eq!(
                         bits(&all[offset..offset + len]),

@@ -12,7 +12,9 @@
 use iced_x86::Register;
 use iced_x86::code_asm::*;
 
-use super::{ACC_LANES, JitInstr, Lane, LaneOp, Summand};
+use crate::engine::jit::program::{ACC_LANES, JitInstr};
+use crate::engine::lanes::{Lane, LaneOp};
+use crate::engine::rows::Summand;
 use crate::vmath::{EXP_P, LN2_HI, LN2_LO, ROUND_MAGIC, TANH_CLAMP, TANH_G};
 
 /// Registers for values; the last four are the lanes' scratch.

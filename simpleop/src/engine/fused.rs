@@ -17,16 +17,18 @@ use std::ops::Range;
 
 use smallvec::SmallVec;
 
-use super::{
-    DisjointMut, DstInfo, Src, TILE, TileFns, alias_of, source_for, store, try_for_each_chunk,
-    with_buffers,
+use crate::engine::buffers::{DisjointMut, Src, TILE, store, with_buffers};
+use crate::engine::chunks::try_for_each_chunk;
+use crate::engine::drivers::{DstInfo, alias_of, source_for};
+use crate::engine::half_io::TileIo;
+use crate::engine::hints::{
+    StreamFence, prefetch, prefetch_l2, prefetch_op_loop, stream_copy, streams_past_caches,
 };
-use crate::kernel::jit;
-use crate::kernel::rows::{LANES as ROW_LANES, RowAcc, RowReduction};
-use crate::kernel::simd::{
-    Isa, StreamFence, Switch, TileIo, active, prefetch, prefetch_l2, prefetch_op_loop, stream_copy,
-    streams_past_caches,
-};
+use crate::engine::isa::{Isa, active};
+use crate::engine::jit;
+use crate::engine::rows::{LANES as ROW_LANES, RowAcc, RowReduction};
+use crate::engine::switch::Switch;
+use crate::kernel::{TileBackwardFn, TileFns, TileForwardFn};
 use crate::{
     DType, EnvArguments, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, dispatch_float,
 };
@@ -88,24 +90,24 @@ pub struct TileProgram<'a> {
 trait Compute: Float<Compute = Self> {
     /// Whether this is f32, the type code generation covers.
     const F32: bool;
-    fn forward(f: &TileFns) -> super::TileForwardFn<Self>;
-    fn backward(f: &TileFns) -> Option<super::TileBackwardFn<Self>>;
+    fn forward(f: &TileFns) -> TileForwardFn<Self>;
+    fn backward(f: &TileFns) -> Option<TileBackwardFn<Self>>;
 }
 impl Compute for f32 {
     const F32: bool = true;
-    fn forward(f: &TileFns) -> super::TileForwardFn<f32> {
+    fn forward(f: &TileFns) -> TileForwardFn<f32> {
         f.forward_f32
     }
-    fn backward(f: &TileFns) -> Option<super::TileBackwardFn<f32>> {
+    fn backward(f: &TileFns) -> Option<TileBackwardFn<f32>> {
         f.backward_f32
     }
 }
 impl Compute for f64 {
     const F32: bool = false;
-    fn forward(f: &TileFns) -> super::TileForwardFn<f64> {
+    fn forward(f: &TileFns) -> TileForwardFn<f64> {
         f.forward_f64
     }
-    fn backward(f: &TileFns) -> Option<super::TileBackwardFn<f64>> {
+    fn backward(f: &TileFns) -> Option<TileBackwardFn<f64>> {
         f.backward_f64
     }
 }
@@ -1376,7 +1378,7 @@ fn compiled(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::rows::RowReducer;
+    use crate::engine::rows::RowReducer;
 
     fn noop32(_: &EnvArguments, _: &[&[f32]], _: &mut [f32]) -> Result<()> {
         Ok(())
@@ -1422,7 +1424,7 @@ mod tests {
     /// A sink of `slot` reducing rows of `len` into `dst`.
     fn sink<'a, T: crate::Element>(
         slot: usize,
-        reducer: crate::kernel::rows::RowReducer,
+        reducer: crate::engine::rows::RowReducer,
         len: usize,
         dst: &'a mut [T],
     ) -> RowSink<'a> {
@@ -1460,7 +1462,7 @@ mod tests {
 
     #[test]
     fn a_sink_reduces_every_row_as_the_reduction_alone_does() {
-        crate::kernel::set_parallel_work(crate::kernel::PARALLEL_WORK);
+        crate::engine::grain::set_parallel_work(crate::engine::grain::PARALLEL_WORK);
         for len in [1, 7, 32, 33, 1000, 1500, 5000] {
             let rows = (300_000 / len).max(3);
             let n = rows * len;
@@ -1537,9 +1539,9 @@ mod tests {
                 scalar: 0.0,
             })
         }
-        let _switches = crate::kernel::simd::Switches::hold();
+        let _switches = crate::engine::hints::Switches::hold();
         // outputs of 8 MiB and more stream
-        crate::kernel::simd::set_last_level_cache_bytes(0);
+        crate::engine::hints::set_last_level_cache_bytes(0);
         let env = EnvArguments::none();
         let fns = TileFns {
             lane: Some(lane_sub),
