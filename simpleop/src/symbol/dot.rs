@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::graph::Graph;
-use super::plan::{Loc, Plan, Step};
+use super::steps::{Loc, Plan, Step, backward_chains};
 use crate::{DType, Shape};
 
 pub(crate) struct Planned<'a> {
@@ -100,7 +100,7 @@ pub(crate) fn write(g: &Graph, planned: Option<Planned<'_>>) -> String {
     // Fused gradient chains: one cluster each, the gradient steps in the
     // order they run, each linked to its forward node.
     if let Some(p) = &planned {
-        for (i, chain) in super::fuse::backward_chains(p.plan).enumerate() {
+        for (i, chain) in backward_chains(p.plan).enumerate() {
             let _ = writeln!(
                 out,
                 "  subgraph cluster_backward_{i} {{\n    label=\"fused backward group {i}\";\n    style=dotted;"

@@ -4,10 +4,14 @@ use std::collections::HashMap;
 
 use smallvec::SmallVec;
 
-use super::fuse::{self, FusionGroup, Instr, slab};
+use super::allocate;
+use super::config::{BindConfig, GradReq, MemoryStats};
 use super::graph::Graph;
+use super::group::{self, FusionGroup, Grouping};
 use super::infer;
-use super::plan::{self, Loc, Plan, PlanInput, Step, ValueId};
+use super::lower;
+use super::schedule;
+use super::steps::{self as plan, Instr, Loc, Plan, PlanInput, Step, ValueId, slab};
 use crate::engine::fused::{
     RowSink, TileInstr, TileProgram, run_program, run_program_reducing, run_program_within,
 };
@@ -21,80 +25,17 @@ use crate::{
 /// A per-call list (pointers, views), inline up to the usual sizes.
 type Ptrs<T> = SmallVec<[T; 8]>;
 
-/// How an argument's gradient is delivered (MXNet's `grad_req`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum GradReq {
-    /// No gradient.
-    #[default]
-    Null,
-    /// The gradient overwrites the buffer.
-    Write,
-    /// The gradient is added to the buffer.
-    Add,
-}
-
-impl GradReq {
-    /// Parses MXNet's names: `null`, `write`, `add` (and `inplace`, which
-    /// MXNet treats as `write` for arguments).
-    pub fn from_name(name: &str) -> Option<GradReq> {
-        match name {
-            "null" => Some(GradReq::Null),
-            "write" | "inplace" => Some(GradReq::Write),
-            "add" => Some(GradReq::Add),
-            _ => None,
-        }
-    }
-    /// The MXNet name.
-    pub fn name(self) -> &'static str {
-        match self {
-            GradReq::Null => "null",
-            GradReq::Write => "write",
-            GradReq::Add => "add",
-        }
-    }
-}
-
-/// Options for binding.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BindConfig {
-    /// Reuse buffers by liveness and run declared in-place options. Off,
-    /// every value gets a buffer of its own (the baseline planned results
-    /// are tested against, bit for bit).
-    pub memory_planning: bool,
-    /// Fuse elementwise ops (TVM's FuseOps rules; see
-    /// [`Executor::fusion_groups`]): a fused group runs tile by tile in
-    /// cache and its intermediates get no memory. Results are bitwise
-    /// those of the unfused executor.
-    pub fusion: bool,
-}
-
-impl Default for BindConfig {
-    fn default() -> Self {
-        BindConfig {
-            memory_planning: true,
-            fusion: true,
-        }
-    }
-}
-
-/// What the memory planner achieved for one plan.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MemoryStats {
-    /// Bytes of the buffers the executor allocates for values it owns:
-    /// planned buffers, outputs and scratch.
-    pub planned_bytes: usize,
-    /// The same with one buffer per value and no in-place writes.
-    pub unplanned_bytes: usize,
-    /// Steps that write over their input (forward) or output gradient
-    /// (backward).
-    pub inplace_writes: usize,
-    /// Number of buffers: planned ones plus one per output.
-    pub buffers: usize,
-    /// Intermediate values fusion keeps in cache-sized tiles only: they
-    /// get no buffer (counted in `unplanned_bytes`, not `planned_bytes`).
-    pub fused_values: usize,
-    /// Their bytes.
-    pub fused_bytes: usize,
+/// The passes between a bound graph and its executable plan: the
+/// schedule (forward, then autodiff), lowering of the fusion groups, and
+/// memory planning.
+fn compile_plan(input: &PlanInput<'_>, grouping: Option<&Grouping>) -> Result<Plan> {
+    let mut plan = schedule::schedule(input)?;
+    let fused_away = match grouping {
+        Some(grouping) => lower::lower(&mut plan, input, grouping),
+        None => Vec::new(),
+    };
+    allocate::allocate(&mut plan, input, &fused_away);
+    Ok(plan)
 }
 
 /// A graph bound to arguments and gradient buffers.
@@ -274,9 +215,9 @@ impl Executor {
             .map(|k| k.is_some_and(|k| k.tile.is_some_and(|t| t.backward_f32.is_some())))
             .collect();
         let grouping = if config.fusion {
-            fuse::group(&graph, &shapes, &dtypes, &tile)
+            group::group(&graph, &shapes, &dtypes, &tile)
         } else {
-            fuse::Grouping::default()
+            Grouping::default()
         };
         let input = |train| PlanInput {
             graph: &graph,
@@ -285,12 +226,14 @@ impl Executor {
             grad_req: &reqs,
             train,
             memory_planning: config.memory_planning,
-            fusion: config.fusion.then_some(&grouping),
             backward_tile: &backward_tile,
         };
-        let inference = plan::plan(&input(false))?;
+        let inference = compile_plan(&input(false), config.fusion.then_some(&grouping))?;
         let training = if reqs.iter().any(|r| *r != GradReq::Null) {
-            Some(plan::plan(&input(true))?)
+            Some(compile_plan(
+                &input(true),
+                config.fusion.then_some(&grouping),
+            )?)
         } else {
             None
         };
@@ -314,7 +257,7 @@ impl Executor {
         let fusion_groups = grouping.describe(&graph);
         let backward_fusion_groups = training
             .as_ref()
-            .map(|t| fuse::describe_backward(&graph, t))
+            .map(|t| lower::describe_backward(&graph, t))
             .unwrap_or_default();
         let dot_groups = grouping
             .groups
@@ -596,7 +539,7 @@ impl Executor {
     }
 
     /// The tile program of a fused step, with each member's entry points.
-    fn tile_program<'a>(&'a self, f: &'a fuse::Fused) -> Result<TileProgram<'a>> {
+    fn tile_program<'a>(&'a self, f: &'a plan::Fused) -> Result<TileProgram<'a>> {
         let mut instrs = Vec::with_capacity(f.instrs.len());
         let mut cost = 0usize;
         let fns = |n: usize| {
@@ -658,8 +601,8 @@ impl Executor {
     fn row_sink(
         &self,
         plan: &Plan,
-        f: &fuse::Fused,
-        t: &fuse::ReduceTail,
+        f: &plan::Fused,
+        t: &plan::ReduceTail,
     ) -> Result<Option<(RowReduction, usize)>> {
         let Some(rows) = self.kernels[t.node].and_then(|k| k.rows) else {
             return Ok(None);
@@ -1077,7 +1020,7 @@ fn without_output(prog: TileProgram<'_>, k: usize) -> (TileProgram<'_>, usize) {
     (TileProgram { instrs, ..prog }, slot)
 }
 
-/// A fused program with a [`fuse::SlabHead`] or a [`fuse::ReduceTail`],
+/// A fused program with a [`plan::SlabHead`] or a [`plan::ReduceTail`],
 /// run over slabs of rows: per slab, the head computes its output into a
 /// slab buffer (still in cache) that the program reads, or the program
 /// writes the reduction's input into it and the reduction reads it from

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use super::{Entry, Node};
+use super::node::{Entry, Node};
 use crate::{Attrs, EnvArguments, Error, OpDef, Result};
 
 /// One node, inputs by index. Every node has exactly one output.

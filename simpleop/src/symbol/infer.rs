@@ -13,7 +13,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 
-use super::Graph;
+use super::graph::Graph;
 use crate::{Attrs, DType, Error, OpForm, Pattern, Result, Shape};
 
 /// What [`super::Symbol::infer_shape`] found.

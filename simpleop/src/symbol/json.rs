@@ -13,7 +13,8 @@ use serde::{Serialize, Serializer};
 use serde_json::{Value, json};
 
 use super::graph::GNode;
-use super::{Entry, Graph, Node, Symbol};
+use super::graph::Graph;
+use super::node::{Entry, Node};
 use crate::{Attrs, EnvArguments, Error, Registry, Result};
 
 /// Writes the document field by field (keys in sorted order, as a
@@ -141,7 +142,8 @@ fn attrs_of(node: &Value, what: &dyn Display) -> Result<Attrs> {
     Ok(attrs)
 }
 
-pub(crate) fn read(text: &str) -> Result<Symbol> {
+/// The heads of the graph `text` describes, checked to form a graph.
+pub(crate) fn read(text: &str) -> Result<Vec<Entry>> {
     let doc: Value =
         serde_json::from_str(text).map_err(|e| Error::graph(format!("invalid JSON: {e}")))?;
     let nodes = field(&doc, "nodes", &"the symbol")?
@@ -157,9 +159,8 @@ pub(crate) fn read(text: &str) -> Result<Symbol> {
     if let Some(args) = doc.get("arg_nodes").and_then(Value::as_array) {
         check_arg_nodes(args, &built)?;
     }
-    let sym = Symbol { heads: entries };
-    sym.graph()?;
-    Ok(sym)
+    Graph::from_heads(&entries).check_unique_arguments()?;
+    Ok(entries)
 }
 
 /// Node `i`, whose inputs are among the `built` ones.

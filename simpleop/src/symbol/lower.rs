@@ -1,391 +1,32 @@
-//! Operator fusion: TVM's FuseOps grouping over the forward graph, and the
-//! rewrite of a plan's steps into fused tile programs.
-//!
-//! Grouping follows TVM. Each op node has a [`Pattern`]; an elementwise op
-//! without tile entry points counts as opaque. Over the post-dominator tree
-//! of the graph (outputs post-dominated by a virtual sink), in topological
-//! order, a node joins the group of its immediate post-dominator when every
-//! node on every path between them allows it:
-//! * an elementwise/broadcast group fuses into an elementwise/broadcast
-//!   node (including one already fused onto a `dot`) or into a reduction;
-//! * an out-elementwise-fusable group (`dot`) fuses into elementwise
-//!   consumers;
-//! * nodes in between must be elementwise/broadcast groups;
-//! * a group's pattern is the most complex of its members, so a group
-//!   holding `dot` or a reduction never fuses again: two complex ops never
-//!   merge;
-//! * a group, like a fused gradient chain, holds at most `MAX_FUSED` (256)
-//!   ops, as TVM's `max_fuse_depth`.
-//!
-//! Fused edges also need one shape and dtype: a broadcast op's smaller
-//! operand is an external input of the group, gathered per tile. Injective
-//! ops have no tile kernels and stay alone.
-//!
-//! Execution runs the elementwise members of a group as one tile program.
-//! A reduction that keeps axis 0, is its input's only reader and has rows
-//! no longer than a slab runs behind the program slab by slab
-//! ([`ReduceTail`]), so its input never reaches main memory; when its op
-//! declares a row form (`fn rows`: `sum`, `mean`, `norm` over trailing
-//! axes, f32/f64) the executor feeds it the program's tiles instead, and
-//! no slab is written either (`kernel::fused::run_program_reducing`).
-//! Likewise an
-//! out-elementwise-fusable op (`dot`) whose output only the program reads
-//! and whose rows follow its first input's runs ahead of it slab by slab
-//! ([`SlabHead`]), so its output never reaches main memory. Any other
-//! complex op runs unfused before (dot) or after (reduction) the program,
-//! with its output or input materialised: a `dot` with `transpose_a`, a
-//! `batch_dot`, a 1-d first operand or an output read outside the group;
-//! a reduction over axis 0, of a 1-d input, or whose input is also read
-//! elsewhere; either with rows longer than a slab.
+//! Pass 3, lowering: each fusion group's run of steps (from
+//! [`super::group`]) becomes one fused step, a program over slots that the
+//! engine runs tile by tile; values produced and consumed inside a group
+//! never reach memory.
 
 use std::collections::HashMap;
 
 use super::graph::Graph;
-use super::plan::{Loc, Plan, Step, ValueId};
+use super::group::{FusionGroup, Grouping, MAX_FUSED, convex, simple};
+use super::steps::{
+    Fused, Instr, Loc, Plan, PlanInput, ReduceTail, SlabHead, Step, ValueId, backward_chains, slab,
+};
+
+/// Replaces each fusion group's run of steps with one fused step, and
+/// returns the values that no longer reach memory (now [`Loc::Fused`]).
+pub(crate) fn lower(plan: &mut Plan, p: &PlanInput<'_>, grouping: &Grouping) -> Vec<ValueId> {
+    let fused_away = rewrite(plan, p.graph, grouping, p.backward_tile, p.shapes, p.dtypes);
+    for &v in &fused_away {
+        plan.values[v].loc = Loc::Fused;
+    }
+    fused_away
+}
 use crate::{DType, OpReqType, Pattern, Shape};
-
-/// A group of fused nodes, as [`super::Executor::fusion_groups`] reports it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FusionGroup {
-    /// The most complex member pattern.
-    pub pattern: Pattern,
-    /// The members in execution (topological) order: node name and pattern.
-    pub nodes: Vec<(String, Pattern)>,
-}
-
-/// The grouping of a graph's nodes.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Grouping {
-    /// Groups of two or more op nodes, members in topological order.
-    pub(crate) groups: Vec<Vec<usize>>,
-    /// Each node's pattern as fusion sees it (`None` for variables).
-    pub(crate) pattern: Vec<Option<Pattern>>,
-}
-
-impl Grouping {
-    pub(crate) fn describe(&self, g: &Graph) -> Vec<FusionGroup> {
-        self.groups
-            .iter()
-            .map(|m| FusionGroup {
-                pattern: m
-                    .iter()
-                    .filter_map(|&n| self.pattern[n])
-                    .max()
-                    .unwrap_or(Pattern::Opaque),
-                nodes: m
-                    .iter()
-                    .map(|&n| {
-                        (
-                            g.nodes[n].name.clone(),
-                            self.pattern[n].unwrap_or(Pattern::Opaque),
-                        )
-                    })
-                    .collect(),
-            })
-            .collect()
-    }
-}
-
-fn simple(p: Pattern) -> bool {
-    p <= Pattern::Broadcast
-}
-
-/// The most ops one fused step runs (TVM's `max_fuse_depth`, 256 by
-/// default, the same): a program's per-tile bookkeeping grows with its
-/// inputs times its ops, so a huge group would be slower than several.
-const MAX_FUSED: usize = 256;
-
-struct Dsu {
-    parent: Vec<usize>,
-    pattern: Vec<Pattern>,
-    /// Members of each root's group.
-    size: Vec<usize>,
-}
-
-impl Dsu {
-    fn find(&mut self, mut x: usize) -> usize {
-        while self.parent[x] != x {
-            self.parent[x] = self.parent[self.parent[x]];
-            x = self.parent[x];
-        }
-        x
-    }
-    fn union_into(&mut self, from: usize, to: usize) {
-        let (a, b) = (self.find(from), self.find(to));
-        if a != b {
-            self.parent[a] = b;
-            self.pattern[b] = self.pattern[b].max(self.pattern[a]);
-            self.size[b] += self.size[a];
-        }
-    }
-}
-
-/// Groups the op nodes of `g`. `tile[n]`: node `n` has tile entry points.
-pub(crate) fn group(g: &Graph, shapes: &[Shape], dtypes: &[DType], tile: &[bool]) -> Grouping {
-    let n_nodes = g.nodes.len();
-    let pattern: Vec<Option<Pattern>> = g
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(n, node)| {
-            node.op.map(|op| {
-                if simple(op.pattern) && !tile[n] {
-                    Pattern::Opaque
-                } else {
-                    op.pattern
-                }
-            })
-        })
-        .collect();
-    let consumers = g.consumers();
-    let mut is_head = vec![false; n_nodes];
-    for &h in &g.heads {
-        is_head[h] = true;
-    }
-    // Immediate post-dominators; `n_nodes` is the virtual sink.
-    let sink = n_nodes;
-    let mut ipdom = vec![sink; n_nodes + 1];
-    let mut depth = vec![0usize; n_nodes + 1];
-    for n in (0..n_nodes).rev() {
-        let d = if is_head[n] || consumers[n].is_empty() {
-            sink
-        } else {
-            let mut d = consumers[n][0];
-            for &c in &consumers[n][1..] {
-                let mut c = c;
-                while d != c {
-                    if depth[d] < depth[c] {
-                        c = ipdom[c];
-                    } else {
-                        d = ipdom[d];
-                    }
-                }
-            }
-            d
-        };
-        ipdom[n] = d;
-        depth[n] = depth[d] + 1;
-    }
-    // Marks of the path walks below, cleared after each walk (a fresh
-    // vector per node would make a long chain quadratic).
-    let mut seen = vec![false; n_nodes];
-    let mut dsu = Dsu {
-        parent: (0..n_nodes).collect(),
-        pattern: pattern
-            .iter()
-            .map(|p| p.unwrap_or(Pattern::Opaque))
-            .collect(),
-        size: vec![1; n_nodes],
-    };
-    for n in 0..n_nodes {
-        if pattern[n].is_none() {
-            continue;
-        }
-        let d = ipdom[n];
-        if d == sink {
-            continue;
-        }
-        let (gn, gd) = (dsu.find(n), dsu.find(d));
-        if gn == gd {
-            continue;
-        }
-        let (gp, dp) = (dsu.pattern[gn], dsu.pattern[gd]);
-        let pd = pattern[d].unwrap_or(Pattern::Opaque);
-        let same = |m: usize| shapes[m] == shapes[n] && dtypes[m] == dtypes[n];
-        let sink_ok = if gp == Pattern::OutElemwiseFusable {
-            simple(pd) && simple(dp) && same(d)
-        } else if simple(gp) {
-            (simple(pd) && (simple(dp) || dp == Pattern::OutElemwiseFusable) && same(d))
-                || (pd == Pattern::Reduction && dp == Pattern::Reduction)
-        } else {
-            false
-        };
-        if !sink_ok {
-            continue;
-        }
-        // Every node strictly between n and d must be a simple group.
-        let mut on_path = vec![n];
-        let mut stack = consumers[n].clone();
-        let mut ok = true;
-        while let Some(c) = stack.pop() {
-            if c == d || std::mem::replace(&mut seen[c], true) {
-                continue;
-            }
-            on_path.push(c);
-            let gc = dsu.find(c);
-            // A longer path would make too big a group anyway: stop, so a
-            // wide region is not walked once per node.
-            if !(simple(dsu.pattern[gc]) && same(c)) || on_path.len() >= MAX_FUSED {
-                ok = false;
-                break;
-            }
-            stack.extend(&consumers[c]);
-        }
-        for &c in &on_path[1..] {
-            seen[c] = false;
-        }
-        if ok && merged_size(&mut dsu, &on_path, gd) <= MAX_FUSED {
-            for m in on_path {
-                dsu.union_into(m, d);
-            }
-        }
-    }
-    let mut by_root: HashMap<usize, Vec<usize>> = HashMap::new();
-    for (n, p) in pattern.iter().enumerate() {
-        if p.is_some() {
-            let r = dsu.find(n);
-            by_root.entry(r).or_default().push(n);
-        }
-    }
-    let mut groups: Vec<Vec<usize>> = by_root
-        .into_values()
-        .filter(|m| m.len() > 1 && convex(g, m))
-        .collect();
-    groups.sort_by_key(|m| m[0]);
-    Grouping { groups, pattern }
-}
-
-/// The size of the group that merging `members`' groups into root `to`'s
-/// would make.
-fn merged_size(dsu: &mut Dsu, members: &[usize], to: usize) -> usize {
-    let mut roots: Vec<usize> = members.iter().map(|&m| dsu.find(m)).collect();
-    roots.push(to);
-    roots.sort_unstable();
-    roots.dedup();
-    roots.iter().map(|&r| dsu.size[r]).sum()
-}
-
-/// No path leaves the group and comes back, so it can run as one step.
-/// Such a path lies between the first and last member (topological
-/// order), so only that span is scanned: many small groups along a long
-/// graph stay linear.
-fn convex(g: &Graph, members: &[usize]) -> bool {
-    let (Some(&lo), Some(&hi)) = (members.iter().min(), members.iter().max()) else {
-        return true;
-    };
-    // Indexed from `lo`; nodes before it are neither inside nor tainted.
-    let mut inside = vec![false; hi - lo + 1];
-    for &m in members {
-        inside[m - lo] = true;
-    }
-    let mut tainted = vec![false; hi - lo + 1];
-    let at = |v: &[bool], i: usize| i >= lo && v[i - lo];
-    for n in lo..=hi {
-        let inputs = &g.nodes[n].inputs;
-        if inside[n - lo] {
-            if inputs.iter().any(|&i| !at(&inside, i) && at(&tainted, i)) {
-                return false;
-            }
-        } else {
-            tainted[n - lo] = inputs.iter().any(|&i| at(&inside, i) || at(&tainted, i));
-        }
-    }
-    true
-}
-
-/// One instruction of a fused step, over slots (see `kernel::fused`).
-#[derive(Clone, Debug)]
-pub(crate) enum Instr {
-    Forward {
-        node: usize,
-        ins: Vec<usize>,
-        out: usize,
-    },
-    Backward {
-        node: usize,
-        dy: usize,
-        y: Option<usize>,
-        xs: Vec<Option<usize>>,
-        grads: Vec<usize>,
-    },
-    Store {
-        slot: usize,
-        output: usize,
-        req: OpReqType,
-    },
-}
-
-/// A fused step: slots `0..inputs.len()` hold the inputs' tiles.
-#[derive(Clone, Debug)]
-pub(crate) struct Fused {
-    pub(crate) nodes: Vec<usize>,
-    pub(crate) inputs: Vec<ValueId>,
-    /// Distinct values the program writes (the reduction's output is not
-    /// among them); the first one's shape is the iteration space.
-    pub(crate) outputs: Vec<(ValueId, bool)>,
-    pub(crate) slots: usize,
-    pub(crate) instrs: Vec<Instr>,
-    /// A reduction fed by the program: slab by slab behind it, or tile by
-    /// tile when its op has a row form (the executor's `row_sink`).
-    pub(crate) reduce: Option<ReduceTail>,
-    /// An out-elementwise-fusable op feeding the program, run slab by slab
-    /// ahead of it (never together with `reduce`: two complex ops never
-    /// merge).
-    pub(crate) head: Option<SlabHead>,
-}
-
-/// An out-elementwise-fusable op (`dot`) whose output only the program
-/// reads, and whose output rows (axis 0) come from the same rows of its
-/// first input and all of its other inputs. Per slab of rows it computes
-/// its output into a cache-resident buffer that the program then reads, so
-/// the output never reaches main memory.
-#[derive(Clone, Debug)]
-pub(crate) struct SlabHead {
-    /// The op node.
-    pub(crate) node: usize,
-    /// Its inputs: the first is taken row by row, the others whole.
-    pub(crate) inputs: Vec<ValueId>,
-    /// Its output: one of the program's inputs, never placed in memory.
-    pub(crate) scratch: ValueId,
-    /// Rows (of axis 0) per slab.
-    pub(crate) rows: usize,
-    /// Estimated work per output element, for the thread split: the first
-    /// input's row length (the multiply-adds of a 2-d product; an
-    /// overestimate for an N-d first operand).
-    pub(crate) cost: usize,
-}
-
-/// A reduction that consumes one output of a fused program, and whose
-/// output rows depend only on the same rows of its input (it keeps axis
-/// 0). The program and the reduction run over slabs of rows, so the
-/// reduction's input only ever exists one cache-sized slab at a time.
-#[derive(Clone, Debug)]
-pub(crate) struct ReduceTail {
-    /// The reduction node.
-    pub(crate) node: usize,
-    /// Its input: one of the program's outputs, never placed in memory.
-    pub(crate) scratch: ValueId,
-    /// Its output.
-    pub(crate) out: ValueId,
-    /// Rows (of axis 0) per slab.
-    pub(crate) rows: usize,
-}
 
 /// Elements per slab of a [`ReduceTail`]: the reduction's input slab
 /// (1 MB in f32, 2 MB in f64) stays in L2 between the program writing it
 /// and the reduction reading it, and a slab is big enough that the
 /// per-slab dispatch is noise. Rows longer than this are not slabbed.
 const SLAB_ELEMENTS: usize = 1 << 18;
-
-impl Fused {
-    pub(crate) fn reads(&self) -> Vec<ValueId> {
-        let scratch = self.head.as_ref().map(|h| h.scratch);
-        let mut r: Vec<ValueId> = self
-            .inputs
-            .iter()
-            .copied()
-            .filter(|&v| Some(v) != scratch)
-            .collect();
-        r.extend(self.head.iter().flat_map(|h| h.inputs.iter().copied()));
-        r.extend(self.outputs.iter().filter(|(_, add)| *add).map(|(v, _)| *v));
-        r
-    }
-    pub(crate) fn writes(&self) -> Vec<ValueId> {
-        let mut w: Vec<ValueId> = self.outputs.iter().map(|(v, _)| *v).collect();
-        w.extend(self.reduce.as_ref().map(|t| t.out));
-        w
-    }
-}
 
 /// Whether node `n` may run slab by slab over axis 0: its first input has
 /// at least two dimensions and as many rows as its output, and for 1, 2
@@ -416,13 +57,6 @@ fn row_separable(g: &Graph, n: usize, ins: &[Shape], out_shape: &Shape) -> bool 
 fn slab_rows(shape: &Shape) -> Option<usize> {
     let row = shape.size() / shape.dims()[0];
     (row > 0 && row <= SLAB_ELEMENTS).then(|| SLAB_ELEMENTS / row)
-}
-
-/// `shape` with `rows` rows (axis 0 set to `rows`).
-pub(crate) fn slab(shape: &Shape, rows: usize) -> Shape {
-    let mut dims = shape.dims().to_vec();
-    dims[0] = rows;
-    Shape::new(dims)
 }
 
 /// Builds fused programs from a run of steps; values produced inside are
@@ -548,48 +182,6 @@ impl<'a> Builder<'a> {
         self.f.slots = reuse_slots(&mut instrs, n_in, next);
         self.f.instrs = instrs;
         (self.f, internal)
-    }
-}
-
-impl Instr {
-    /// Slots this instruction reads.
-    fn reads(&self) -> Vec<usize> {
-        match self {
-            Instr::Forward { ins, .. } => ins.clone(),
-            Instr::Backward { dy, y, xs, .. } => std::iter::once(*dy)
-                .chain(*y)
-                .chain(xs.iter().flatten().copied())
-                .collect(),
-            Instr::Store { slot, .. } => vec![*slot],
-        }
-    }
-    /// Slots this instruction writes.
-    fn writes(&self) -> Vec<usize> {
-        match self {
-            Instr::Forward { out, .. } => vec![*out],
-            Instr::Backward { grads, .. } => grads.clone(),
-            Instr::Store { .. } => Vec::new(),
-        }
-    }
-    /// Replaces every slot `s` it names with `map[s]`.
-    fn rename(&mut self, map: &[usize]) {
-        match self {
-            Instr::Forward { ins, out, .. } => {
-                ins.iter_mut().for_each(|s| *s = map[*s]);
-                *out = map[*out];
-            }
-            Instr::Backward {
-                dy, y, xs, grads, ..
-            } => {
-                *dy = map[*dy];
-                if let Some(y) = y {
-                    *y = map[*y];
-                }
-                xs.iter_mut().flatten().for_each(|s| *s = map[*s]);
-                grads.iter_mut().for_each(|s| *s = map[*s]);
-            }
-            Instr::Store { slot, .. } => *slot = map[*slot],
-        }
     }
 }
 
@@ -972,19 +564,6 @@ fn slab_head(
         rows: slab_rows(&value.shape)?,
         cost: first.size() / first.dims()[0],
     })
-}
-
-/// The members (forward node indices, in the order they run) of each fused
-/// gradient chain of a training plan.
-pub(crate) fn backward_chains(plan: &Plan) -> impl Iterator<Item = &[usize]> {
-    plan.steps[plan.backward_start.min(plan.steps.len())..]
-        .iter()
-        .filter_map(|st| match st {
-            Step::Fused(f) if f.instrs.iter().any(|i| matches!(i, Instr::Backward { .. })) => {
-                Some(f.nodes.as_slice())
-            }
-            _ => None,
-        })
 }
 
 /// The fused gradient chains of a training plan, as the API reports them.

@@ -1,0 +1,259 @@
+//! Pass 1, the schedule: forward steps in graph order, then, in training,
+//! the backward steps built from each op's registered gradient.
+//!
+//! Every array the graph produces is a *value*. Forward values are op
+//! outputs; gradient values are the gradients of op outputs. Arguments,
+//! the user's gradient buffers, the outputs and the head gradients live in
+//! arrays the executor owns or borrows; everything else is left for
+//! [`super::allocate`].
+//!
+//! Backward is built from each op's registered gradient. Its [`GradSpec`]
+//! says what the gradient reads, and only that is kept alive past the
+//! forward pass. A value used several times receives its gradients as one
+//! `WriteTo` followed by `AddTo` writes into the same buffer; no add nodes.
+//!
+//! [`GradSpec`]: crate::GradSpec
+
+use crate::{Error, OpReqType, Result};
+
+use super::config::{GradReq, MemoryStats};
+use super::graph::Graph;
+use super::steps::{Loc, Plan, PlanInput, SinkLayout, Step, Value, ValueId, splits};
+
+/// The sink every backward step of `steps` fits in.
+fn sink_layout(steps: &[Step], g: &Graph, p: &PlanInput<'_>) -> SinkLayout {
+    let mut sink = SinkLayout::default();
+    for s in steps {
+        let Step::Backward { node, grads, .. } = s else {
+            continue;
+        };
+        let inputs = &g.nodes[*node].inputs;
+        sink.slots = sink.slots.max(inputs.len());
+        let split = splits(grads);
+        for (&src, grad) in inputs.iter().zip(grads) {
+            if split || grad.is_none() {
+                let bytes = p.shapes[src].size().saturating_mul(p.dtypes[src].size());
+                sink.slot_bytes = sink.slot_bytes.max(bytes.next_multiple_of(64));
+            }
+        }
+    }
+    sink
+}
+
+/// The forward steps, then (in training) the backward steps; every value
+/// not bound to an array is left [`Loc::Unplaced`].
+pub(crate) fn schedule(p: &PlanInput<'_>) -> Result<Plan> {
+    let g = p.graph;
+    let n_nodes = g.nodes.len();
+    let mut values: Vec<Value> = Vec::new();
+    let new_value = |values: &mut Vec<Value>, n: usize, loc: Loc| {
+        values.push(Value {
+            shape: p.shapes[n].clone(),
+            dtype: p.dtypes[n],
+            loc,
+        });
+        values.len() - 1
+    };
+    // Forward values: arguments in place, heads in the output arrays.
+    let arg_index: Vec<Option<usize>> = {
+        let mut v = vec![None; n_nodes];
+        for (k, &a) in g.args.iter().enumerate() {
+            v[a] = Some(k);
+        }
+        v
+    };
+    let heads = head_refs(g);
+    let mut forward_value = Vec::with_capacity(n_nodes);
+    for (n, arg) in arg_index.iter().enumerate() {
+        let loc = match *arg {
+            Some(k) => Loc::Arg(k),
+            None => match heads[n].first() {
+                Some(&h) => Loc::Head(h),
+                None => Loc::Unplaced,
+            },
+        };
+        forward_value.push(new_value(&mut values, n, loc));
+    }
+    let mut steps: Vec<Step> = g
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, node)| !node.is_variable())
+        .map(|(n, node)| Step::Forward {
+            node: n,
+            inputs: node.inputs.iter().map(|&i| forward_value[i]).collect(),
+            out: forward_value[n],
+            in_place: false,
+        })
+        .collect();
+    let backward_start = steps.len();
+    let mut grad_value: Vec<Option<ValueId>> = vec![None; n_nodes];
+    if p.train {
+        backward_steps(
+            p,
+            &arg_index,
+            &forward_value,
+            &mut grad_value,
+            &mut values,
+            &mut steps,
+        )?;
+    }
+    let sink = sink_layout(&steps, g, p);
+    let plan = Plan {
+        values,
+        steps,
+        buffers: Vec::new(),
+        sink,
+        forward_value,
+        grad_value,
+        backward_start,
+        stats: MemoryStats::default(),
+    };
+    Ok(plan)
+}
+
+fn backward_steps(
+    p: &PlanInput<'_>,
+    arg_index: &[Option<usize>],
+    forward_value: &[ValueId],
+    grad_value: &mut [Option<ValueId>],
+    values: &mut Vec<Value>,
+    steps: &mut Vec<Step>,
+) -> Result<()> {
+    let g = p.graph;
+    let n_nodes = g.nodes.len();
+    // Which node outputs need a gradient: a path to an argument asking one.
+    let mut needs = vec![false; n_nodes];
+    for (n, node) in g.nodes.iter().enumerate() {
+        needs[n] = match arg_index[n] {
+            Some(k) => p.grad_req[k] != GradReq::Null,
+            None => node.inputs.iter().any(|&i| needs[i]),
+        };
+        if needs[n] && !node.is_variable() {
+            let op = node.op.expect("not a variable");
+            if op.gradient.is_none() {
+                let above = ancestors(g, n);
+                let wanted = g
+                    .args
+                    .iter()
+                    .enumerate()
+                    .find(|&(k, &a)| p.grad_req[k] != GradReq::Null && above[a])
+                    .map(|(_, &a)| g.nodes[a].name.as_str())
+                    .unwrap_or("an argument");
+                return Err(node.error(Error::invalid(
+                    op.name,
+                    "grad_req",
+                    format!(
+                        "`{wanted}` asks for a gradient that flows through this op, which has none; set its grad_req to null"
+                    ),
+                )));
+            }
+        }
+    }
+    for (h, &n) in g.heads.iter().enumerate() {
+        if needs[n] && !p.dtypes[n].is_float() {
+            return Err(g.nodes[n].error(Error::invalid(
+                g.nodes[n].op_name(),
+                "output",
+                format!(
+                    "head {h} has dtype {}, gradients need a float dtype",
+                    p.dtypes[n]
+                ),
+            )));
+        }
+    }
+    let consumers = g.consumers();
+    let heads_of = head_refs(g);
+    // Gradient values: the user's buffers for arguments; a head gradient
+    // read directly when it is the only contribution; planned otherwise.
+    for n in 0..n_nodes {
+        if !needs[n] {
+            continue;
+        }
+        let loc = match arg_index[n] {
+            Some(k) => Loc::ArgGrad(k),
+            None => match heads_of[n].as_slice() {
+                [h] if consumers[n].is_empty() => Loc::HeadGrad(*h),
+                _ => Loc::Unplaced,
+            },
+        };
+        values.push(Value {
+            shape: p.shapes[n].clone(),
+            dtype: p.dtypes[n],
+            loc,
+        });
+        grad_value[n] = Some(values.len() - 1);
+    }
+    // Contributions made so far to each node's gradient.
+    let mut written = vec![0usize; n_nodes];
+    let req_for = |n: usize, written: &mut [usize]| -> OpReqType {
+        let first = written[n] == 0;
+        written[n] += 1;
+        let add = match arg_index[n] {
+            Some(k) => p.grad_req[k] == GradReq::Add,
+            None => false,
+        };
+        if add || !first {
+            OpReqType::AddTo
+        } else {
+            OpReqType::WriteTo
+        }
+    };
+    for (h, &n) in g.heads.iter().enumerate() {
+        let Some(dst) = grad_value[n] else { continue };
+        if values[dst].loc == Loc::HeadGrad(h) {
+            continue;
+        }
+        let req = req_for(n, &mut written);
+        steps.push(Step::Seed { head: h, dst, req });
+    }
+    for n in (0..n_nodes).rev() {
+        let node = &g.nodes[n];
+        let Some(op) = node.op else { continue };
+        if !needs[n] {
+            continue;
+        }
+        let spec = op.gradient.expect("checked above");
+        let out_grad = grad_value[n].expect("needed");
+        let grads = node
+            .inputs
+            .iter()
+            .map(|&i| grad_value[i].map(|v| (v, req_for(i, &mut written))))
+            .collect();
+        steps.push(Step::Backward {
+            node: n,
+            out_grad,
+            output: spec.needs_output.then_some(forward_value[n]),
+            inputs: node
+                .inputs
+                .iter()
+                .enumerate()
+                .map(|(i, &src)| spec.needs_input(i).then_some(forward_value[src]))
+                .collect(),
+            grads,
+            in_place: false,
+        });
+    }
+    Ok(())
+}
+
+/// Per node, the heads (output indices) it is, in order.
+fn head_refs(g: &Graph) -> Vec<Vec<usize>> {
+    let mut refs = vec![Vec::new(); g.nodes.len()];
+    for (h, &n) in g.heads.iter().enumerate() {
+        refs[n].push(h);
+    }
+    refs
+}
+
+/// Per node, whether it is an ancestor of (or is) node `to`.
+fn ancestors(g: &Graph, to: usize) -> Vec<bool> {
+    let mut seen = vec![false; g.nodes.len()];
+    let mut stack = vec![to];
+    while let Some(n) = stack.pop() {
+        if !std::mem::replace(&mut seen[n], true) {
+            stack.extend(&g.nodes[n].inputs);
+        }
+    }
+    seen
+}
