@@ -490,9 +490,7 @@ fn other_misuse_errors() {
 
 #[test]
 fn large_arrays_match_elementwise_results() {
-    simpleop::__private::engine::grain::set_parallel_work(
-        simpleop::__private::engine::grain::PARALLEL_WORK,
-    );
+    simpleop::Tuning::update(|t| t.parallel_work = 0).unwrap();
     // Larger than the framework's parallel grain, with a ragged last tile.
     let n = 300_001;
     let xs: Vec<f64> = (0..n)

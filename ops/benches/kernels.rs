@@ -7,8 +7,8 @@
 //! whole-array, bandwidth-bound figures are `simpleop bench`'s.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use simpleop::__private::engine::isa::{self as simd, Isa};
 use simpleop::{Attrs, DType, NDArray, OpReqType, eager};
+use simpleop::{Isa, Tuning};
 
 const N: usize = 1 << 20;
 
@@ -44,9 +44,8 @@ fn simd_on_off(c: &mut Criterion) {
     let x = NDArray::random_uniform([N], -3.0, 3.0, DType::F32, 2).expect("input");
     let mut out = NDArray::zeros([N], DType::F32);
     let attrs = Attrs::from([("scalar", "1.0")]);
-    let best = simd::active();
-    for isa in [Isa::Scalar, best] {
-        simd::set_active(isa).expect("supported");
+    for isa in [Isa::Scalar, Isa::best()] {
+        let _isa = Tuning::scoped(|t| t.isa = isa).expect("supported");
         g.bench_function(isa.name(), |b| {
             b.iter(|| {
                 eager::invoke_into_by_name("smooth_l1", &[&x], &attrs, &mut out, OpReqType::WriteTo)
@@ -54,7 +53,6 @@ fn simd_on_off(c: &mut Criterion) {
             })
         });
     }
-    simd::set_active(best).expect("supported");
     g.finish();
 }
 

@@ -49,10 +49,9 @@ fn dense_only(op: &str, p: &DotParams) -> Result<()> {
 /// machine's measured grain, in cheap elementwise ops; 128³ with the least
 /// grain) and runs on the calling thread below. `gemm` enters the pool
 /// once per block of its loops, not once per call, so one entry's cost
-/// (what the grain weighs) undercounts it: on the 2-core EPYC VM (entry
-/// 16-60 µs) a `50×288·288×256` product took 87 µs split against 69 µs
-/// on one thread, and the digits example's step 0.78 ms against 0.57 ms,
-/// at the previous factor of 2.
+/// (what the grain weighs) undercounts it: with a smaller factor, where
+/// entering the pool is slow, small products (as the digits example's)
+/// ran slower split than on one thread.
 const PARALLEL_FLOPS_PER_WORK: usize = 16;
 
 /// Where the elements of one logical matrix sit in its storage: element

@@ -260,10 +260,10 @@ fn common_role(ty: &Type, params: &Params) -> Option<Role> {
     if is_kwargs(ty, params) {
         return Some(Role::Kwargs);
     }
-    if let Some((false, inner)) = reference(ty) {
-        if named(inner, "EnvArguments") {
-            return Some(Role::Env);
-        }
+    if let Some((false, inner)) = reference(ty)
+        && named(inner, "EnvArguments")
+    {
+        return Some(Role::Env);
     }
     None
 }
@@ -458,14 +458,15 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
         Form::Elementwise => elementwise_backward(b, &params, arity, errors),
         Form::Blob => blob_backward(b, &params, arity, errors),
     });
-    if form == Form::Elementwise && arity == 0 {
-        if let Some(b) = bwd {
-            err(
-                errors,
-                b.sig.ident.span(),
-                "a source op (no inputs) has nothing to differentiate; remove `backward`",
-            );
-        }
+    if form == Form::Elementwise
+        && arity == 0
+        && let Some(b) = bwd
+    {
+        err(
+            errors,
+            b.sig.ident.span(),
+            "a source op (no inputs) has nothing to differentiate; remove `backward`",
+        );
     }
     let shape = find_fn(module, "shape").map(|f| aux_fn(f, &params, Role::Shapes, "Shape", errors));
     let dtype = find_fn(module, "dtype").map(|f| aux_fn(f, &params, Role::DTypes, "DType", errors));
@@ -490,15 +491,15 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
             "`inputs = N` is for the blob form; an elementwise op's inputs are its forward's `T` parameters",
         );
     }
-    if let Some(v) = &opts.vector {
-        if let Some(why) = not_unary(form, arity, &params, opts.rng.is_some(), &forward) {
-            errors.push(syn::Error::new_spanned(
+    if let Some(v) = &opts.vector
+        && let Some(why) = not_unary(form, arity, &params, opts.rng.is_some(), &forward)
+    {
+        errors.push(syn::Error::new_spanned(
                 &v.value,
                 format!(
                     "`vector` is for elementwise ops with one input and no scalar, kwargs, rng or state (a vector form sees only that input), but `{name}` has {why}"
                 ),
             ));
-        }
     }
     if let Some(l) = &opts.lanes {
         let states = forward.roles.iter().any(|r| matches!(r, Role::State(_)));
@@ -522,14 +523,14 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
             ));
         }
     }
-    if let Some(b) = opts.broadcast {
-        if form == Form::Blob || arity < 2 {
-            err(
-                errors,
-                b,
-                "`broadcast` is for elementwise ops with two or more inputs",
-            );
-        }
+    if let Some(b) = opts.broadcast
+        && (form == Form::Blob || arity < 2)
+    {
+        err(
+            errors,
+            b,
+            "`broadcast` is for elementwise ops with two or more inputs",
+        );
     }
 
     // In-place options must fit the arity and the gradient.
@@ -602,23 +603,23 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
             );
         }
     }
-    if let (Some(f), Some(b), Some(bk)) = (fwd_inplace, bwd, &backward) {
-        if bk.needs_inputs & 1 != 0 {
-            let span = b
-                .sig
-                .inputs
-                .iter()
-                .zip(&bk.kernel.roles)
-                .find(|(_, r)| matches!(r, Role::InputValue(0) | Role::Inputs))
-                .map_or(b.sig.ident.span(), |(a, _)| a.span());
-            err(
-                errors,
-                span,
-                format!(
-                    "forward `{f:?}` overwrites the first input, but this gradient reads it; drop `{f:?}` or compute the gradient from `OutValue<T>`"
-                ),
-            );
-        }
+    if let (Some(f), Some(b), Some(bk)) = (fwd_inplace, bwd, &backward)
+        && bk.needs_inputs & 1 != 0
+    {
+        let span = b
+            .sig
+            .inputs
+            .iter()
+            .zip(&bk.kernel.roles)
+            .find(|(_, r)| matches!(r, Role::InputValue(0) | Role::Inputs))
+            .map_or(b.sig.ident.span(), |(a, _)| a.span());
+        err(
+            errors,
+            span,
+            format!(
+                "forward `{f:?}` overwrites the first input, but this gradient reads it; drop `{f:?}` or compute the gradient from `OutValue<T>`"
+            ),
+        );
     }
     if opts.rng.is_some() && form == Form::Elementwise && !forward.roles.contains(&Role::Rng) {
         err(
@@ -775,17 +776,16 @@ fn elementwise_forward(
             );
             continue;
         };
-        if let Role::Input(_) | Role::State(_) = role {
-            if roles
+        if let Role::Input(_) | Role::State(_) = role
+            && roles
                 .iter()
                 .any(|(r, _)| matches!(r, Role::Scalar | Role::Kwargs | Role::Rng))
-            {
-                err(
-                    errors,
-                    *span,
-                    "inputs come first, before the scalar, kwargs or rng",
-                );
-            }
+        {
+            err(
+                errors,
+                *span,
+                "inputs come first, before the scalar, kwargs or rng",
+            );
         }
         role_kind_ok(role, params, *span, errors);
         roles.push((role, *span));
@@ -815,14 +815,14 @@ fn elementwise_forward(
             );
         }
     }
-    if !names.is_empty() {
-        if let Some((_, span)) = roles.iter().find(|(r, _)| *r == Role::Rng) {
-            err(
-                errors,
-                *span,
-                "`&mut Rng` is for source ops (no inputs) in the elementwise form; use the blob form with `&EnvArguments`",
-            );
-        }
+    if !names.is_empty()
+        && let Some((_, span)) = roles.iter().find(|(r, _)| *r == Role::Rng)
+    {
+        err(
+            errors,
+            *span,
+            "`&mut Rng` is for source ops (no inputs) in the elementwise form; use the blob form with `&EnvArguments`",
+        );
     }
     if names.len() > MAX_INPUTS {
         err(

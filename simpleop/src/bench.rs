@@ -15,25 +15,25 @@
 //!   baseline for its bytes; `<op>/f32/fresh`: a new output per call,
 //!   against `out=` (the pooled allocator's job).
 //! * `<op>/f16/out`, `<op>/bf16/out`: against the f32 row (half the bytes);
-//!   `tanh/<half>/computed`: lookup tables off ([`table::set_half_tables`]),
+//!   `tanh/<half>/computed`: lookup tables off (`Tuning::half_tables` off),
 //!   against the `out=` row: what reading a table instead of computing buys
 //!   (about 1 where the table lost its timing and is not read anyway).
 //! * `<op>/f32/scalar-isa`: the same kernel compiled without SIMD
 //!   (`simd::Isa::Scalar`), against the vectorised row: what vectorising
 //!   the author's scalar code buys (`smooth_l1` has a branch).
 //! * `<op>/f32/no-prefetch` (relu, exp, tanh): software prefetching of
-//!   the next block off ([`simd::set_prefetch`]), against the `out=` row:
+//!   the next block off (`Tuning::prefetch` off), against the `out=` row:
 //!   what asking for memory ahead buys (about 1 on AMD CPUs, where
-//!   single-op loops do not prefetch: [`simd::op_loop_prefetch_enabled`]).
+//!   single-op loops do not prefetch: `Tuning::op_loop_prefetch`).
 //! * `chain6/eager`: six elementwise ops one after another, against one
 //!   `elemwise_add`.
 //! * `chain6/fused`: the same chain as a graph with fusion on (one pass:
 //!   read x and y, write the result), against one `elemwise_add`;
 //!   `chain6/fused/bandwidth` is the same call against `stream/triad`
 //!   (same bytes); `chain6/fused/cached-stores`: streaming stores of the
-//!   output off ([`simd::set_stream_stores`]), against `chain6/fused`;
+//!   output off (`Tuning::stream_stores` off), against `chain6/fused`;
 //!   `chain6/fused/interpreted`: code generation off
-//!   ([`jit::set_codegen`]), so the tile interpreter runs the ops,
+//!   (`BindConfig::codegen` off), so the tile interpreter runs the ops,
 //!   against `chain6/fused`;
 //!   `chain6/unfused`: fusion off, against `chain6/fused` (the ratio is
 //!   what fusion buys).
@@ -44,12 +44,12 @@
 //! * `row_sq_dist/fused`: `sum((x - y)², axis = 1)` over 1,024-element rows
 //!   of the same number of f32 elements, fused (the squares are summed in
 //!   registers by the compiled program, or from L1 where the program is
-//!   interpreted: [`fused::RowSink`]), against one `elemwise_add`
+//!   interpreted: a row sink), against one `elemwise_add`
 //!   (which reads the same two inputs); `row_sq_dist/fused/bandwidth`: the
 //!   same call against `stream/read2` (the same bytes, so about 1 when the
 //!   reduction runs at the speed of reading memory);
 //!   `row_sq_dist/fused-slabs`: row
-//!   sinks off ([`fused::set_row_sinks`]), so the program writes slabs of
+//!   sinks off (`BindConfig::row_sinks` off), so the program writes slabs of
 //!   squares that the reduction then reads from cache, against
 //!   `row_sq_dist/fused`; `row_sq_dist/unfused` against `row_sq_dist/fused`.
 //! * `dot/1024/f32`: 1024² matrix product (baseline: none; see `peers.py`).
@@ -68,10 +68,8 @@ use rayon::prelude::*;
 
 use std::collections::HashMap;
 
-use crate::engine::fused;
 use crate::engine::hints;
 use crate::engine::isa::{self as simd, Isa, TileJob};
-use crate::engine::jit;
 use crate::engine::table;
 use crate::symbol::{BindConfig, Symbol};
 use crate::{Attrs, DType, NDArray, OpReqType, Result, eager};
@@ -100,6 +98,46 @@ impl Row {
         })
         .to_string()
     }
+}
+
+/// The machine and run behind the rows, as the JSON object that
+/// `simpleop bench --json` prints before them: `{"meta": {"cpu", "isa",
+/// "threads", "date", "profile", "elements", "reps"}}`. `cpu` is the model
+/// name in `/proc/cpuinfo` ("unknown" without one), `isa` the kernels'
+/// active ISA, `date` the UTC day, `profile` "debug" or "release" (the
+/// `bench` profile inherits release and reads "release" too).
+pub fn meta_json(opts: Options) -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .filter(|l| l.starts_with("model name"))
+                .find_map(|l| l.split_once(':').map(|(_, v)| v.trim().to_owned()))
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    // The civil date of a day count since 1970-01-01 (Howard Hinnant's
+    // `civil_from_days`).
+    let z = (secs / 86_400) as i64 + 719_468;
+    let (era, doe) = (z.div_euclid(146_097), z.rem_euclid(146_097));
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    serde_json::json!({ "meta": {
+        "cpu": cpu,
+        "isa": simd::active().name(),
+        "threads": rayon::current_num_threads(),
+        "date": format!("{year:04}-{month:02}-{day:02}"),
+        "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
+        "elements": opts.elements,
+        "reps": opts.reps,
+    }})
+    .to_string()
 }
 
 /// How much to measure.
@@ -152,7 +190,7 @@ enum Call {
 /// times each after one warm-up of each: the median ms of the row's call,
 /// and the median of the per-pair ratios `row / base`. Pairs see the same
 /// machine state, which on a shared VM can change within seconds (whether
-/// the two vCPUs share a physical core halves the speed of compute-bound
+/// its vCPUs share a physical core changes the speed of compute-bound
 /// loops, not of memory-bound ones; memory bandwidth itself drifts), so
 /// the ratio does not depend on when each row happened to run. One
 /// closure for both calls lets them share mutable state (an executor, an
@@ -317,8 +355,8 @@ impl Bench {
     }
 }
 
-/// A kernel switch's getter and setter (`simd::prefetch_enabled` and
-/// `simd::set_prefetch`, ...).
+/// An engine switch's getter and setter (`hints::prefetch_enabled` and
+/// `hints::set_prefetch`, ...).
 type Switch = (fn() -> bool, fn(bool));
 
 /// The unary rows: op name and its string attributes.
@@ -497,8 +535,8 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
     if eager::lookup("where").is_ok() {
         let graph = chain6_symbol()?;
         let args = [("x", &x_signed), ("y", &y)];
-        let mut fused = bind_inference(&graph, &args, true)?;
-        let mut unfused = bind_inference(&graph, &args, false)?;
+        let mut fused = bind_inference(&graph, &args, BindConfig::default())?;
+        let mut unfused = bind_inference(&graph, &args, unfused_config())?;
         b.pair("chain6/fused", "elemwise_add/f32/out", |c| match c {
             Call::Base => add_into(&mut out_base),
             Call::Row => fused.forward(false),
@@ -516,12 +554,11 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
             || fused.forward(false),
         )?;
         report(&b);
-        b.pair_switched_off(
-            "chain6/fused/interpreted",
-            "chain6/fused",
-            (jit::codegen_enabled, jit::set_codegen),
-            || fused.forward(false),
-        )?;
+        let mut interpreted = bind_inference(&graph, &args, interpreted_config())?;
+        b.pair("chain6/fused/interpreted", "chain6/fused", |c| match c {
+            Call::Base => fused.forward(false),
+            Call::Row => interpreted.forward(false),
+        })?;
         report(&b);
         b.pair("chain6/unfused", "chain6/fused", |c| match c {
             Call::Base => fused.forward(false),
@@ -529,7 +566,9 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
         })?;
         report(&b);
         let composed = smooth_l1_symbol()?;
-        let mut sl1 = bind_inference(&composed, &[("x", &x_signed)], true)?;
+        let mut sl1 = bind_inference(&composed, &[("x", &x_signed)], BindConfig::default())?;
+        let mut sl1_interpreted =
+            bind_inference(&composed, &[("x", &x_signed)], interpreted_config())?;
         let sl1_attrs = Attrs::from([("scalar", "1.0")]);
         b.pair(
             "smooth_l1/composed-fused",
@@ -540,11 +579,13 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
             },
         )?;
         report(&b);
-        b.pair_switched_off(
+        b.pair(
             "smooth_l1/composed-interpreted",
             "smooth_l1/composed-fused",
-            (jit::codegen_enabled, jit::set_codegen),
-            || sl1.forward(false),
+            |c| match c {
+                Call::Base => sl1.forward(false),
+                Call::Row => sl1_interpreted.forward(false),
+            },
         )?;
         report(&b);
 
@@ -555,8 +596,8 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
         let q = NDArray::random_uniform([rows, cols], -4.0, 4.0, DType::F32, 7)?;
         let graph = row_sq_dist_symbol()?;
         let args = [("x", &p), ("y", &q)];
-        let mut fused = bind_inference(&graph, &args, true)?;
-        let mut unfused = bind_inference(&graph, &args, false)?;
+        let mut fused = bind_inference(&graph, &args, BindConfig::default())?;
+        let mut unfused = bind_inference(&graph, &args, unfused_config())?;
         b.pair("row_sq_dist/fused", "elemwise_add/f32/out", |c| match c {
             Call::Base => add_into(&mut out_base),
             Call::Row => fused.forward(false),
@@ -568,11 +609,18 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
             Call::Row => fused.forward(false),
         })?;
         report(&b);
-        b.pair_switched_off(
+        let slabs_config = BindConfig {
+            row_sinks: false,
+            ..BindConfig::default()
+        };
+        let mut slabs = bind_inference(&graph, &args, slabs_config)?;
+        b.pair(
             "row_sq_dist/fused-slabs",
             "row_sq_dist/fused",
-            (fused::row_sinks_enabled, fused::set_row_sinks),
-            || fused.forward(false),
+            |c| match c {
+                Call::Base => fused.forward(false),
+                Call::Row => slabs.forward(false),
+            },
         )?;
         report(&b);
         b.pair("row_sq_dist/unfused", "row_sq_dist/fused", |c| match c {
@@ -615,8 +663,8 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
             report(&b);
             let graph = dense_symbol()?;
             let args = [("x", &x), ("w", &w), ("b", &bias)];
-            let mut fused = bind_inference(&graph, &args, true)?;
-            let mut unfused = bind_inference(&graph, &args, false)?;
+            let mut fused = bind_inference(&graph, &args, BindConfig::default())?;
+            let mut unfused = bind_inference(&graph, &args, unfused_config())?;
             b.pair("dense/fused", "dense/dot", |c| match c {
                 Call::Base => dot(),
                 Call::Row => fused.forward(false),
@@ -709,19 +757,31 @@ pub fn smooth_l1_symbol() -> Result<Symbol> {
     Symbol::invoke("where", &[&small, &quad, &lin], &Attrs::new())
 }
 
+/// Code generation off, the rest as by default.
+fn interpreted_config() -> BindConfig {
+    BindConfig {
+        codegen: false,
+        ..BindConfig::default()
+    }
+}
+
+/// Fusion off, the rest as by default.
+fn unfused_config() -> BindConfig {
+    BindConfig {
+        fusion: false,
+        ..BindConfig::default()
+    }
+}
+
 fn bind_inference(
     graph: &Symbol,
     args: &[(&str, &NDArray)],
-    fusion: bool,
+    config: BindConfig,
 ) -> Result<crate::symbol::Executor> {
     let args = args
         .iter()
         .map(|(n, a)| ((*n).to_owned(), (*a).clone()))
         .collect();
-    let config = BindConfig {
-        fusion,
-        ..BindConfig::default()
-    };
     graph.bind_with(args, HashMap::new(), HashMap::new(), config)
 }
 

@@ -164,6 +164,7 @@ fn bench(quick: bool, json: bool, out: &mut dyn Write) -> Result<()> {
         eprintln!("  {} {:.4} ms", r.name, r.ms);
     })?;
     if json {
+        writeln!(out, "{}", crate::bench::meta_json(opts)).map_err(io_error)?;
         for r in &rows {
             writeln!(out, "{}", r.to_json()).map_err(io_error)?;
         }

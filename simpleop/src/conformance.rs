@@ -1,5 +1,5 @@
 //! The conformance runner: reference cases (graphs, inputs, and what a
-//! reference implementation computed; format in `shared/conformance/FORMAT.md`)
+//! reference implementation computed; format in `tests/conformance/FORMAT.md`)
 //! checked through the symbolic [`Executor`](crate::symbol::Executor) and,
 //! independently, op by op through the [`NDArray`] API with a reverse-mode
 //! pass of its own.

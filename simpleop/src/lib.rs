@@ -2,54 +2,103 @@
 //!
 //! Define a tensor operator once — a scalar forward kernel, an optional typed
 //! gradient, an optional shape function, and one `#[simple_op]` attribute —
-//! and run it eagerly on [`NDArray`]s, by name from graph files, on every
-//! float dtype, multi-threaded, honouring [`OpReqType`] everywhere.
+//! and run it eagerly on [`NDArray`]s, by name from graph files, in
+//! [`Symbol`] graphs with autodiff, on every float dtype, multi-threaded,
+//! honouring [`OpReqType`] everywhere.
 //!
-//! ```ignore
-//! /// Smooth L1 loss: quadratic within 1/sigma² of zero, linear outside.
-//! #[simple_op(inplace = "OutIn", scalar)]
-//! mod smooth_l1 {
+//! ## Start here
+//!
+//! An op, called eagerly, its gradient checked, then used in a graph:
+//!
+//! ```
+//! use std::collections::HashMap;
+//! use simpleop::gradcheck::GradCheck;
+//! use simpleop::symbol::{GradReq, Symbol};
+//! use simpleop::{DType, NDArray, simple_op};
+//!
+//! /// `x³ - x`: an elementwise op whose gradient reads its input (T2).
+//! #[simple_op]
+//! pub mod cubic {
 //!     use simpleop::prelude::*;
-//!     pub fn forward<T: Float>(x: T, sigma: T) -> T { /* ... */ }
-//!     pub fn backward<T: Float>(dy: OutGrad<T>, x: In0<T>, sigma: T) -> T { /* ... */ }
+//!     pub fn forward<T: Float>(x: T) -> T {
+//!         x * x * x - x
+//!     }
+//!     pub fn backward<T: Float>(dy: OutGrad<T>, x: In0<T>) -> T {
+//!         *dy * (T::from_f64(3.0) * *x * *x - T::one())
+//!     }
 //! }
+//!
+//! # fn main() -> simpleop::Result<()> {
+//! // Eagerly: a typed function per op, on any float dtype.
+//! let x = NDArray::from_vec(vec![-2.0f32, 0.5, 3.0], [3])?;
+//! assert_eq!(cubic(&x)?.to_vec::<f32>()?, [-6.0, -0.375, 24.0]);
+//!
+//! // The gradient against central differences, every dtype and request.
+//! GradCheck::new("cubic").run()?;
+//!
+//! // In a graph: bind, run forward and backward.
+//! let y = cubic(&Symbol::var("x"))?;
+//! let args = HashMap::from([("x".to_owned(), x)]);
+//! let grads = HashMap::from([("x".to_owned(), NDArray::zeros([3], DType::F32))]);
+//! let reqs = HashMap::from([("x".to_owned(), GradReq::Write)]);
+//! let mut exe = y.bind(args, grads, reqs)?;
+//! exe.forward(true)?;
+//! exe.backward(&[])?; // head gradient of ones
+//! assert_eq!(exe.grad("x").unwrap().to_vec::<f32>()?, [11.0, -0.25, 26.0]);
+//! # Ok(()) }
 //! ```
 //!
-//! Layers, each depending only on those above it: [`dtype`] and [`shape`] →
-//! [`blob`] → [`kernel`] → [`op`] and [`registry`] → [`eager`] and
-//! [`symbol`] (with [`gradcheck`] on top).
+//! Where to go next:
+//! - the README's tour, and `cargo run --example tour` (arithmetic, in
+//!   place, `AddTo`, broadcasting, half types, `.npy`);
+//! - [`simple_op`] for every option of the attribute, and
+//!   [`kernel`] for the contract behind it;
+//! - [`gradcheck::GradCheck`] for checking gradients, and
+//!   [`conformance`] for checking against MXNet;
+//! - [`Symbol`] and [`symbol::Executor`] for graphs, and [`Tuning`] for
+//!   the engine's settings.
+//!
+//! Layers, each depending only on those below it: [`dtype`] and [`shape`] →
+//! [`blob`] → [`ndarray`] and [`pool`] → [`kernel`] (over a crate-private
+//! engine) → [`op`] and [`registry`] → [`eager`] and [`symbol`] (with
+//! [`gradcheck`] on top). `docs/architecture.md` in the repository has the
+//! picture.
 
 #![warn(missing_docs)]
 
-pub mod arith;
 pub mod attrs;
 pub mod bench;
 pub mod blob;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod conformance;
+pub mod context;
 pub mod dtype;
 pub mod eager;
 mod engine;
-pub mod env;
+mod environment;
 pub mod error;
+mod grad_params;
 pub mod gradcheck;
 pub mod kernel;
 pub mod ndarray;
 pub mod npy;
 pub mod op;
 mod operand;
+pub mod operators;
 pub mod pool;
 pub mod registry;
 pub mod symbol;
+mod tuning;
 mod vmath;
-mod wrappers;
 
 pub use attrs::Attrs;
 pub use blob::{OpReqType, TBlob, TBlobMut};
+pub use context::{Device, EnvArguments, Rng, RunContext, seed};
 pub use dtype::{DType, Element, Float, bf16, f16};
-pub use env::{Device, EnvArguments, Rng, RunContext, seed};
+pub use engine::isa::Isa;
 pub use error::{Error, Result};
+pub use grad_params::{In0, In1, In2, Inputs, OutGrad, OutValue};
 pub use ndarray::NDArray;
 pub use op::{
     BackwardFn, ForwardFn, ForwardInplace, GradArgs, GradInplace, GradKind, GradSpec,
@@ -59,7 +108,7 @@ pub use operand::Operand;
 pub use registry::{KernelRegistration, OpRegistration, RegisteredOp, Registry};
 pub use simpleop_derive::simple_op;
 pub use symbol::Symbol;
-pub use wrappers::{In0, In1, In2, Inputs, OutGrad, OutValue};
+pub use tuning::{Tuning, TuningGuard};
 
 /// What op authors import: the attribute, the scalar trait, the gradient
 /// parameter types, blobs and errors.
@@ -93,10 +142,22 @@ pub mod __private {
         same_shape, scalar_to_attrs,
     };
 
-    /// The engine's modules, for the workspace's white-box tests and the
-    /// benchmark.
+    /// The engine's internals that the workspace's white-box tests check.
     pub mod engine {
-        pub use crate::engine::{fused, grain, hints, isa, jit, rows, table, vector};
+        /// Code generation: programs, compiling them, and what ran.
+        pub mod jit {
+            pub use crate::engine::jit::{
+                ACC_LANES, JitInstr, Lane, LaneOp, Summand, compile, compiled_ranges, summed_ranges,
+            };
+        }
+        /// Half-type tables' thresholds.
+        pub mod table {
+            pub use crate::engine::table::{TABLE_MIN_LEN, TIMING_SAMPLE};
+        }
+        /// Fused programs' thresholds.
+        pub mod fused {
+            pub use crate::engine::fused::SUM_TAIL_MIN_ROW;
+        }
     }
 
     /// The vector math, for the workspace's accuracy tests.

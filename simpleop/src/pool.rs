@@ -1,8 +1,8 @@
 //! Pooled, 64-byte aligned storage for [`crate::NDArray`].
 //!
-//! A fresh 64 MB output costs tens of milliseconds of page faults, ten times
-//! the op that fills it, because the system allocator returns large blocks
-//! to the kernel on free and maps new zero pages on the next allocation.
+//! A fresh large output costs many times the op that fills it in page
+//! faults, because the system allocator returns large blocks to the
+//! kernel on free and maps new zero pages on the next allocation.
 //! The pool keeps released buffers of at least [`MIN_POOLED_BYTES`] and
 //! hands them out again, by size class, so a steady eager loop touches
 //! memory that is already mapped. Mid-sized buffers go straight to the
@@ -19,6 +19,7 @@
 //! everything held. Size classes are spaced 1/8 of a power of two apart,
 //! so a buffer is at most 12.5 % larger than asked.
 
+use crate::environment::{self, Var};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -155,10 +156,7 @@ fn with_pool<R>(f: impl FnOnce(&mut Pool) -> R) -> R {
         free: BTreeMap::new(),
         order: VecDeque::new(),
         stats: PoolStats {
-            limit: std::env::var("SIMPLEOP_POOL_BYTES")
-                .ok()
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(DEFAULT_LIMIT),
+            limit: environment::count(Var::PoolBytes).unwrap_or(DEFAULT_LIMIT),
             ..PoolStats::default()
         },
     });
@@ -268,7 +266,7 @@ fn fresh(lines: usize) -> Option<Vec<Line>> {
 /// `SIMPLEOP_HUGE_PAGES=0` at the first use).
 fn huge_pages_enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("SIMPLEOP_HUGE_PAGES").map_or(true, |v| v.trim() != "0"))
+    *ON.get_or_init(|| environment::flag(Var::HugePages).unwrap_or(true))
 }
 
 /// `madvise(MADV_HUGEPAGE)` over the whole pages of `ptr..ptr + bytes`:
@@ -363,8 +361,7 @@ pub fn set_poison(on: bool) {
 /// Whether poisoning is on (see [`set_poison`]).
 pub fn poison() -> bool {
     static FROM_ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let env =
-        *FROM_ENV.get_or_init(|| std::env::var("SIMPLEOP_POISON").is_ok_and(|v| v.trim() == "1"));
+    let env = *FROM_ENV.get_or_init(|| environment::text(Var::Poison).is_some_and(|v| v == "1"));
     env || POISON.load(std::sync::atomic::Ordering::Relaxed) > 0
 }
 

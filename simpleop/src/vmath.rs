@@ -9,7 +9,7 @@
 //! Each function comes in two forms that differ only in how `a * b + c` is
 //! evaluated: the plain form ([`exp`], ...) rounds twice and gives the same
 //! bits on every target; the [`fma`] form ([`fma::exp`], ...) fuses it into
-//! one multiply-add, which is about 1.5× faster where the CPU has FMA and is
+//! one multiply-add, which is faster where the CPU has FMA and is
 //! what the AVX2 and AVX-512 tile loops use.  Both meet the bounds below.
 //! [`avx512`] has explicit 16-lane forms of `exp`, `tanh`, `sigmoid` and
 //! `ln` that return the [`fma`] forms' bits with fewer instructions; the
@@ -141,7 +141,7 @@ const LN_Q: [f32; 9] = [
 ];
 /// (e^{2h} - 1)/2 = h + h^2 G(h), h in [-ln2/4, ln2/4] (relative-error fit,
 /// 1.4e-8 before rounding; one coefficient more would give 4e-10 and a
-/// 2 ULP `tanh`, at about 7% more time).
+/// 2 ULP `tanh`, but cost more time than it is worth).
 pub(crate) const TANH_G: [f32; 5] = [
     0.999_999_94,
     0.666_661_86,
@@ -669,7 +669,8 @@ mod tests {
     }
 
     /// `SIMPLEOP_SWEEP_THIN=k` samples k times fewer points: the memcheck
-    /// run in CI checks memory, not accuracy, at 50× the cost per point.
+    /// run in CI checks memory, not accuracy, at many times the cost per
+    /// point.
     fn thinning() -> usize {
         std::env::var("SIMPLEOP_SWEEP_THIN")
             .ok()

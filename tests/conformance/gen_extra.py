@@ -1,21 +1,19 @@
-"""Conformance cases beyond the shared set, for MXNet behaviours that
+"""Conformance cases beyond mxnet-ops.jsonl (gen_mxnet.py), for MXNet behaviours that
 users have tripped over (clip's edge cases, where, the comparisons that
 Python operators on symbols emit, NaN through relu, maximum and minimum),
 and every elementwise, softmax and reduction op at infinities, signed
 zeros, NaN, tiny and huge values, and the gradient-stopping ops: run with Apache MXNet 1.9.1, written in the
-format of the shared FORMAT.md.
+format of FORMAT.md (this directory).
 
 Usage: python gen_extra.py OUT.jsonl [--seed N]
 Needs: pip install mxnet==1.9.1 'numpy<1.24' (a venv keeps numpy 2 for the
-benchmarks), and the shared conformance directory beside this repository
-(../shared/conformance from the repository root), whose case builder it
-uses.
+benchmarks). Uses gen_mxnet.py's case builder, from this directory.
 """
 import json, os, sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "shared", "conformance"))
+sys.path.insert(0, HERE)
 import mxnet as mx  # noqa: E402
 from gen_mxnet import Gen, V  # noqa: E402
 

@@ -49,3 +49,10 @@ pub mod half_bits {
         out
     }
 }
+
+/// Makes every loop split over the thread pool from the least grain up,
+/// and returns that grain (work units).
+pub fn least_grain() -> usize {
+    simpleop::Tuning::update(|t| t.parallel_work = 0).expect("the grain always applies");
+    simpleop::Tuning::current().parallel_work
+}

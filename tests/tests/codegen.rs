@@ -1,24 +1,23 @@
-//! Code generation for fused programs (`simpleop::__private::engine::jit`): every
+//! Code generation for fused programs (the engine's `jit`): every
 //! op's lane computes what its kernel computes, bit for bit, and compiled
 //! programs give the interpreter's results in every executor path (tails,
 //! threads, streamed outputs, row sinks, dot heads).
 //!
-//! The tests toggle the process-wide switch, so they hold `SWITCH` and
-//! live in this binary alone.
+//! Executors bound with `BindConfig::codegen` on and off run side by side;
+//! the compiled-range counters only grow, so concurrent tests cannot make
+//! a check here pass or fail.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 
-use simpleop::__private::engine::isa::{self as simd, Isa};
 use simpleop::__private::engine::jit::{self, ACC_LANES, JitInstr, Lane, LaneOp, Summand};
+use simpleop::Isa;
 use simpleop::symbol::{BindConfig, GradReq};
 use simpleop::{Attrs, DType, Device, EnvArguments, NDArray, ParamKind, Registry, Symbol};
 
-static SWITCH: Mutex<()> = Mutex::new(());
-
 /// Whether this machine runs compiled code at all.
 fn generates() -> bool {
-    cfg!(all(target_arch = "x86_64", target_os = "linux")) && simd::active() == Isa::Avx512
+    cfg!(all(target_arch = "x86_64", target_os = "linux"))
+        && simpleop::Tuning::current().isa == Isa::Avx512
 }
 
 /// Special values, then a sweep, then pseudo-random values of all sizes.
@@ -81,7 +80,6 @@ fn every_lane_computes_what_its_kernel_computes() {
     if !generates() {
         return;
     }
-    let _g = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
     simpleop_ops::link();
     let registry = Registry::global().unwrap();
     let mut checked = Vec::new();
@@ -123,7 +121,6 @@ fn every_lane_computes_what_its_kernel_computes() {
                     stream: false,
                 },
             ];
-            jit::set_codegen(true);
             let code = jit::compile(&program, arity + 1).expect("compiles");
             let mut got = vec![f32::NAN; n];
             let mut ptrs: Vec<*mut f32> = ins.iter().map(|v| v.as_ptr().cast_mut()).collect();
@@ -164,8 +161,6 @@ fn programs_that_do_not_fit_are_left_to_the_interpreter() {
     if !generates() {
         return;
     }
-    let _g = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
-    jit::set_codegen(true);
     let add = Lane {
         op: LaneOp::AddScalar,
         scalar: 1.0,
@@ -249,8 +244,6 @@ fn accumulating_programs_add_each_lane_in_order_or_do_not_compile() {
     if !generates() {
         return;
     }
-    let _g = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
-    jit::set_codegen(true);
     let sub = Lane {
         op: LaneOp::Sub,
         scalar: 0.0,
@@ -386,7 +379,6 @@ fn run(
     codegen: bool,
     training: bool,
 ) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
-    jit::set_codegen(codegen);
     let a: HashMap<String, NDArray> = args
         .iter()
         .map(|(n, v)| ((*n).to_owned(), (*v).clone()))
@@ -403,7 +395,15 @@ fn run(
         }
     }
     let mut exe = graph
-        .bind_with(a, grads, req, BindConfig::default())
+        .bind_with(
+            a,
+            grads,
+            req,
+            BindConfig {
+                codegen,
+                ..BindConfig::default()
+            },
+        )
         .unwrap();
     exe.forward(training).unwrap();
     let outs = exe
@@ -423,7 +423,6 @@ fn run(
             gs.push(exe.grad(n).unwrap().to_vec::<f32>().unwrap());
         }
     }
-    jit::set_codegen(true);
     (outs, gs)
 }
 
@@ -443,8 +442,7 @@ fn assert_same(what: &str, a: &[Vec<f32>], b: &[Vec<f32>]) {
 #[test]
 fn compiled_programs_give_the_interpreters_bits() {
     // streamed however large this machine's last-level cache is
-    simpleop::__private::engine::hints::set_last_level_cache_bytes(0);
-    let _g = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
+    simpleop::Tuning::update(|t| t.cache_bytes = 0).unwrap();
     simpleop_ops::link();
     // tails, one tile, several tiles over threads, and an output past
     // the streaming threshold (8 MB), written with non-temporal stores
@@ -469,8 +467,7 @@ fn compiled_programs_give_the_interpreters_bits() {
 #[test]
 fn row_sinks_broadcasts_and_dot_heads_read_compiled_results() {
     // streamed however large this machine's last-level cache is
-    simpleop::__private::engine::hints::set_last_level_cache_bytes(0);
-    let _g = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
+    simpleop::Tuning::update(|t| t.cache_bytes = 0).unwrap();
     simpleop_ops::link();
     let p = NDArray::random_uniform([300, 1000], -4.0, 4.0, DType::F32, 6).unwrap();
     let q = NDArray::random_uniform([300, 1000], -4.0, 4.0, DType::F32, 7).unwrap();

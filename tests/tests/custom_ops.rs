@@ -54,9 +54,7 @@ mod wrong_vector {
 #[test]
 fn a_user_op_can_name_a_vector_form() {
     simpleop_ops::link();
-    simpleop::__private::engine::grain::set_parallel_work(
-        simpleop::__private::engine::grain::PARALLEL_WORK,
-    );
+    simpleop::Tuning::update(|t| t.parallel_work = 0).unwrap();
     for dtype in DType::FLOATS {
         // odd length, split over threads
         let x = NDArray::random_uniform([3 * 65_537], -20.0, 20.0, dtype, 3).unwrap();
@@ -70,8 +68,7 @@ fn a_user_op_can_name_a_vector_form() {
         .unwrap();
 
     // Where the form covers the CPU, it is what runs, on every storage type.
-    let runs_vector =
-        simpleop::__private::engine::isa::active() == simpleop::__private::engine::isa::Isa::Avx512;
+    let runs_vector = simpleop::Tuning::current().isa == simpleop::Isa::Avx512;
     for dtype in [DType::F32, DType::F16, DType::BF16] {
         let x = NDArray::random_uniform([4099], -3.0, 3.0, dtype, 4).unwrap();
         let got =

@@ -1,7 +1,6 @@
 //! Eager API: typed and by-name calls, operators, in-place and `_into`
 //! variants for every request type, aliasing, threading, and errors.
 
-use simpleop::__private::engine::grain::{PARALLEL_WORK, set_parallel_work};
 use simpleop::{Attrs, DType, Error, NDArray, OpReqType, TBlob, TBlobMut, eager};
 use simpleop_ops as ops;
 
@@ -355,8 +354,8 @@ fn backward_checks_the_output_gradient_against_inference() {
 #[test]
 fn threaded_results_equal_serial_results() {
     // Split over threads whatever this machine's measured grain.
-    set_parallel_work(PARALLEL_WORK);
-    let n = PARALLEL_WORK * 3 + 17;
+    simpleop::Tuning::update(|t| t.parallel_work = 0).unwrap();
+    let n = simpleop_tests::least_grain() * 3 + 17;
     let x = NDArray::random_uniform([n], -3.0, 3.0, DType::F32, 1).unwrap();
     let b = NDArray::random_uniform([n], -3.0, 3.0, DType::F32, 2).unwrap();
     let entry = eager::lookup("smooth_l1").unwrap();

@@ -1,6 +1,7 @@
 //! Elementwise fusion: TVM's FuseOps grouping rules, seen through
 //! `Executor::fusion_groups`, and fused results against unfused ones.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
 
 use simpleop::symbol::{BindConfig, Executor, GradReq, Symbol};
@@ -294,9 +295,7 @@ fn a_reduction_that_keeps_axis_0_runs_slab_by_slab_behind_its_inputs() {
 fn a_summing_reduction_over_trailing_axes_eats_its_programs_tiles() {
     simpleop_ops::link();
     // Split between threads whenever there are two rows to split.
-    simpleop::__private::engine::grain::set_parallel_work(
-        simpleop::__private::engine::grain::PARALLEL_WORK,
-    );
+    simpleop::Tuning::update(|t| t.parallel_work = 0).unwrap();
     let x = Symbol::var("x");
     let y = Symbol::var("y");
     let d = op("elemwise_sub", "d", &[&x, &y]);
@@ -333,15 +332,8 @@ fn a_summing_reduction_over_trailing_axes_eats_its_programs_tiles() {
     // agrees (the switch is global: other tests running meanwhile take
     // either route, and both give the same bits).
     {
-        /// Row sinks come back on when dropped, after a panic too.
-        struct SlabRoute;
-        impl Drop for SlabRoute {
-            fn drop(&mut self) {
-                simpleop::__private::engine::fused::set_row_sinks(true);
-            }
-        }
-        let _slabs = SlabRoute;
-        simpleop::__private::engine::fused::set_row_sinks(false);
+        // restored when dropped, after a panic too
+        let _slabs = simpleop::Tuning::scoped(|t| t.row_sinks = false).unwrap();
         let s = op_with("sum", "s", &[&q], Attrs::new().with("axis", 1));
         for (rows, cols) in [(1000, 33), (300, 1000)] {
             let shapes: &[(&str, &[usize])] = &[("x", &[rows, cols]), ("y", &[rows, cols])];
@@ -397,7 +389,7 @@ fn elementwise_consumers_fuse_onto_dot_and_two_complex_ops_never_merge() {
 #[test]
 fn a_dot_runs_slab_by_slab_ahead_of_its_elementwise_consumers() {
     // streamed however large this machine's last-level cache is
-    simpleop::__private::engine::hints::set_last_level_cache_bytes(0);
+    simpleop::Tuning::update(|t| t.cache_bytes = 0).unwrap();
     simpleop_ops::link();
     // `relu(dot(a, w) + b)`: 600 rows of 700 outputs (two slabs, split
     // between threads), a row vector `b` broadcast along axis 0.
@@ -562,9 +554,7 @@ fn gradient_chains_fuse_and_match_unfused() {
     for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
         check_same(&c, shapes, dtype);
     }
-    simpleop::__private::engine::grain::set_parallel_work(
-        simpleop::__private::engine::grain::PARALLEL_WORK,
-    );
+    simpleop::Tuning::update(|t| t.parallel_work = 0).unwrap();
     // Large enough to split over threads.
     let big: &[(&str, &[usize])] = &[("x", &[300_000]), ("y", &[300_000])];
     check_same(&c, big, DType::F32);
@@ -574,7 +564,7 @@ fn gradient_chains_fuse_and_match_unfused() {
 #[test]
 fn outputs_past_the_caches_are_streamed_and_match_unfused() {
     // streamed however large this machine's last-level cache is
-    simpleop::__private::engine::hints::set_last_level_cache_bytes(0);
+    simpleop::Tuning::update(|t| t.cache_bytes = 0).unwrap();
     simpleop_ops::link();
     // Outputs (and gradients) of 8 MiB and more are written with streaming
     // stores; 2^21 + 123 elements also leave a tail that is not a line.
@@ -748,4 +738,79 @@ fn the_benchmark_graphs_fuse_whole_and_compute_what_they_claim() {
             );
         }
     }
+}
+
+/// Counts this thread's allocations, so that tests running beside the one
+/// that reads the count do not change it.
+struct Counting;
+
+thread_local! {
+    static ALLOCS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+fn count_one() {
+    // `try_with`: a thread being torn down still allocates, uncounted.
+    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+}
+
+fn allocations_here() -> usize {
+    ALLOCS.with(std::cell::Cell::get)
+}
+
+// SAFETY: forwards every call to the system allocator unchanged; the
+// counter is a const-initialised thread-local `Cell` without a destructor,
+// so counting allocates nothing and cannot re-enter the allocator.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count_one();
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static COUNTING: Counting = Counting;
+
+/// A fused forward's per-call bookkeeping stays off the heap (a `Vec` for
+/// every per-call list made 35 allocator calls per call, a third of its
+/// profile on 16 elements).
+#[test]
+fn a_fused_forward_allocates_at_most_a_few_times() {
+    simpleop_ops::link();
+    let x = NDArray::random_uniform([16], -4.0, 4.0, DType::F32, 1).unwrap();
+    let y = NDArray::random_uniform([16], -4.0, 4.0, DType::F32, 2).unwrap();
+    let args = HashMap::from([("x".to_string(), x), ("y".to_string(), y)]);
+    let config = BindConfig {
+        fusion: true,
+        ..BindConfig::default()
+    };
+    let mut exe = simpleop::bench::chain6_symbol()
+        .unwrap()
+        .bind_with(args, HashMap::new(), HashMap::new(), config)
+        .unwrap();
+    assert_eq!(exe.fusion_groups().len(), 1, "chain6 is one fused group");
+    exe.forward(false).unwrap();
+    let before = allocations_here();
+    let calls = 20;
+    for _ in 0..calls {
+        exe.forward(false).unwrap();
+    }
+    let per_call = (allocations_here() - before) as f64 / calls as f64;
+    // 35 before the per-call lists went inline; 3 now (the program's
+    // instruction list among them).
+    assert!(per_call <= 4.0, "{per_call} allocations per fused forward");
 }

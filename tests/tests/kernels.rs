@@ -5,10 +5,7 @@
 //! be split over threads honour every request type, in place included; and
 //! `Float`'s f32 vector math is what the ops use.
 
-use simpleop::__private::engine::grain::{PARALLEL_WORK, set_parallel_work};
-use simpleop::__private::engine::hints;
-use simpleop::__private::engine::isa::{self as simd, Isa};
-use simpleop::{Attrs, DType, NDArray, OpReqType, eager};
+use simpleop::{Attrs, DType, Isa, NDArray, OpReqType, Tuning, TuningGuard, eager};
 
 fn run(op: &str, x: &NDArray, attrs: &Attrs) -> NDArray {
     eager::invoke(op, &[x], attrs).unwrap()
@@ -35,25 +32,15 @@ fn ulps(dtype: DType, a: f64, b: f64) -> u64 {
 /// The tests here change process-wide switches (the instruction set, the
 /// parallel grain, the cache size) or compare bits of runs that depend on
 /// them, so they take turns: tests run on parallel threads.
-fn turn() -> std::sync::MutexGuard<'static, ()> {
-    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    TURN.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Puts the instruction set back when dropped, after a panic too.
-struct RestoreIsa(Isa);
-
-impl Drop for RestoreIsa {
-    fn drop(&mut self) {
-        simd::set_active(self.0).unwrap();
-    }
+/// They hold a [`Tuning`] guard, which also puts every setting back.
+fn turn() -> TuningGuard {
+    Tuning::scoped(|_| {}).unwrap()
 }
 
 #[test]
 fn every_isa_agrees_with_the_scalar_build() {
-    let _turn = turn();
+    let mut tuning = turn();
     simpleop_ops::link();
-    let _restore = RestoreIsa(simd::active());
     // (op, attrs, uses f32 vector math)
     let ops: [(&str, Attrs, bool); 7] = [
         ("relu", Attrs::new(), false),
@@ -70,12 +57,12 @@ fn every_isa_agrees_with_the_scalar_build() {
     for dtype in DType::FLOATS {
         let x = NDArray::random_uniform([3, 1001], -6.0, 6.0, dtype, 11).unwrap();
         let y = NDArray::random_uniform([1001], -2.0, 2.0, dtype, 12).unwrap();
-        simd::set_active(Isa::Scalar).unwrap();
+        tuning.update(|t| t.isa = Isa::Scalar).unwrap();
         let scalar: Vec<_> = ops.iter().map(|(op, a, _)| run(op, &x, a)).collect();
         let want_add = bits(&eager::invoke("broadcast_add", &[&x, &y], &Attrs::new()).unwrap());
         let mut first_simd: Option<Vec<Vec<u64>>> = None;
         for isa in [Isa::Avx2, Isa::Avx512, Isa::Neon] {
-            if simd::set_active(isa).is_err() {
+            if tuning.update(|t| t.isa = isa).is_err() {
                 continue;
             }
             let got: Vec<_> = ops.iter().map(|(op, a, _)| run(op, &x, a)).collect();
@@ -105,7 +92,7 @@ fn every_isa_agrees_with_the_scalar_build() {
             assert_eq!(bits(&add), want_add, "broadcast_add {dtype} {isa:?}");
         }
     }
-    if simd::best() != Isa::Scalar {
+    if Isa::best() != Isa::Scalar {
         // the FMA forms are really in use: some results differ in the last bit
         assert!(fma_differs > 0);
     }
@@ -116,8 +103,8 @@ fn large_outputs_honour_every_request() {
     let _turn = turn();
     simpleop_ops::link();
     // Split over threads, and not a multiple of any vector or tile.
-    set_parallel_work(PARALLEL_WORK);
-    let n = 16 * PARALLEL_WORK + 37;
+    simpleop::Tuning::update(|t| t.parallel_work = 0).unwrap();
+    let n = 16 * simpleop_tests::least_grain() + 37;
     let x = NDArray::random_uniform([n], -3.0, 3.0, DType::F32, 5).unwrap();
     let xs = x.to_vec::<f32>().unwrap();
     let relu: Vec<f32> = xs.iter().map(|&v| if v <= 0.0 { 0.0 } else { v }).collect();
@@ -154,8 +141,8 @@ fn large_outputs_honour_every_request() {
 fn vector_forms_honour_every_request_on_every_type() {
     let _turn = turn();
     simpleop_ops::link();
-    set_parallel_work(PARALLEL_WORK);
-    let n = 4 * PARALLEL_WORK + 37;
+    simpleop::Tuning::update(|t| t.parallel_work = 0).unwrap();
+    let n = 4 * simpleop_tests::least_grain() + 37;
     type Scalar = fn(f32) -> f32;
     let ops: [(&str, Scalar); 5] = [
         ("exp", simpleop::__private::vmath::fma::exp),
@@ -294,9 +281,9 @@ fn small_direct_calls_match_the_tiled_path() {
 
 #[test]
 fn large_outputs_of_cheap_ops_stream_with_the_same_bits() {
-    let _turn = turn();
+    let mut tuning = turn();
     // streamed however large this machine's last-level cache is
-    simpleop::__private::engine::hints::set_last_level_cache_bytes(0);
+    tuning.update(|t| t.cache_bytes = 0).unwrap();
     simpleop_ops::link();
     // 8 MiB and more written whole by a cheap kernel go out with
     // streaming stores (from registers where a vector form runs or, with
@@ -377,14 +364,14 @@ fn large_outputs_of_cheap_ops_stream_with_the_same_bits() {
             })
             .collect();
         assert!(same(&acc.to_f64_vec(), &want), "{dtype:?} relu AddTo");
-        let before = hints::stream_stores_enabled();
-        hints::set_stream_stores(false);
+        let before = Tuning::current().stream_stores;
+        tuning.update(|t| t.stream_stores = false).unwrap();
         let plain = run("relu", &x, &Attrs::new());
-        hints::set_stream_stores(before);
+        tuning.update(|t| t.stream_stores = before).unwrap();
         assert_eq!(bits(&plain), bits(&relu), "{dtype:?} streaming off");
-        hints::set_stream_stores(false);
+        tuning.update(|t| t.stream_stores = false).unwrap();
         let plain = eager::invoke("elemwise_add", &[&x, &y], &Attrs::new()).unwrap();
-        hints::set_stream_stores(before);
+        tuning.update(|t| t.stream_stores = before).unwrap();
         assert_eq!(bits(&plain), bits(&add), "{dtype:?} add streaming off");
         // Costlier ops that write from registers stream too (on AVX-512
         // CPUs): those with a vector form, and on f32/f64 any kernel, a
@@ -392,9 +379,9 @@ fn large_outputs_of_cheap_ops_stream_with_the_same_bits() {
         // cheap); log of a negative number is a NaN either way.
         for op in ["exp", "tanh", "sigmoid", "log", "erf", "expm1", "square"] {
             let streamed = run(op, &x, &Attrs::new());
-            hints::set_stream_stores(false);
+            tuning.update(|t| t.stream_stores = false).unwrap();
             let plain = run(op, &x, &Attrs::new());
-            hints::set_stream_stores(before);
+            tuning.update(|t| t.stream_stores = before).unwrap();
             assert!(
                 same(&streamed.to_f64_vec(), &plain.to_f64_vec()),
                 "{dtype:?} {op} streaming off"

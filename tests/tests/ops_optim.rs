@@ -1,7 +1,6 @@
 //! Optimizer updates: state inputs updated in place, weight updated in
 //! place, MXNet's formulas, every float dtype, by name and typed.
 
-use simpleop::__private::engine::grain::{PARALLEL_WORK, set_parallel_work};
 use simpleop::{Attrs, DType, Error, NDArray, eager};
 use simpleop_ops as ops;
 
@@ -227,8 +226,8 @@ fn optimizer_errors_name_the_argument() {
 
 #[test]
 fn large_updates_split_across_threads_match_a_serial_reference() {
-    set_parallel_work(PARALLEL_WORK);
-    let n = PARALLEL_WORK * 2 + 5;
+    simpleop::Tuning::update(|t| t.parallel_work = 0).unwrap();
+    let n = simpleop_tests::least_grain() * 2 + 5;
     let w = NDArray::random_uniform([n], -1.0, 1.0, DType::F32, 1).unwrap();
     let g = NDArray::random_uniform([n], -1.0, 1.0, DType::F32, 2).unwrap();
     let mut mom = NDArray::random_uniform([n], -0.1, 0.1, DType::F32, 3).unwrap();

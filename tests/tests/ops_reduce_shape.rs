@@ -381,9 +381,7 @@ fn long_contiguous_rows_reduce_like_an_f64_loop() {
     // and of 7 (remainder only), distinct values: every lane and the
     // remainder must count, once. 300 rows of 1,000 are enough work to
     // split the rows between threads, with the least grain.
-    simpleop::__private::engine::grain::set_parallel_work(
-        simpleop::__private::engine::grain::PARALLEL_WORK,
-    );
+    simpleop::Tuning::update(|t| t.parallel_work = 0).unwrap();
     for (rows, cols) in [(300usize, 1000usize), (3, 1000), (5, 7)] {
         let v: Vec<f64> = (0..rows * cols)
             .map(|i| ((i * 37) % 101) as f64 / 8.0 - 6.0)

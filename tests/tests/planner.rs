@@ -138,6 +138,7 @@ fn mlp_executor(batch: usize, hidden: usize, planning: bool) -> Executor {
     let config = BindConfig {
         memory_planning: planning,
         fusion: false,
+        ..BindConfig::default()
     };
     sym.bind_with(args, grads, reqs, config).unwrap()
 }

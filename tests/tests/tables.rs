@@ -1,14 +1,16 @@
-//! Lookup tables for one-input kernels over f16/bf16 (`kernel::table`):
-//! they return the compute path's bits, and they are what runs.
+//! Lookup tables for one-input kernels over f16/bf16: they return the
+//! compute path's bits, they are what runs, a table built under one
+//! instruction set is not read under another, and the timed route keeps
+//! the faster of reading and computing.
 //!
-//! A binary of its own: the instruction set stays the CPU's best here (a
-//! table built under another set is not used, see `HalfTables::get`).
+//! Every test holds a `Tuning` guard: they change process-wide settings
+//! (timing, the instruction set), so they take turns.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use simpleop::__private::engine::table::TABLE_MIN_LEN;
+use simpleop::__private::engine::table::{TABLE_MIN_LEN, TIMING_SAMPLE};
 use simpleop::simple_op;
-use simpleop::{Attrs, DType, NDArray, OpReqType, bf16, eager, f16};
+use simpleop::{Attrs, DType, Isa, NDArray, OpReqType, Tuning, TuningGuard, bf16, eager, f16};
 use simpleop_tests::half_bits::{bits, computed, from_bits};
 
 /// Every bit pattern of a 16-bit type, `copies` times, the i-th copy
@@ -27,6 +29,16 @@ fn to_f64(dtype: DType, b: u16) -> f64 {
     }
 }
 
+/// Reads every table built, even where computing is faster, and splits
+/// loops at the least grain, until the guard drops.
+fn tables_always_read() -> TuningGuard {
+    Tuning::scoped(|t| {
+        t.half_table_timing = false;
+        t.parallel_work = 0;
+    })
+    .unwrap()
+}
+
 /// Where two bit vectors differ: (count, first index).
 fn differ(a: &[u16], b: &[u16]) -> (usize, Option<usize>) {
     let first = a.iter().zip(b).position(|(x, y)| x != y);
@@ -36,17 +48,13 @@ fn differ(a: &[u16], b: &[u16]) -> (usize, Option<usize>) {
 #[test]
 fn tables_return_the_compute_paths_bits_for_every_pattern() {
     simpleop_ops::link();
-    // Read every table built, even where computing is faster.
-    simpleop::__private::engine::table::set_half_table_timing(false);
+    let _tuning = tables_always_read();
     // The built-in one-input ops that call a transcendental (cheaper ones
     // compute; see `TABLE_MIN_COST`).
     let ops = [
         "sqrt", "rsqrt", "cbrt", "exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos",
         "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "sigmoid", "erf", "gamma",
     ];
-    simpleop::__private::engine::grain::set_parallel_work(
-        simpleop::__private::engine::grain::PARALLEL_WORK,
-    );
     for dtype in [DType::F16, DType::BF16] {
         // three copies: 196,608 elements, split over threads
         let x = patterns(dtype, 3);
@@ -96,11 +104,7 @@ fn tables_return_the_compute_paths_bits_for_every_pattern() {
 #[test]
 fn tables_handle_every_tail_length() {
     simpleop_ops::link();
-    // Read every table built, even where computing is faster.
-    simpleop::__private::engine::table::set_half_table_timing(false);
-    simpleop::__private::engine::grain::set_parallel_work(
-        simpleop::__private::engine::grain::PARALLEL_WORK,
-    );
+    let _tuning = tables_always_read();
     for dtype in [DType::F16, DType::BF16] {
         let x = patterns(dtype, 2);
         let all = bits(&x);
@@ -169,8 +173,7 @@ mod panics_on_nan {
 #[test]
 fn a_kernel_that_panics_in_the_build_computes_instead() {
     simpleop_ops::link();
-    // Read every table built, even where computing is faster.
-    simpleop::__private::engine::table::set_half_table_timing(false);
+    let _tuning = tables_always_read();
     for dtype in [DType::F16, DType::BF16] {
         let x = NDArray::random_uniform([100_000], -3.0, 3.0, dtype, 8).unwrap();
         // twice: the first call's build panics (caught), the second must
@@ -185,7 +188,7 @@ fn a_kernel_that_panics_in_the_build_computes_instead() {
 
 #[test]
 fn a_user_kernel_is_tabulated_once_per_half_type() {
-    simpleop::__private::engine::table::set_half_table_timing(false);
+    let _tuning = tables_always_read();
     // The only test in this binary that reads CALLS.
     let n = 100_000;
     let count = |op: &str, dtype: DType, len: usize, attrs: &Attrs| {
@@ -196,7 +199,7 @@ fn a_user_kernel_is_tabulated_once_per_half_type() {
         CALLS.load(Ordering::Relaxed) - before
     };
     let none = Attrs::new();
-    let tabulates = simpleop::__private::engine::table::half_tables_enabled();
+    let tabulates = Tuning::current().half_tables;
     for dtype in [DType::F16, DType::BF16] {
         let first = count("_test_counted_exp", dtype, n, &none);
         let second = count("_test_counted_exp", dtype, n, &none);
@@ -217,5 +220,76 @@ fn a_user_kernel_is_tabulated_once_per_half_type() {
     // f32 and f64 compute
     for dtype in [DType::F32, DType::F64] {
         assert_eq!(count("_test_counted_exp", dtype, n, &none), n, "{dtype}");
+    }
+}
+
+#[test]
+fn a_table_is_not_read_under_another_instruction_set() {
+    // The plain and FMA forms of the vector math differ in the last bit,
+    // which can survive rounding to f16/bf16.
+    simpleop_ops::link();
+    let mut tuning = tables_always_read();
+    let best = Tuning::current().isa;
+    if best == Isa::Scalar {
+        eprintln!("only the scalar instruction set here: nothing to switch between");
+        return;
+    }
+    let ops = ["exp", "log", "tanh", "sigmoid", "erf", "sin"];
+    for dtype in [DType::F16, DType::BF16] {
+        let all: Vec<u16> = (0..=u16::MAX).collect();
+        let x = from_bits(dtype, &all);
+        // build every table under the best set
+        tuning.update(|t| t.isa = best).unwrap();
+        for op in ops {
+            eager::invoke(op, &[&x], &Attrs::new()).unwrap();
+        }
+        tuning.update(|t| t.isa = Isa::Scalar).unwrap();
+        for op in ops {
+            let got = bits(&eager::invoke(op, &[&x], &Attrs::new()).unwrap());
+            let want = computed(op, &x);
+            let differ = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+            assert_eq!(differ, 0, "{op} {dtype}: the scalar build's bits");
+        }
+    }
+}
+
+static TIMED_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+#[simple_op(name = "_test_timed_tanh")]
+mod timed_tanh {
+    use super::{Ordering, TIMED_CALLS};
+    use simpleop::prelude::*;
+    pub fn forward<T: Float>(x: T) -> T {
+        TIMED_CALLS.fetch_add(1, Ordering::Relaxed);
+        x.tanh()
+    }
+}
+
+#[test]
+fn the_timed_route_is_decided_once_and_keeps_the_computed_bits() {
+    simpleop_ops::link();
+    let _tuning = Tuning::scoped(|t| {
+        t.half_tables = true;
+        t.half_table_timing = true;
+    })
+    .unwrap();
+    let n = 100_000;
+    for dtype in [DType::F16, DType::BF16] {
+        let x = NDArray::random_uniform([n], -5.0, 5.0, dtype, 11).unwrap();
+        let want = bits(&eager::invoke("tanh", &[&x], &Attrs::new()).unwrap());
+        let mut counts = Vec::new();
+        for _ in 0..3 {
+            let before = TIMED_CALLS.load(Ordering::Relaxed);
+            let y = eager::invoke("_test_timed_tanh", &[&x], &Attrs::new()).unwrap();
+            counts.push(TIMED_CALLS.load(Ordering::Relaxed) - before);
+            assert_eq!(bits(&y), want, "{dtype}");
+        }
+        // The first call builds (every pattern), times the computing route
+        // (five runs over the sample) and then runs the call by the
+        // winner: the table (no more calls) or computing (n calls).
+        let route = counts[1];
+        assert!(route == 0 || route == n, "{dtype}: {counts:?}");
+        assert_eq!(counts[0], 65_536 + 5 * TIMING_SAMPLE + route, "{dtype}");
+        assert_eq!(counts[2], route, "{dtype}: decided once");
     }
 }

@@ -257,8 +257,8 @@ fn an_in_place_gradient_is_not_taken_when_the_step_splits() {
         let reqs = args.iter().map(|(n, _)| (n.to_string(), GradReq::Write));
         let args = args.iter().map(|(n, a)| (n.to_string(), a.clone()));
         let config = BindConfig {
-            memory_planning: true,
             fusion,
+            ..BindConfig::default()
         };
         let mut exe = loss
             .bind_with(args.collect(), grads.collect(), reqs.collect(), config)

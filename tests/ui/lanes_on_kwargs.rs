@@ -5,7 +5,7 @@ pub struct Params {
 }
 
 // A lane sees the inputs and at most a scalar; kwargs it cannot read.
-#[simple_op(kwargs = Params, lanes = simpleop::__private::engine::jit::LaneOp::Relu)]
+#[simple_op(kwargs = Params, lanes = simpleop::kernel::LaneOp::Relu)]
 mod my_leaky {
     use simpleop::prelude::*;
     pub fn forward<T: Float>(x: T, p: &super::Params) -> T {
@@ -14,7 +14,7 @@ mod my_leaky {
 }
 
 // ... nor an input updated in place.
-#[simple_op(lanes = simpleop::__private::engine::jit::LaneOp::Abs)]
+#[simple_op(lanes = simpleop::kernel::LaneOp::Abs)]
 mod my_state {
     use simpleop::prelude::*;
     pub fn forward<T: Float>(x: &mut T) -> T {

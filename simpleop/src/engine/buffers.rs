@@ -19,8 +19,8 @@ thread_local! {
 }
 
 /// Scratch buffers that each start on a cache line. A vector load or
-/// store that straddles two lines costs the cheap kernels up to 1.6x here,
-/// and that is what 16-byte aligned heap buffers give.
+/// store that straddles two lines slows the cheap kernels markedly, and
+/// that is what 16-byte aligned heap buffers give.
 pub(crate) struct Buffers<'a, C> {
     rest: &'a mut [C],
     stride: usize,

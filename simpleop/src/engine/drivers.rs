@@ -265,16 +265,12 @@ pub fn map_forward<K: MapFn<N>, const N: usize>(
             dsts.push(DisjointMut::new(o.as_slice_mut::<S>()?));
         }
         // Outputs past the caches stream their stores (see
-        // `simd::stream_copy`) when the kernel is cheap (relu 0.80x, add
-        // 0.90x on a Xeon) or writes from registers: on the Zen 5 VM, the
-        // f32 vector forms of exp, tanh, sigmoid and log 0.80-0.87x, f16
-        // exp 0.84x when memory was slow; f32 kernels without one, streamed
-        // a chunk at a time, expm1 0.81x, erf 0.97x, log1p 1.01x (the last
-        // two compute-bound). Costlier kernels staged through an L1 tile
-        // (exp and tanh before vector forms streamed) were 1.1-1.2x
-        // slower, so they don't. A table lookup counts as a cheap kernel,
-        // whatever the op's cost, but does not stream (1.15-1.2x slower
-        // with f16 tanh on the Xeon).
+        // `simd::stream_copy`) when the kernel is cheap or writes from
+        // registers (vector forms, and f32 kernels without one streamed a
+        // chunk at a time; compute-bound kernels gain little, but lose
+        // nothing). Costlier kernels staged through an L1 tile are slower
+        // streamed, so they don't. A table lookup counts as a cheap kernel,
+        // whatever the op's cost, but does not stream (streaming slows it).
         let own_shape = matches!(srcs.first(), Some(Src::Contig(_) | Src::Dst(0)));
         let table = own_shape
             .then(|| table_for::<S, K, N>(op, kernel, n, reqs[0], states.is_empty()))
@@ -316,10 +312,9 @@ fn streams_from_registers<S: TileIo, K: MapFn<N>, const N: usize>(kernel: &K) ->
 /// The op's f16/bf16 lookup table ([`table`]) when this call should read
 /// it: a one-input kernel that has one, written (not accumulated) over at
 /// least [`table::TABLE_MIN_LEN`] elements, and costly enough to gain.
-/// (Reading relu's table past the caches measured 0.66x f32 for f16 and
-/// 0.76-0.88x for bf16 in one set of `simpleop bench` runs, against 0.55
-/// and 0.62 for converting and streaming the stores; those rows turned out
-/// noisy either way, so the cheap ops keep the known path.)
+/// (Reading a cheap op's table past the caches did not clearly beat
+/// converting and streaming the stores, and those benchmark rows are
+/// noisy, so the cheap ops keep the known path.)
 fn table_for<S: TileIo, K: MapFn<N>, const N: usize>(
     op: &crate::OpDef,
     kernel: &K,
@@ -472,7 +467,7 @@ impl<S: TileIo, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {
                 let out: &mut [u16] =
                     bytemuck::cast_slice_mut(unsafe { self.dsts[0].range(range.clone()) });
                 let x: &[u16] = bytemuck::cast_slice(&x[range.clone()]);
-                // No software prefetch: with it f16 tanh took 1.2x longer.
+                // No software prefetch: it slows the lookups down.
                 table.lookup(x, out);
             }
             Src::Dst(0) => {

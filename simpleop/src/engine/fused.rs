@@ -84,6 +84,9 @@ pub struct TileProgram<'a> {
     pub instrs: Vec<TileInstr<'a>>,
     /// Work per element, in units of one cheap op (sum of the ops' costs).
     pub cost: usize,
+    /// Compile the program where the CPU is covered (the executor's
+    /// [`crate::symbol::BindConfig::codegen`]).
+    pub codegen: bool,
 }
 
 /// Compute types with tile entry points.
@@ -117,20 +120,17 @@ const MAX_ARITY: usize = 8;
 
 /// Programs costing at least this per element (an op that calls a
 /// transcendental, `sqrt` or `recip`: `OpDef::cost` counts 10 for each)
-/// ask for the next tile's inputs into L2, not L1. Measured here over
-/// 16M f32, the program and one `elemwise_add` alternating in a process:
-/// `chain6` (cost 16, a tanh) took 1.45-1.52x the add with L2 prefetches
-/// against 1.50-1.57x with L1 ones (three pairs of processes); the
-/// composed `smooth_l1` (six cheap ops, cost 6) went the other way, 1.25
-/// against 1.17-1.22x its registered op.
+/// ask for the next tile's inputs into L2, not L1: costly programs (as
+/// `chain6`, with a tanh) run faster with L2 prefetches, while cheaper
+/// ones (as the composed `smooth_l1`, six cheap ops) are faster with L1
+/// ones.
 const L2_PREFETCH_MIN_COST: usize = 11;
 
 /// Programs this cheap (two cheap ops, as `row_sq_dist`'s subtract and
 /// square) stream memory like one op, and prefetch as single-op loops do
-/// ([`crate::kernel::simd::op_loop_prefetch_enabled`]): on the EPYC VM
-/// `row_sq_dist/fused` took 7.5 ms with prefetches and 4.8–5.3 without, while
-/// costlier programs (`chain6`, composed `smooth_l1`) were 1.4-1.6x slower
-/// without.
+/// ([`crate::kernel::simd::op_loop_prefetch_enabled`]): where single-op
+/// loops are faster without prefetches, so are these programs, while
+/// costlier programs (`chain6`, composed `smooth_l1`) are slower without.
 const ONE_OP_PREFETCH_MAX_COST: usize = 2;
 
 fn bad(what: &str, msg: impl Into<String>) -> Error {
@@ -227,7 +227,7 @@ pub(crate) fn run_program_within(
     )
 }
 
-static ROW_SINKS: Switch = Switch::new("SIMPLEOP_ROW_SINKS");
+static ROW_SINKS: Switch = Switch::on();
 
 /// Whether the symbolic executor feeds reductions that declare a row
 /// form straight from their fused program's tiles ([`RowSink`]; on unless
@@ -387,8 +387,7 @@ fn output_name(k: usize) -> Cow<'static, str> {
 /// registers only from this length: each costs two compiled calls (its
 /// chunks, then its partial last chunk into zeroed sums), where storing
 /// the values for the sink costs one call per tile, which short rows do
-/// not repay. On the Zen 4 VM rows of 784 gained about 10% and rows of
-/// 1,000 about 20% (1M elements, in L3).
+/// not repay; longer rows gain, the more the longer they are.
 pub const SUM_TAIL_MIN_ROW: usize = 512;
 
 /// A worker's part of a [`RowSink`]: its rows of the output and the row
@@ -519,7 +518,7 @@ where
     }
     // Outputs far larger than the caches, written whole (not added to),
     // are streamed to memory: a plain store first reads each line it
-    // writes, and a fused chain ran 10-20% slower here for it.
+    // writes, which slows a fused chain down.
     let same_type = std::mem::size_of::<S>() == std::mem::size_of::<S::Compute>();
     // What the program touches, taking each input as large as the
     // largest output (slabs see only part of the arrays).
@@ -668,7 +667,7 @@ struct Outs<'a, 'b, 'c, 'd, S: TileIo> {
     streamed: &'a [bool],
     /// The next tile of each contiguous input, asked for in slices spread
     /// over the instructions, so that memory streams while the ops
-    /// compute (with prefetching off, a fused chain is 1.2x slower here).
+    /// compute (with prefetching off, a fused chain is slower).
     ahead: &'a [&'b [S]],
     /// Per slot, the output its store is deferred to (see `deferred_slots`).
     deferred: &'a [Option<usize>],
@@ -955,8 +954,7 @@ where
 /// Runs accumulating compiled code over `range` a tile's length at a
 /// time (split at row ends), asking for each next piece of the inputs
 /// ahead as single-op loops do where that helps
-/// ([`prefetch_op_loop`]; on the Zen 4 VM, where it does nothing, 16M
-/// `row_sq_dist` took 3.5 ms either way).
+/// ([`prefetch_op_loop`]).
 ///
 /// # Safety
 /// As for [`Rows::run_compiled`] over `range`, with `ptrs` from
@@ -1153,7 +1151,7 @@ where
         .count()
         .max(1);
     // Slices of equal size per op: weighting them by the ops' costs
-    // bunched them before the costly op, 1.2x slower on `chain6`. Sizes
+    // bunched them before the costly op, which is slower on `chain6`. Sizes
     // are worked out once per tile, not with two divisions per op and
     // input.
     let ahead_part = ahead.first().map_or(0, |a| a.len().div_ceil(steps));
@@ -1346,7 +1344,7 @@ fn compiled(
     sink: Option<(usize, Option<jit::Summand>)>,
     streams: &[Option<usize>],
 ) -> Option<std::sync::Arc<jit::Compiled>> {
-    if active() != Isa::Avx512 || !jit::codegen_enabled() {
+    if active() != Isa::Avx512 || !prog.codegen {
         return None;
     }
     let mut instrs: SmallVec<[jit::JitInstr<'_>; 16]> = SmallVec::new();
@@ -1447,6 +1445,7 @@ mod tests {
     ) -> Result<()> {
         let env = EnvArguments::none();
         let prog = TileProgram {
+            codegen: true,
             slots: 3,
             instrs: vec![subtract(&env)],
             cost: 1,
@@ -1484,6 +1483,7 @@ mod tests {
     fn a_slot_both_stored_and_sunk_reaches_both() {
         let env = EnvArguments::none();
         let prog = TileProgram {
+            codegen: true,
             slots: 3,
             instrs: vec![
                 subtract(&env),
@@ -1519,6 +1519,7 @@ mod tests {
         // A slot nothing writes holds no value to reduce.
         let mut sums = vec![0.0f32; rows];
         let empty = TileProgram {
+            codegen: true,
             slots: 3,
             instrs: vec![],
             cost: 1,
@@ -1548,6 +1549,7 @@ mod tests {
             ..sub_fns()
         };
         let prog = TileProgram {
+            codegen: true,
             slots: 4,
             instrs: vec![
                 TileInstr::Forward {
@@ -1589,7 +1591,7 @@ mod tests {
             run_program_reducing(&prog, &ins, &mut outs, to, &shape, true).unwrap();
             drop(outs);
             let back = out.blob().as_slice::<f32>().unwrap().to_vec();
-            if len == 1008 && active() == Isa::Avx512 && jit::codegen_enabled() {
+            if len == 1008 && active() == Isa::Avx512 && prog.codegen {
                 assert!(
                     jit::summed_ranges() > before,
                     "rows of whole lines sum in registers"
@@ -1616,6 +1618,7 @@ mod tests {
         assert_eq!(dst, [7.0; 5]);
         // Half types round a value before a reduction reads it.
         let prog = TileProgram {
+            codegen: true,
             slots: 1,
             instrs: vec![],
             cost: 1,
@@ -1653,6 +1656,7 @@ mod tests {
         // Slot 1 is stored and then read; slot 2 only stored; slots 3
         // and 4 stored into one output.
         let prog = TileProgram {
+            codegen: true,
             slots: 5,
             instrs: vec![
                 fwd(&[0], 1),

@@ -1,11 +1,11 @@
 //! When splitting a loop over the rayon pool pays for itself.
 //!
 //! A call from outside the pool hands its work to sleeping workers and
-//! waits for them: that costs 3–8 µs on one 2-core Xeon and 16–60 µs on a
-//! 2-core EPYC VM, where waking a parked thread is slow. One fixed grain is
-//! wrong on one of them by 10x: on the EPYC, splitting the `train_digits`
-//! step's small ops (2^17–2^20 units of work) made the step 1.8x slower
-//! than running it on one thread. So the grain is measured: the first time
+//! waits for them, and what that costs varies by an order of magnitude
+//! between machines (it is slow where waking a parked thread is slow, as
+//! on many VMs). One fixed grain is therefore badly wrong on some machine:
+//! split too eagerly, small ops run slower than on one thread (see
+//! bench/RESULTS.md). So the grain is measured: the first time
 //! a loop asks, the cost of entering the pool is timed, and a loop is split
 //! when what splitting saves (half its time on one thread, with 2 threads)
 //! exceeds that cost.
@@ -48,9 +48,7 @@ pub fn parallel_work() -> usize {
             PARALLEL_WORK
         }
         0 => {
-            let fixed = std::env::var("SIMPLEOP_PARALLEL_WORK")
-                .ok()
-                .and_then(|v| v.trim().parse::<usize>().ok());
+            let fixed = crate::environment::count(crate::environment::Var::ParallelWork);
             let w = fixed.map_or_else(|| from_entry_cost(pool_entry_cost()), clamp);
             // A value set meanwhile wins over this measurement.
             match GRAIN.compare_exchange(0, w, Ordering::Relaxed, Ordering::Relaxed) {

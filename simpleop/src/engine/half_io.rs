@@ -358,6 +358,77 @@ impl TileIo for half::bf16 {
     }
 }
 
+#[inline(always)]
+pub(crate) fn round_bf16(x: f32) -> u16 {
+    let b = x.to_bits();
+    // Choose before narrowing, so that only one u32 -> u16 narrowing
+    // (two uops on x86) runs per vector.
+    let rounded = b.wrapping_add(0x7fff + ((b >> 16) & 1));
+    let quiet = b | 0x0040_0000;
+    ((if x.is_nan() { quiet } else { rounded }) >> 16) as u16
+}
+
+/// `dst[j] += src[j]`.
+pub struct AddTile<'a, C> {
+    /// Accumulated into.
+    pub dst: &'a mut [C],
+    /// Added.
+    pub src: &'a [C],
+}
+
+impl<C: Float> TileJob for AddTile<'_, C> {
+    #[inline(always)]
+    fn run(self) {
+        for (d, &s) in self.dst.iter_mut().zip(self.src) {
+            *d += s;
+        }
+    }
+}
+
+/// bf16 bits to f32: the bf16 is the f32's upper half.
+pub struct Bf16ToF32<'a> {
+    /// bf16 values.
+    pub src: &'a [half::bf16],
+    /// f32 values.
+    pub dst: &'a mut [f32],
+}
+
+impl TileJob for Bf16ToF32<'_> {
+    #[inline(always)]
+    fn run(self) {
+        for (d, s) in self.dst.iter_mut().zip(self.src) {
+            *d = f32::from_bits((s.to_bits() as u32) << 16);
+        }
+    }
+}
+
+/// f32 to bf16, rounding to nearest even; NaN stays a quiet NaN. With
+/// `add`, `dst = round(dst + src)`.
+pub struct F32ToBf16<'a> {
+    /// f32 values.
+    pub src: &'a [f32],
+    /// bf16 values.
+    pub dst: &'a mut [half::bf16],
+    /// Accumulate instead of overwrite.
+    pub add: bool,
+}
+
+impl TileJob for F32ToBf16<'_> {
+    #[inline(always)]
+    fn run(self) {
+        if self.add {
+            for (d, &s) in self.dst.iter_mut().zip(self.src) {
+                let old = f32::from_bits((d.to_bits() as u32) << 16);
+                *d = half::bf16::from_bits(round_bf16(old + s));
+            }
+        } else {
+            for (d, &s) in self.dst.iter_mut().zip(self.src) {
+                *d = half::bf16::from_bits(round_bf16(s));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -449,77 +520,6 @@ mod tests {
             );
             for (g, b) in got.iter().zip(&back) {
                 assert_eq!(b.to_bits(), g.to_f32().to_bits(), "{isa:?}");
-            }
-        }
-    }
-}
-
-#[inline(always)]
-pub(crate) fn round_bf16(x: f32) -> u16 {
-    let b = x.to_bits();
-    // Choose before narrowing, so that only one u32 -> u16 narrowing
-    // (two uops on x86) runs per vector.
-    let rounded = b.wrapping_add(0x7fff + ((b >> 16) & 1));
-    let quiet = b | 0x0040_0000;
-    ((if x.is_nan() { quiet } else { rounded }) >> 16) as u16
-}
-
-/// `dst[j] += src[j]`.
-pub struct AddTile<'a, C> {
-    /// Accumulated into.
-    pub dst: &'a mut [C],
-    /// Added.
-    pub src: &'a [C],
-}
-
-impl<C: Float> TileJob for AddTile<'_, C> {
-    #[inline(always)]
-    fn run(self) {
-        for (d, &s) in self.dst.iter_mut().zip(self.src) {
-            *d += s;
-        }
-    }
-}
-
-/// bf16 bits to f32: the bf16 is the f32's upper half.
-pub struct Bf16ToF32<'a> {
-    /// bf16 values.
-    pub src: &'a [half::bf16],
-    /// f32 values.
-    pub dst: &'a mut [f32],
-}
-
-impl TileJob for Bf16ToF32<'_> {
-    #[inline(always)]
-    fn run(self) {
-        for (d, s) in self.dst.iter_mut().zip(self.src) {
-            *d = f32::from_bits((s.to_bits() as u32) << 16);
-        }
-    }
-}
-
-/// f32 to bf16, rounding to nearest even; NaN stays a quiet NaN. With
-/// `add`, `dst = round(dst + src)`.
-pub struct F32ToBf16<'a> {
-    /// f32 values.
-    pub src: &'a [f32],
-    /// bf16 values.
-    pub dst: &'a mut [half::bf16],
-    /// Accumulate instead of overwrite.
-    pub add: bool,
-}
-
-impl TileJob for F32ToBf16<'_> {
-    #[inline(always)]
-    fn run(self) {
-        if self.add {
-            for (d, &s) in self.dst.iter_mut().zip(self.src) {
-                let old = f32::from_bits((d.to_bits() as u32) << 16);
-                *d = half::bf16::from_bits(round_bf16(old + s));
-            }
-        } else {
-            for (d, &s) in self.dst.iter_mut().zip(self.src) {
-                *d = half::bf16::from_bits(round_bf16(s));
             }
         }
     }

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use crate::engine::isa::{Isa, active};
 use crate::engine::switch::Switch;
 
-static PREFETCH: Switch = Switch::new("SIMPLEOP_PREFETCH");
+static PREFETCH: Switch = Switch::on();
 
 /// Whether long loops ask for their next block ahead (on unless
 /// `SIMPLEOP_PREFETCH=0` at the first use, or [`set_prefetch`]).
@@ -21,19 +21,17 @@ pub fn set_prefetch(on: bool) {
     PREFETCH.set(on);
 }
 
-static OP_LOOP_PREFETCH: Switch =
-    Switch::with_default("SIMPLEOP_OP_LOOP_PREFETCH", || !cpu_is_amd());
+static OP_LOOP_PREFETCH: Switch = Switch::with_default(None, || !cpu_is_amd());
 
 /// Whether single-op loops (one kernel streaming over whole arrays, the
 /// elementwise drivers) prefetch their next block, given that
 /// [`prefetch_enabled`]. `SIMPLEOP_OP_LOOP_PREFETCH=0` or `=1` at the
 /// first use, or [`set_op_loop_prefetch`], decides; otherwise it depends
-/// on the CPU's maker. On a 2-core Xeon these loops ran 1.3–1.6x slower
-/// without it (16M `elemwise_add`); on a 2-core EPYC (Zen 4) VM they ran
-/// faster without it (`elemwise_add` 3.1–3.4 against 6.2–6.6 ms, `relu`
-/// 2.5–2.6 against 3.3–3.7, in alternating `simpleop bench` runs), so it is
-/// off on AMD CPUs and on elsewhere. Costlier fused programs prefetch on
-/// both: without it, `chain6/fused` took 12 ms instead of 7.6 on the EPYC.
+/// on the CPU's maker: it is off on AMD CPUs, whose hardware prefetcher
+/// already keeps up with a single streaming kernel (asking ahead there only
+/// slows these loops), and on elsewhere, where these loops are slower
+/// without it. Costlier fused programs prefetch on both: it pays for them
+/// on either maker (see bench/RESULTS.md).
 #[inline]
 pub fn op_loop_prefetch_enabled() -> bool {
     OP_LOOP_PREFETCH.get()
@@ -132,10 +130,8 @@ fn read_last_level_cache() -> Option<usize> {
 /// at least [`STREAM_MIN_BYTES`], and everything the call touches would
 /// not stay in the last-level cache anyway (at least three quarters of
 /// it), and streaming is on ([`stream_stores_enabled`]). Below that the
-/// output is better left in the cache for whoever reads it next: 4M f16
-/// `relu` (16 MB in all, a 32 MB L3) took 0.043 ns per element with plain
-/// stores against 0.086 streamed on the Zen 4 VM, while 8M f32 `relu`
-/// took 0.09–0.16 streamed against 0.22–0.25 plain.
+/// output is better left in the cache for whoever reads it next, where
+/// plain stores beat streamed ones; past it, streaming wins.
 pub fn streams_past_caches(out_bytes: usize, touched_bytes: usize) -> bool {
     past_caches(out_bytes, touched_bytes, last_level_cache_bytes()) && stream_stores_enabled()
 }
@@ -145,7 +141,7 @@ fn past_caches(out_bytes: usize, touched_bytes: usize, llc: usize) -> bool {
     out_bytes >= STREAM_MIN_BYTES && touched_bytes >= llc / 4 * 3
 }
 
-static STREAM: Switch = Switch::new("SIMPLEOP_STREAM");
+static STREAM: Switch = Switch::on();
 
 /// Whether long loops may write results that are large and read by no one
 /// soon with streaming (non-temporal) stores (on unless

@@ -12,7 +12,7 @@
 //! Where the set has fused multiply-add (AVX2, AVX-512, NEON), kernels run
 //! with `T = F32Fma` for f32 ([`TileJob::run_fma`]): the same `f32`
 //! arithmetic, but the vector math's polynomials use FMA, which makes
-//! `exp`, `tanh`, `sigmoid` and `log` 1.2–1.45× faster. Results then may
+//! `exp`, `tanh`, `sigmoid` and `log` markedly faster. Results then may
 //! differ from the scalar build's in the last bit, within the documented
 //! bounds; every SIMD set gives the same bits as every other.
 //!
@@ -38,6 +38,11 @@ pub enum Isa {
 }
 
 impl Isa {
+    /// The best set this CPU runs.
+    pub fn best() -> Isa {
+        best()
+    }
+
     /// The lower-case name used by `SIMPLEOP_ISA` and the benchmark.
     pub fn name(self) -> &'static str {
         match self {
@@ -123,9 +128,8 @@ pub fn active() -> Isa {
 
 #[cold]
 fn choose() -> Isa {
-    let requested = std::env::var("SIMPLEOP_ISA")
-        .ok()
-        .and_then(|s| Isa::from_name(s.trim()));
+    let requested =
+        crate::environment::text(crate::environment::Var::Isa).and_then(|s| Isa::from_name(&s));
     let isa = requested.filter(|i| i.is_supported()).unwrap_or_else(best);
     ACTIVE.store(encode(isa), Ordering::Relaxed);
     isa

@@ -195,13 +195,11 @@ fn key(instrs: &[JitInstr<'_>], n_slots: usize) -> SmallVec<[u64; 64]> {
 }
 
 /// The compiled form of `instrs` over `n_slots` slots (cached), or `None`
-/// where code generation is off, unsupported here, or the program does not
-/// fit (more live values than registers): the caller interprets it then.
-/// Only for CPUs with [`Isa::Avx512`](super::simd::Isa::Avx512).
+/// where code generation is unsupported here or the program does not fit
+/// (more live values than registers): the caller interprets it then. The
+/// caller decides whether to generate code at all (`BindConfig::codegen`).
+/// Only for CPUs with AVX-512.
 pub fn compile(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<Arc<Compiled>> {
-    if !codegen_enabled() {
-        return None;
-    }
     let k = key(instrs, n_slots);
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     let cache = cache.get_or_insert_with(FxHashMap::default);
@@ -227,7 +225,7 @@ pub fn compile(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<Arc<Compiled>>
     c
 }
 
-static CODEGEN: Switch = Switch::new("SIMPLEOP_CODEGEN");
+static CODEGEN: Switch = Switch::from_env(crate::environment::Var::Codegen);
 
 /// Whether fused programs are compiled to register-resident code where
 /// they can be (on unless `SIMPLEOP_CODEGEN=0` at the first use, or

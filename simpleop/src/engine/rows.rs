@@ -10,8 +10,8 @@
 //! on the row, so every caller (fused or not, any split into pieces, any
 //! instruction set) gets the same bits.
 
+use crate::Float;
 use crate::engine::isa::{self as simd, TileJob};
-use crate::{Element, Float};
 use std::ops::Range;
 
 /// Running sums per row: four 8-wide f64 vectors on AVX-512, so that the
@@ -242,11 +242,6 @@ impl RowAcc {
             None => self.lanes.iter().sum(),
         };
         self.reducer.finish(s, self.len)
-    }
-
-    /// [`RowAcc::finish`] in `T`'s compute type.
-    pub fn finish_as<T: Float>(&self) -> T::Compute {
-        <T::Compute as Element>::from_f64(self.finish())
     }
 }
 

@@ -1,24 +1,31 @@
-//! Process-wide on/off switches read from the environment once.
+//! Process-wide on/off switches of the engine, which [`crate::Tuning`]
+//! reads and sets.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
-/// A switch that is `default()` unless its environment variable is set
-/// at the first read (`0` is off, anything else on), and that the program
-/// may flip later.
+use crate::environment::{self, Var};
+
+/// A switch that is `default()` unless its environment variable (if it has
+/// one) is set at the first read, and that the program may flip later.
 pub(crate) struct Switch {
-    var: &'static str,
+    var: Option<Var>,
     default: fn() -> bool,
     /// 0 = not read yet, 1 = off, 2 = on.
     state: AtomicU8,
 }
 
 impl Switch {
-    /// On by default.
-    pub(crate) const fn new(var: &'static str) -> Switch {
-        Switch::with_default(var, || true)
+    /// On by default, with no variable.
+    pub(crate) const fn on() -> Switch {
+        Switch::with_default(None, || true)
     }
 
-    pub(crate) const fn with_default(var: &'static str, default: fn() -> bool) -> Switch {
+    /// On by default unless `var` says otherwise.
+    pub(crate) const fn from_env(var: Var) -> Switch {
+        Switch::with_default(Some(var), || true)
+    }
+
+    pub(crate) const fn with_default(var: Option<Var>, default: fn() -> bool) -> Switch {
         Switch {
             var,
             default,
@@ -30,8 +37,10 @@ impl Switch {
     pub(crate) fn get(&self) -> bool {
         match self.state.load(Ordering::Relaxed) {
             0 => {
-                let on =
-                    std::env::var(self.var).map_or_else(|_| (self.default)(), |v| v.trim() != "0");
+                let on = self
+                    .var
+                    .and_then(environment::flag)
+                    .unwrap_or_else(self.default);
                 // A value set meanwhile wins over the first read.
                 let v = if on { 2 } else { 1 };
                 match self

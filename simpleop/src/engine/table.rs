@@ -34,12 +34,9 @@
 //! Whether it is faster depends on the CPU's gathers, so each op's first
 //! table, once built, is timed against converting and computing on the
 //! same patterns, and dropped if slower (see [`set_half_table_timing`]).
-//! On a 2-core Xeon with AVX-512 reading is faster: 0.14 ns per element in
-//! cache against 0.29 for computing f16 `tanh`, and at 16M elements f16
-//! `tanh` went from 0.83x to 0.51x the f32 time, bf16 `tanh` from 0.98x to
-//! 0.51x. On a 2-core EPYC (Zen 4) VM, whose gathers are slow, reading was
-//! 1.2–1.6x slower than computing, in cache and at 16M, for `tanh` and
-//! `exp` on both types, and the timing keeps those ops computing.
+//! Where AVX-512 gathers are fast, reading is faster than computing, in
+//! cache and past it; where gathers are slow, computing wins, and the
+//! timing keeps those ops computing (figures in bench/RESULTS.md).
 
 use std::sync::OnceLock;
 
@@ -56,9 +53,9 @@ pub(crate) const PATTERNS: usize = 1 << 16;
 pub const TIMING_SAMPLE: usize = 1 << 14;
 
 /// Calls over fewer elements compute instead: building a table costs
-/// 65,536 evaluations once (about 20 µs for `tanh` on the Xeon), and
-/// timing it 5 × [`TIMING_SAMPLE`] more, about four times what the first
-/// call of this size computes, repaid by the calls after it.
+/// 65,536 evaluations once, and timing it 5 × [`TIMING_SAMPLE`] more,
+/// about four times what the first call of this size computes, repaid by
+/// the calls after it.
 pub const TABLE_MIN_LEN: usize = 1 << 15;
 
 /// Ops cheaper than this per element ([`crate::OpDef::cost`]: 1, plus 10
@@ -224,7 +221,7 @@ mod x86 {
     }
 }
 
-static HALF_TABLES: Switch = Switch::new("SIMPLEOP_HALF_TABLES");
+static HALF_TABLES: Switch = Switch::on();
 
 /// Whether one-input kernels over f16/bf16 may read lookup tables (on
 /// unless `SIMPLEOP_HALF_TABLES=0` at the first use, or
@@ -240,7 +237,7 @@ pub fn set_half_tables(on: bool) {
     HALF_TABLES.set(on);
 }
 
-pub(crate) static TIMING: Switch = Switch::new("SIMPLEOP_HALF_TABLE_TIMING");
+pub(crate) static TIMING: Switch = Switch::on();
 
 /// Whether a table, once built, is timed against computing and dropped
 /// when slower (on unless `SIMPLEOP_HALF_TABLE_TIMING=0` at the first use,

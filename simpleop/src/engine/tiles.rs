@@ -43,9 +43,8 @@ impl<K: MapFn<N>, C: Float, const N: usize> MapTile<'_, K, C, N> {
 
 impl<K: MapFn<N>, C: Float, const N: usize> TileJob for MapTile<'_, K, C, N> {
     /// Whole blocks, then the remainder. Long loops also ask for the next
-    /// block's inputs while computing this one: measured here, the hardware
-    /// prefetcher alone leaves memory and compute serialised on 16M-element
-    /// loops.
+    /// block's inputs while computing this one: the hardware prefetcher
+    /// alone leaves memory and compute serialised on loops past the caches.
     #[inline(always)]
     fn run(self) {
         let n = self.out.len();
@@ -191,10 +190,9 @@ enum Mode {
 
 /// The most output bytes a staged tile computes before streaming them out
 /// (where neither [`stream_chunks_avx512`] nor [`convert_chunks_avx512`]
-/// runs: AVX2 and plain code). On the Zen 5 VM (probe:
-/// `smooth_l1`'s body, 16M f32, two threads, each timed in pairs with a
-/// loop streaming from registers) 1 KB tiles took 1.27-1.35x that loop's
-/// time and 4 KB tiles (the tile size) 1.36-1.50x.
+/// runs: AVX2 and plain code). Smaller tiles interleave the loads with
+/// the streamed stores more finely, so 1 KB beats the full tile size
+/// (see bench/RESULTS.md).
 pub(crate) const STAGED_TILE_BYTES: usize = 1024;
 
 /// Elements of `T` in a staged tile of at most `cap` elements.
@@ -220,11 +218,9 @@ struct ChunkLines<T>([T; STREAM_CHUNK]);
 /// buffer that stays in registers or L1, then streamed out a line at a
 /// time. Against computing a 1024-element tile and streaming it out
 /// afterwards, this interleaves the inputs' loads with the stores finely,
-/// as a vector form's loop does: on the Zen 5 VM (probe, `smooth_l1`'s
-/// body, 16M f32, two threads, timed in pairs) 1.01-1.04x the time of a
-/// hand-written loop streaming from registers, against 1.3-1.5x for the
-/// tile at any size from 128 to 2048 elements and 1.15-1.2x for plain
-/// stores. The caller fences.
+/// as a vector form's loop does: about as fast as a hand-written loop
+/// streaming from registers, where a staged tile of any size, or plain
+/// stores, are clearly slower. The caller fences.
 ///
 /// # Safety
 /// The CPU has what [`Isa::Avx512`] stands for, and the caller is
@@ -386,9 +382,9 @@ unsafe fn convert_chunks_avx512<K: MapFn<N>, S: TileIo, const N: usize, const BF
     }
 }
 
-/// [`convert_chunks_avx512`] narrowing with AVX-512 BF16: on the Zen 4 VM
-/// the integer rounding made bf16 kernels without a form cost 1.3-1.5x
-/// their f16 time in L2.
+/// [`convert_chunks_avx512`] narrowing with AVX-512 BF16: rounding with
+/// integer instructions instead makes bf16 kernels without a form markedly
+/// slower than their f16 ones.
 ///
 /// # Safety
 /// The CPU has what [`Isa::Avx512`] stands for and AVX-512 BF16.

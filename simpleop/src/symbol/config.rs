@@ -46,13 +46,25 @@ pub struct BindConfig {
     /// cache and its intermediates get no memory. Results are bitwise
     /// those of the unfused executor.
     pub fusion: bool,
+    /// Compile fused programs to register-resident code where the CPU is
+    /// covered; off, they run in the tile interpreter (same bits).
+    pub codegen: bool,
+    /// Let a row reduction (`sum`, `mean`, `norm` over trailing axes) read
+    /// the tiles of the fused program feeding it, so that its input never
+    /// reaches memory; off, the input is stored and reduced (same bits).
+    pub row_sinks: bool,
 }
 
 impl Default for BindConfig {
+    /// Planning and fusion on; code generation and row sinks as
+    /// [`crate::Tuning::current`] says.
     fn default() -> Self {
+        let tuning = crate::Tuning::current();
         BindConfig {
             memory_planning: true,
             fusion: true,
+            codegen: tuning.codegen,
+            row_sinks: tuning.row_sinks,
         }
     }
 }

@@ -82,6 +82,10 @@ pub struct Executor {
     head_copy: Vec<HeadCopy>,
     fusion_groups: Vec<FusionGroup>,
     backward_fusion_groups: Vec<FusionGroup>,
+    /// [`BindConfig::codegen`].
+    codegen: bool,
+    /// [`BindConfig::row_sinks`].
+    row_sinks: bool,
     dot_groups: Vec<(Vec<usize>, &'static str)>,
 }
 
@@ -269,6 +273,8 @@ impl Executor {
             head_copy: head_copies(&graph),
             fusion_groups,
             backward_fusion_groups,
+            codegen: config.codegen,
+            row_sinks: config.row_sinks,
             dot_groups,
             arg_names,
             args: bound_args,
@@ -589,6 +595,7 @@ impl Executor {
             slots: f.slots,
             instrs,
             cost,
+            codegen: self.codegen,
         })
     }
 
@@ -607,7 +614,7 @@ impl Executor {
         let Some(rows) = self.kernels[t.node].and_then(|k| k.rows) else {
             return Ok(None);
         };
-        if !crate::engine::fused::row_sinks_enabled() {
+        if !self.row_sinks {
             return Ok(None);
         }
         let (input, out) = (&plan.values[t.scratch], &plan.values[t.out]);

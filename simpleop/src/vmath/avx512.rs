@@ -10,7 +10,7 @@
 //! to an integer, `vpternlogd` copies a sign bit, `vfixupimmps` answers the
 //! special inputs of a logarithm, and masked operations replace selects.
 //! `exp` takes 14 vector instructions instead of 22; `tanh` and `sigmoid`,
-//! which end in a division (one per 8 cycles for 16 lanes here), gain
+//! which end in a division (slow for 16 lanes, and it dominates), gain
 //! little.
 
 use std::arch::x86_64::*;
@@ -153,7 +153,7 @@ pub fn ln_no_subnormals(x: __m512) -> __m512 {
 /// [`ln`] of two vectors: [`ln_no_subnormals`] on both unless either holds
 /// a subnormal. The same bits as [`ln`] on each; one test per 32 lanes
 /// instead of the three masked rescaling operations per 16, which cost
-/// about 30% of `ln`'s time on Zen 5 (a test per vector costs more than it
+/// a large share of `ln`'s time (a test per vector costs more than it
 /// saves).
 ///
 /// # Safety
