@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """simpleop's kernel benchmark side by side with numpy and PyTorch.
 
-    python3 bench/peers.py [--quick] [--rounds 2]
+    python3 bench/peers.py [--quick] [--rounds 2] [--json]
 
 Runs `simpleop bench --json` (built with --release) and the same rows with
 numpy and, when installed, PyTorch (2 threads), alternating rounds in one
@@ -18,6 +18,13 @@ are about the size of a server's L3, and simpleop's rows alternate with
 their baselines (which evicts the cache) while the peers repeat one call
 warm, so --quick only checks that everything runs.
 Rows without a counterpart (bf16 in numpy, the SIMD-off rows) print '-'.
+
+--json prints JSON lines instead of the table (for bench/results.py): first
+{"meta": {...}} (CPU model, date, threads, elements, rounds, library
+versions and the meta line of simpleop's own bench run), then one object
+per row: {"name", "simpleop", "numpy", "torch"} (median ms over rounds,
+null where absent; tiny/ rows are ms per call like `simpleop bench`),
+"ours_over_best" and "per_round" (the per-round ratios).
 The torch figures of `chain6/fused`, `row_sq_dist/fused` and `dense/fused`
 are the same graphs under `torch.compile` (inductor emits one fused loop,
 or a matmul with a fused epilogue), against simpleop's fused executor;
@@ -55,12 +62,47 @@ def timed(fn, reps):
     return statistics.median(samples)
 
 
-def ours(quick):
+def ours(quick, meta=None):
+    """simpleop's rows, name -> ms; its {"meta": ...} line goes into `meta`."""
     cmd = ["cargo", "run", "--release", "-q", "--bin", "simpleop", "--", "bench", "--json"]
     if quick:
         cmd.append("--quick")
     out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
-    return {r["name"]: r["ms"] for r in map(json.loads, out.splitlines())}
+    rows = {}
+    for r in map(json.loads, filter(str.strip, out.splitlines())):
+        if "meta" in r:
+            if meta is not None:
+                meta.update(r["meta"])
+        elif "name" in r and "ms" in r:
+            rows[r["name"]] = r["ms"]
+    return rows
+
+
+def cpu_model():
+    """The model name in /proc/cpuinfo, or "unknown"."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and ":" in line:
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def meta_line(n, rounds, simpleop_meta):
+    return {"meta": {
+        "cpu": cpu_model(),
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "elements": n,
+        "rounds": rounds,
+        "threads": {"simpleop": simpleop_meta.get("threads"), "numpy": 1,
+                    "torch": torch.get_num_threads() if torch is not None else None},
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "torch": torch.__version__ if torch is not None else None,
+        "simpleop": simpleop_meta,
+    }}
 
 
 def numpy_rows(n, reps):
@@ -200,14 +242,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="4M elements, fewer repetitions")
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds (default 2)")
+    ap.add_argument("--json", action="store_true", help="JSON lines for bench/results.py instead of the table")
     args = ap.parse_args()
     n = (1 << 22) if args.quick else (1 << 24)
     reps = 5 if args.quick else 11
     subprocess.run(["cargo", "build", "--release", "-q", "--bin", "simpleop"], cwd=ROOT, check=True)
     runs = {"simpleop": [], "numpy": [], "torch": []}
+    simpleop_meta = {}
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
-        runs["simpleop"].append(ours(args.quick))
+        runs["simpleop"].append(ours(args.quick, simpleop_meta))
         runs["numpy"].append(numpy_rows(n, reps))
         if torch is not None:
             runs["torch"].append(torch_rows(n, reps))
@@ -227,6 +271,20 @@ def main():
         return out
 
     names = list(runs["simpleop"][0].keys())
+    if args.json:
+        print(json.dumps(meta_line(n, args.rounds, simpleop_meta)))
+        for name in names:
+            cells = [med(w, name) for w in ("simpleop", "numpy", "torch")]
+            peers = [c for c in cells[1:] if c is not None]
+            print(json.dumps({
+                "name": name,
+                "simpleop": cells[0],
+                "numpy": cells[1],
+                "torch": cells[2],
+                "ours_over_best": cells[0] / min(peers) if peers and cells[0] is not None else None,
+                "per_round": round_ratios(name),
+            }))
+        return
     fmt = "{:<30} {:>10} {:>10} {:>10} {:>9} {:>11}"
     print(f"threads: simpleop 2, numpy 1 (ufuncs), torch {'2' if torch else '-'}; elements {n}")
     print(fmt.format("row", "simpleop", "numpy", "torch", "ours/best", "per round"))

@@ -435,7 +435,21 @@ def main():
               f"peak {ours['peak_bytes']} bytes")
         ratio = ours["ms_per_step"] / theirs["ms_per_step"]
         print(f"time ratio simpleop / pytorch (best rounds): {ratio:.3f} (target <= 0.5)")
-        print(json.dumps({"simpleop": ours, "pytorch": theirs, "ratio": ratio}))
+        print(json.dumps({"simpleop": ours, "pytorch": theirs, "ratio": ratio, "meta": run_meta(args)}))
+
+
+def run_meta(args):
+    """The machine and date for bench/results.py (the CPU model from
+    /proc/cpuinfo, or "unknown")."""
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name") and ":" in l), cpu)
+    except OSError:
+        pass
+    return {"cpu": cpu, "date": time.strftime("%Y-%m-%d", time.gmtime()), "threads": args.threads,
+            "rounds": args.rounds, "epochs": args.epochs, "batch": args.batch,
+            "conv_channels": args.conv_channels, "hidden": args.hidden}
 
 
 if __name__ == "__main__":
