@@ -61,7 +61,7 @@ def _half_rows():
     return rows
 
 
-# The tables of `simpleop bench` (simpleop/src/bench.rs): title, what the
+# The tables of `simpleop bench` (cli/src/bench.rs): title, what the
 # ratios mean, and (row, baseline) in the order the bench runs them.
 BENCH_TABLES = [
     ("Memory baselines", "STREAM-style loops over the same bytes as the ops; absolute times.", [

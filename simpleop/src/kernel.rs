@@ -49,7 +49,7 @@ pub trait MapFn<const N: usize>: Sync + Copy {
         None
     }
 
-    /// The op's lookup tables over f16/bf16 ([`table`]), which the
+    /// The op's lookup tables over f16/bf16 (`table`), which the
     /// attribute declares for kernels whose result depends on their one
     /// input alone. The executor reads them (arity 1 only) in place of
     /// running the kernel, so a kernel that returns one must be a pure
@@ -103,5 +103,5 @@ pub struct TileFns {
     pub lane: Option<LaneFn>,
 }
 
-/// An op's [`jit::Lane`] for its arguments.
+/// An op's `jit::Lane` for its arguments.
 pub type LaneFn = fn(&crate::EnvArguments) -> Option<Lane>;

@@ -53,8 +53,8 @@
 //!   place, `AddTo`, broadcasting, half types, `.npy`);
 //! - [`simple_op`] for every option of the attribute, and
 //!   [`kernel`] for the contract behind it;
-//! - [`gradcheck::GradCheck`] for checking gradients, and
-//!   [`conformance`] for checking against MXNet;
+//! - [`gradcheck::GradCheck`] for checking gradients (the `simpleop-cli`
+//!   crate checks ops against MXNet's own results);
 //! - [`Symbol`] and [`symbol::Executor`] for graphs, and [`Tuning`] for
 //!   the engine's settings.
 //!
@@ -67,11 +67,7 @@
 #![warn(missing_docs)]
 
 pub mod attrs;
-pub mod bench;
 pub mod blob;
-#[cfg(feature = "cli")]
-pub mod cli;
-pub mod conformance;
 pub mod context;
 pub mod dtype;
 pub mod eager;
@@ -142,8 +138,13 @@ pub mod __private {
         same_shape, scalar_to_attrs,
     };
 
-    /// The engine's internals that the workspace's white-box tests check.
+    /// The engine's internals that the workspace's white-box tests check,
+    /// and the benchmark's baselines use.
     pub mod engine {
+        /// Tile jobs, compiled per instruction set.
+        pub mod isa {
+            pub use crate::engine::isa::{TileJob, run};
+        }
         /// Code generation: programs, compiling them, and what ran.
         pub mod jit {
             pub use crate::engine::jit::{

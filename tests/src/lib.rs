@@ -1,7 +1,7 @@
 //! Workspace tests for simpleop: integration tests of the core and the
 //! standard ops, compile-fail UI tests of `#[simple_op]`, the CLI, and the
 //! MXNet conformance cases (`tests/conformance/*.jsonl`, checked with
-//! `simpleop::conformance`). Everything lives under `tests/`; this library
+//! `simpleop_cli::conformance`). Everything lives under `tests/`; this library
 //! only holds helpers that several test binaries share.
 
 pub mod fuzz;

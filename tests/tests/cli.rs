@@ -9,14 +9,14 @@ fn run(args: &[&str]) -> (u8, String) {
     simpleop_ops::link();
     let mut out = Vec::new();
     let argv = std::iter::once("simpleop").chain(args.iter().copied());
-    let code = simpleop::cli::run(argv, &mut out).unwrap();
+    let code = simpleop_cli::run(argv, &mut out).unwrap();
     (code, String::from_utf8(out).unwrap())
 }
 
 fn run_err(args: &[&str]) -> simpleop::Error {
     simpleop_ops::link();
     let argv = std::iter::once("simpleop").chain(args.iter().copied());
-    simpleop::cli::run(argv, &mut Vec::new()).unwrap_err()
+    simpleop_cli::run(argv, &mut Vec::new()).unwrap_err()
 }
 
 /// A fresh file under the target directory's temp area.
@@ -169,7 +169,7 @@ fn endless_and_oversized_input_files_are_refused_quickly() {
     let err = run_err(&["graph", "/dev/zero"]).to_string();
     assert!(err.contains("/dev/zero"), "{err}");
     // 268435456 (256 MiB) unless SIMPLEOP_MAX_FILE_BYTES says otherwise.
-    let cap = simpleop::cli::max_file_bytes();
+    let cap = simpleop_cli::max_file_bytes();
     assert!(err.contains(&format!("limit of {cap} bytes")), "{err}");
     assert!(err.contains("--max-file-bytes"), "{err}");
     let err = run_err(&["graph", "/dev/zero", "--max-file-bytes", "1000"]).to_string();

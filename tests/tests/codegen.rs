@@ -367,8 +367,12 @@ fn graphs() -> Vec<(&'static str, Symbol, usize)> {
     let gate = Symbol::invoke("sigmoid", &[&h], &Attrs::new()).unwrap();
     vec![
         ("gate", gate, 2),
-        ("chain6", simpleop::bench::chain6_symbol().unwrap(), 2),
-        ("smooth_l1", simpleop::bench::smooth_l1_symbol().unwrap(), 1),
+        ("chain6", simpleop_cli::bench::chain6_symbol().unwrap(), 2),
+        (
+            "smooth_l1",
+            simpleop_cli::bench::smooth_l1_symbol().unwrap(),
+            1,
+        ),
         ("dag", dag, 2),
     ]
 }
@@ -471,7 +475,7 @@ fn row_sinks_broadcasts_and_dot_heads_read_compiled_results() {
     simpleop_ops::link();
     let p = NDArray::random_uniform([300, 1000], -4.0, 4.0, DType::F32, 6).unwrap();
     let q = NDArray::random_uniform([300, 1000], -4.0, 4.0, DType::F32, 7).unwrap();
-    let graph = simpleop::bench::row_sq_dist_symbol().unwrap();
+    let graph = simpleop_cli::bench::row_sq_dist_symbol().unwrap();
     let args = [("x", &p), ("y", &q)];
     // Compiled and interpreted programs give the same bits, so the count
     // of compiled runs tells which one ran.
@@ -584,7 +588,7 @@ fn row_sinks_broadcasts_and_dot_heads_read_compiled_results() {
     let x = NDArray::random_uniform([200, 64], -1.0, 1.0, DType::F32, 1).unwrap();
     let w = NDArray::random_uniform([64, 300], -1.0, 1.0, DType::F32, 2).unwrap();
     let bias = NDArray::random_uniform([300], -1.0, 1.0, DType::F32, 3).unwrap();
-    let graph = simpleop::bench::dense_symbol().unwrap();
+    let graph = simpleop_cli::bench::dense_symbol().unwrap();
     let args = [("x", &x), ("w", &w), ("b", &bias)];
     let before = jit::compiled_ranges();
     let (a, _) = run(&graph, &args, true, false);

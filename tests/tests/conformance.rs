@@ -3,7 +3,7 @@
 //! with its own reverse-mode pass; forward outputs and, where the case asks,
 //! gradients with each argument's `grad_req`.
 
-use simpleop::conformance::{self, Path};
+use simpleop_cli::conformance::{self, Path};
 
 const CASES: &str = include_str!("../conformance/mxnet-ops.jsonl");
 

@@ -204,7 +204,7 @@ fn the_graph_command_draws_a_deep_chain() {
             let argv = ["simpleop", "graph", &file]
                 .into_iter()
                 .chain(extra.iter().copied());
-            let code = simpleop::cli::run(argv, &mut out).unwrap();
+            let code = simpleop_cli::run(argv, &mut out).unwrap();
             assert_eq!(code, 0);
             let dot = String::from_utf8(out).unwrap();
             assert!(dot.starts_with("digraph"), "{}", &dot[..100]);

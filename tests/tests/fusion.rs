@@ -686,7 +686,7 @@ fn the_benchmark_graphs_fuse_whole_and_compute_what_they_claim() {
             .collect();
         s.bind(args, HashMap::new(), HashMap::new()).unwrap()
     };
-    let sl1 = simpleop::bench::smooth_l1_symbol().unwrap();
+    let sl1 = simpleop_cli::bench::smooth_l1_symbol().unwrap();
     let mut exe = bind_one(&sl1, vec![("x", &x)]);
     assert_eq!(exe.fusion_groups().len(), 1);
     assert_eq!(exe.fusion_groups()[0].nodes.len(), 6);
@@ -698,7 +698,7 @@ fn the_benchmark_graphs_fuse_whole_and_compute_what_they_claim() {
     for (g, w) in exe.outputs()[0].to_vec::<f32>().unwrap().iter().zip(&want) {
         assert!((g - w).abs() <= 1e-6 * w.abs().max(1.0), "{g} vs {w}");
     }
-    let chain = simpleop::bench::chain6_symbol().unwrap();
+    let chain = simpleop_cli::bench::chain6_symbol().unwrap();
     let mut exe = bind_one(&chain, vec![("x", &x), ("y", &y)]);
     assert_eq!(exe.fusion_groups()[0].nodes.len(), 6);
     assert_eq!(exe.inference_memory_stats().fused_values, 5);
@@ -720,7 +720,7 @@ fn the_benchmark_graphs_fuse_whole_and_compute_what_they_claim() {
     let xd = NDArray::random_uniform([rows, k], -1.0, 1.0, DType::F32, 13).unwrap();
     let wd = NDArray::random_uniform([k, cols], -1.0, 1.0, DType::F32, 14).unwrap();
     let bd = NDArray::random_uniform([cols], -1.0, 1.0, DType::F32, 15).unwrap();
-    let dense = simpleop::bench::dense_symbol().unwrap();
+    let dense = simpleop_cli::bench::dense_symbol().unwrap();
     let mut exe = bind_one(&dense, vec![("x", &xd), ("w", &wd), ("b", &bd)]);
     assert_eq!(exe.fusion_groups()[0].nodes.len(), 3);
     assert_eq!(exe.inference_memory_stats().fused_values, 2);
@@ -798,7 +798,7 @@ fn a_fused_forward_allocates_at_most_a_few_times() {
         fusion: true,
         ..BindConfig::default()
     };
-    let mut exe = simpleop::bench::chain6_symbol()
+    let mut exe = simpleop_cli::bench::chain6_symbol()
         .unwrap()
         .bind_with(args, HashMap::new(), HashMap::new(), config)
         .unwrap();

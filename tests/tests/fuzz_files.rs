@@ -12,8 +12,8 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use simpleop::conformance::{self, Path};
 use simpleop::{DType, NDArray};
+use simpleop_cli::conformance::{self, Path};
 use simpleop_tests::fuzz::{self, Rng};
 
 /// Records the largest allocation each thread asks for, so a driver can

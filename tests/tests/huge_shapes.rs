@@ -124,7 +124,7 @@ fn graph_file(name: &str, hint: Option<&str>) -> std::path::PathBuf {
 fn cli(args: &[&str]) -> simpleop::Result<u8> {
     simpleop_ops::link();
     let argv = std::iter::once("simpleop").chain(args.iter().copied());
-    simpleop::cli::run(argv, &mut Vec::new())
+    simpleop_cli::run(argv, &mut Vec::new())
 }
 
 #[test]

@@ -4,5 +4,5 @@
 fn main() -> std::process::ExitCode {
     // The CLI looks ops up by name only, so link them explicitly.
     simpleop_examples::link();
-    simpleop::cli::main()
+    simpleop_cli::main()
 }

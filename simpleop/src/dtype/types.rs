@@ -136,16 +136,16 @@ impl_int_element!(i32 => I32, i64 => I64, u8 => U8);
 
 /// The scalar type op kernels are written against.
 ///
-/// Implemented for `f32`, `f64`, [`f16`](struct@f16) and [`bf16`]. The framework runs
+/// Implemented for `f32`, `f64`, `f16` and `bf16`. The framework runs
 /// kernels for the half types in f32 (`Compute = f32`) and converts at the
 /// edges, so a kernel instantiated with `T = f16` is only seen by code that
 /// calls it directly.
 ///
 /// Every method is a plain scalar function; kernels written with them are
 /// monomorphised per compute type and vectorised by the drivers
-/// ([`crate::kernel::simd`]). For f32, `exp`, `exp_m1`, `ln`, `ln_1p`,
+/// (`crate::kernel::simd`). For f32, `exp`, `exp_m1`, `ln`, `ln_1p`,
 /// `log2`, `log10`, `tanh`, `sigmoid`, `erf`, `sin`, `cos` and `powf` are
-/// branch-free polynomials ([`crate::vmath`], with their measured error in
+/// branch-free polynomials (`crate::vmath`, with their measured error in
 /// ULP) that vectorise with the kernel; f64 uses std's (libm) functions.
 pub trait Float:
     Element

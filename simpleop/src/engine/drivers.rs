@@ -51,7 +51,7 @@ fn tile_len_error(what: &str, expected: String) -> Error {
     Error::invalid("tile", what, expected)
 }
 
-/// Runs `kernel` over one tile: the body of a [`TileForwardFn`].
+/// Runs `kernel` over one tile: the body of a `TileForwardFn`.
 pub fn tile_forward<K: MapFn<N>, C: Float, const N: usize>(
     kernel: &K,
     ins: &[&[C]],
@@ -70,7 +70,7 @@ pub fn tile_forward<K: MapFn<N>, C: Float, const N: usize>(
     Ok(())
 }
 
-/// Runs a gradient `kernel` over one tile: the body of a [`TileBackwardFn`].
+/// Runs a gradient `kernel` over one tile: the body of a `TileBackwardFn`.
 pub fn tile_backward<K: MapGrad<N>, C: Float, const N: usize>(
     kernel: &K,
     dy: &[C],
@@ -884,7 +884,7 @@ fn reduce_into<S: Float>(
 }
 
 /// Runs a [`SourceFn`] (no inputs) into `out`. The random stream of each
-/// [`RNG_BLOCK`] of the output is fixed by the seed and the block index.
+/// `RNG_BLOCK` of the output is fixed by the seed and the block index.
 pub fn source_forward<K: SourceFn>(
     call: &OpCall<'_>,
     kernel: &K,

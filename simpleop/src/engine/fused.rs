@@ -383,7 +383,7 @@ fn output_name(k: usize) -> Cow<'static, str> {
         .map_or_else(|| Cow::Owned(format!("output{k}")), |&n| Cow::Borrowed(n))
 }
 
-/// Rows whose length is not a multiple of [`ROW_LANES`] are summed in
+/// Rows whose length is not a multiple of `ROW_LANES` are summed in
 /// registers only from this length: each costs two compiled calls (its
 /// chunks, then its partial last chunk into zeroed sums), where storing
 /// the values for the sink costs one call per tile, which short rows do

@@ -61,7 +61,7 @@ pub fn parallel_work() -> usize {
 }
 
 /// Whether `work` units are worth splitting: at least the least grain
-/// (below it nothing is measured) and at least [`parallel_work`].
+/// (below it nothing is measured) and at least `parallel_work`.
 pub fn worth_splitting(work: usize) -> bool {
     work >= PARALLEL_WORK && work >= parallel_work()
 }

@@ -160,7 +160,7 @@ pub trait TileJob: Sized {
     /// Runs the loop.
     fn run(self);
     /// Runs the loop where the CPU has fused multiply-add: kernels run in
-    /// [`Float::Fma`], so an f32 kernel's vector math uses
+    /// `Float::Fma`, so an f32 kernel's vector math uses
     /// [`crate::vmath::fma`]. Jobs without kernels run as [`TileJob::run`].
     #[inline(always)]
     fn run_fma(self) {
@@ -168,7 +168,7 @@ pub trait TileJob: Sized {
     }
 
     /// Runs the loop inside the AVX-512 dispatch; jobs whose kernels have
-    /// a [`VectorForm`](super::VectorForm) run it here, the rest as
+    /// a `VectorForm` run it here, the rest as
     /// [`TileJob::run_fma`].
     ///
     /// # Safety

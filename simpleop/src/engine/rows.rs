@@ -63,7 +63,7 @@ pub type RowReductionFn =
 
 impl RowReducer {
     /// What is summed per element, for compiled code that sums a fused
-    /// program's values in registers ([`RowAcc::feed_sums`]).
+    /// program's values in registers (`RowAcc::feed_sums`).
     pub fn summand(self) -> Summand {
         match self {
             RowReducer::Sum | RowReducer::Mean => Summand::Value,

@@ -30,7 +30,7 @@ pub enum Stores {
 
 /// A unary function over slices, in explicit vector code for the
 /// instruction sets it covers (today AVX-512: F, BW, DQ and VL, what
-/// [`Isa::Avx512`](super::simd::Isa::Avx512) stands for), on f32 and on
+/// `Isa::Avx512` stands for), on f32 and on
 /// f16/bf16 storage (computing in f32). f64 kernels never use it.
 #[derive(Clone, Copy, Debug)]
 pub struct VectorForm {
@@ -55,11 +55,11 @@ impl VectorForm {
     ///
     /// # Safety
     /// Each loop must be sound to call on any CPU with what
-    /// [`Isa::Avx512`](super::simd::Isa::Avx512) stands for (AVX-512F, BW,
+    /// `Isa::Avx512` stands for (AVX-512F, BW,
     /// DQ and VL, with AVX2, FMA and F16C) with two slices of equal length,
     /// and write to every `out[j]` bit for bit what the op's scalar
     /// `forward` gives for `x[j]` with `T = Float::Fma` of f32 (converted
-    /// as documented on [`Avx512Loops`] for the half types; a NaN result
+    /// as documented on `Avx512Loops` for the half types; a NaN result
     /// may be any NaN, since which operand's NaN an FMA passes on is the
     /// compiler's choice in the scalar form).
     pub const unsafe fn with_avx512(name: &'static str, loops: Avx512Loops) -> Self {

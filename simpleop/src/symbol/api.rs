@@ -300,10 +300,59 @@ impl Symbol {
         Executor::new(g, args, grads, grad_req, BindConfig::default())
     }
 
+    /// The graph's nodes in topological order (inputs before the nodes
+    /// that read them, MXNet's order), for programs that walk a graph
+    /// themselves: interpreters, exporters, the conformance runner.
+    pub fn topology(&self) -> Result<Topology> {
+        let g = self.graph()?;
+        Ok(Topology {
+            nodes: g
+                .nodes
+                .into_iter()
+                .map(|n| TopoNode {
+                    op: n.op,
+                    name: n.name,
+                    env: n.env,
+                    inputs: n.inputs,
+                })
+                .collect(),
+            heads: g.heads,
+        })
+    }
+
     pub(crate) fn graph(&self) -> Result<Graph> {
         let g = Graph::from_heads(&self.heads);
         g.check_unique_arguments()?;
         Ok(g)
+    }
+}
+
+/// A symbol's graph in topological order ([`Symbol::topology`]).
+#[derive(Clone, Debug)]
+pub struct Topology {
+    /// Every node, each after the nodes it reads.
+    pub nodes: Vec<TopoNode>,
+    /// The index of each output's node, in output order.
+    pub heads: Vec<usize>,
+}
+
+/// One node of a [`Topology`].
+#[derive(Clone, Debug)]
+pub struct TopoNode {
+    /// The op, or `None` for a variable.
+    pub op: Option<&'static OpDef>,
+    /// The node's name (a variable's is its argument name).
+    pub name: String,
+    /// The op's parsed arguments.
+    pub env: EnvArguments,
+    /// The index of the node each input comes from.
+    pub inputs: Vec<usize>,
+}
+
+impl TopoNode {
+    /// `e`, saying which node it came from.
+    pub fn error(&self, e: Error) -> Error {
+        e.in_node(&self.name, self.op.map_or("null", |o| o.name))
     }
 }
 

@@ -42,7 +42,7 @@ pub struct BindConfig {
     /// are tested against, bit for bit).
     pub memory_planning: bool,
     /// Fuse elementwise ops (TVM's FuseOps rules; see
-    /// [`Executor::fusion_groups`]): a fused group runs tile by tile in
+    /// `Executor::fusion_groups`): a fused group runs tile by tile in
     /// cache and its intermediates get no memory. Results are bitwise
     /// those of the unfused executor.
     pub fusion: bool,

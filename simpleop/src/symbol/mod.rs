@@ -10,11 +10,11 @@
 
 //!
 //! [`Symbol::bind`] compiles the graph in passes, one file each, each
-//! with a typed input and output ([`steps`] is the form they share):
-//! inference ([`infer`]) → schedule, forward plus autodiff ([`schedule`])
-//! → fusion groups ([`group`]) → lowering of each group to one fused step
-//! ([`lower`]) → memory planning ([`allocate`]) → the executable steps
-//! ([`executor`]). [`dot`] prints any stage.
+//! with a typed input and output (`steps` is the form they share):
+//! inference (`infer`) → schedule, forward plus autodiff (`schedule`)
+//! → fusion groups (`group`) → lowering of each group to one fused step
+//! (`lower`) → memory planning (`allocate`) → the executable steps
+//! (`executor`). `dot` prints any stage.
 
 mod allocate;
 mod api;
@@ -30,7 +30,7 @@ mod node;
 mod schedule;
 mod steps;
 
-pub use api::Symbol;
+pub use api::{Symbol, TopoNode, Topology};
 pub use config::{BindConfig, GradReq, MemoryStats};
 pub use executor::Executor;
 pub use group::FusionGroup;

@@ -4,7 +4,7 @@ pub use crate::engine::lanes::Lane;
 use crate::engine::rows::Summand;
 
 /// Running f64 sums per row chunk: element `p` of a row goes to sum
-/// `p % ACC_LANES`, the order [`crate::kernel::rows`] fixes.
+/// `p % ACC_LANES`, the order `crate::kernel::rows` fixes.
 pub const ACC_LANES: usize = crate::engine::rows::LANES;
 
 /// One instruction of a program to compile.
@@ -29,7 +29,7 @@ pub enum JitInstr<'a> {
         stream: bool,
     },
     /// After the ops, adds `summand(slot)` of every element to the running
-    /// sums [`Compiled::run_accumulating`] is given (the slot is stored
+    /// sums `Compiled::run_accumulating` is given (the slot is stored
     /// only if also kept): how a row reduction fed by the program sums its
     /// input in registers. At most one per program, of a value an op
     /// makes; other programs do not compile.

@@ -3,5 +3,5 @@
 
 fn main() -> std::process::ExitCode {
     simpleop_ops::link();
-    simpleop::cli::main()
+    simpleop_cli::main()
 }

@@ -1,13 +1,13 @@
 //! The conformance runner: reference cases (graphs, inputs, and what a
 //! reference implementation computed; format in `tests/conformance/FORMAT.md`)
-//! checked through the symbolic [`Executor`](crate::symbol::Executor) and,
+//! checked through the symbolic [`Executor`](simpleop::symbol::Executor) and,
 //! independently, op by op through the [`NDArray`] API with a reverse-mode
 //! pass of its own.
 //!
 //! ```no_run
 //! let text = std::fs::read_to_string("tests/conformance/mxnet-ops.jsonl").unwrap();
-//! let cases = simpleop::conformance::parse_cases(&text).unwrap();
-//! let report = simpleop::conformance::check(&cases);
+//! let cases = simpleop_cli::conformance::parse_cases(&text).unwrap();
+//! let report = simpleop_cli::conformance::check(&cases);
 //! println!("{}", report.summary()); // "141 passed, 0 failed"
 //! ```
 
@@ -16,8 +16,8 @@ use std::fmt;
 
 use serde::Deserialize;
 
-use crate::symbol::{BindConfig, GradReq, Symbol};
-use crate::{DType, Error, NDArray, OpReqType, Result, eager};
+use simpleop::symbol::{BindConfig, GradReq, Symbol};
+use simpleop::{DType, Error, NDArray, OpReqType, Result, eager};
 
 /// One array as case files store it: row-major values as numbers or the
 /// strings `"nan"`, `"inf"`, `"-inf"`.
@@ -38,7 +38,7 @@ impl ArrayData {
             .iter()
             .map(|v| match v {
                 serde_json::Value::Number(n) => n.as_f64().ok_or(()),
-                serde_json::Value::String(s) => crate::attrs::parse_f64(s).ok_or(()),
+                serde_json::Value::String(s) => simpleop::attrs::parse_f64(s).ok_or(()),
                 _ => Err(()),
             })
             .map(|r| r.map_err(|()| case_error("array value is neither a number nor nan/inf")))
@@ -188,10 +188,10 @@ pub fn check(cases: &[Case]) -> Report {
 }
 
 /// Checks every case along each of `paths`, with storage for overwriting
-/// poisoned (see [`crate::pool::set_poison`]) so that a kernel that skips
+/// poisoned (see [`simpleop::pool::set_poison`]) so that a kernel that skips
 /// elements shows NaN there.
 pub fn check_paths(cases: &[Case], paths: &[Path]) -> Report {
-    let _poison = crate::pool::PoisonGuard::hold();
+    let _poison = simpleop::pool::PoisonGuard::hold();
     let mut report = Report::default();
     for case in cases {
         let mut ok = true;
@@ -367,7 +367,7 @@ fn run_executor(case: &Case, memory_planning: bool) -> std::result::Result<(), F
 /// runs each node's registered gradient with [`eager::invoke_backward`],
 /// accumulating into each value's gradient with `AddTo`.
 fn run_eager(case: &Case) -> std::result::Result<(), Failed> {
-    let g = symbol(case)?.graph()?;
+    let g = symbol(case)?.topology()?;
     let n_nodes = g.nodes.len();
     let mut values: Vec<NDArray> = Vec::with_capacity(n_nodes);
     for node in &g.nodes {

@@ -1,15 +1,4 @@
-//! The `simpleop` command line: conformance checks, op listings and graph
-//! pictures, over whatever ops are linked into the binary.
-//!
-//! The standard binary is `cargo run --release --bin simpleop -- …` (from
-//! `simpleop-ops`). A crate with its own ops gets the same tool, with its
-//! ops registered, from a one-line `main`:
-//!
-//! ```no_run
-//! fn main() -> std::process::ExitCode {
-//!     simpleop::cli::main()
-//! }
-//! ```
+//! The subcommands and their arguments.
 //!
 //! Subcommands:
 //! * `check FILE...` runs every conformance case through the executor and op
@@ -35,8 +24,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::symbol::{GradReq, Symbol};
-use crate::{DType, Error, ParamKind, Registry, Result, Shape, conformance};
+use simpleop::symbol::{GradReq, Symbol};
+use simpleop::{DType, Error, ParamKind, Registry, Result, Shape};
+
+use crate::conformance;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -156,7 +147,7 @@ fn bench(quick: bool, json: bool, out: &mut dyn Write) -> Result<()> {
     };
     eprintln!(
         "simd: {}, threads: {}, elements: {}",
-        crate::engine::isa::active().name(),
+        simpleop::Tuning::current().isa.name(),
         rayon::current_num_threads(),
         opts.elements
     );

@@ -68,11 +68,9 @@ use rayon::prelude::*;
 
 use std::collections::HashMap;
 
-use crate::engine::hints;
-use crate::engine::isa::{self as simd, Isa, TileJob};
-use crate::engine::table;
-use crate::symbol::{BindConfig, Symbol};
-use crate::{Attrs, DType, NDArray, OpReqType, Result, eager};
+use simpleop::__private::engine::isa::{self as simd, TileJob};
+use simpleop::symbol::{BindConfig, Symbol};
+use simpleop::{Attrs, DType, Isa, NDArray, OpReqType, Result, Tuning, eager};
 
 /// One measured row.
 #[derive(Clone, Debug, PartialEq)]
@@ -130,7 +128,7 @@ pub fn meta_json(opts: Options) -> String {
     let year = yoe + era * 400 + i64::from(month <= 2);
     serde_json::json!({ "meta": {
         "cpu": cpu,
-        "isa": simd::active().name(),
+        "isa": Tuning::current().isa.name(),
         "threads": rayon::current_num_threads(),
         "date": format!("{year:04}-{month:02}-{day:02}"),
         "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
@@ -339,25 +337,21 @@ impl Bench {
         &mut self,
         name: &str,
         baseline: &str,
-        (get, set): Switch,
+        switch: Switch,
         mut f: impl FnMut() -> Result<()>,
     ) -> Result<f64> {
-        let before = get();
         self.pair(name, baseline, |c| match c {
             Call::Base => f(),
             Call::Row => {
-                set(false);
-                let r = f();
-                set(before);
-                r
+                let _off = Tuning::scoped(|t| switch(t, false))?;
+                f()
             }
         })
     }
 }
 
-/// An engine switch's getter and setter (`hints::prefetch_enabled` and
-/// `hints::set_prefetch`, ...).
-type Switch = (fn() -> bool, fn(bool));
+/// Sets one of [`Tuning`]'s switches.
+type Switch = fn(&mut Tuning, bool);
 
 /// The unary rows: op name and its string attributes.
 const UNARY: [(&str, &[(&str, &str)]); 6] = [
@@ -442,22 +436,22 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
             b.pair_switched_off(
                 &format!("{op}/f32/no-prefetch"),
                 &out_row,
-                (hints::prefetch_enabled, hints::set_prefetch),
+                |t, on| t.prefetch = on,
                 || into(op, input, &attrs, &mut out),
             )?;
             report(&b);
         }
         if op == "relu" || op == "smooth_l1" {
-            let vectorised = simd::active();
+            let vectorised = Tuning::current().isa;
             let r = b.pair(&format!("{op}/f32/scalar-isa"), &out_row, |c| {
-                simd::set_active(if c == Call::Row {
+                let isa = if c == Call::Row {
                     Isa::Scalar
                 } else {
                     vectorised
-                })?;
+                };
+                let _isa = Tuning::scoped(|t| t.isa = isa)?;
                 into(op, input, &attrs, &mut out)
             });
-            simd::set_active(vectorised)?;
             r?;
             report(&b);
         }
@@ -504,7 +498,7 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
                 b.pair_switched_off(
                     &format!("{op}/{}/computed", dtype.name()),
                     &row,
-                    (table::half_tables_enabled, table::set_half_tables),
+                    |t, on| t.half_tables = on,
                     || into(op, input, &attrs, &mut oh),
                 )?;
                 report(&b);
@@ -550,7 +544,7 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
         b.pair_switched_off(
             "chain6/fused/cached-stores",
             "chain6/fused",
-            (hints::stream_stores_enabled, hints::set_stream_stores),
+            |t, on| t.stream_stores = on,
             || fused.forward(false),
         )?;
         report(&b);
@@ -681,7 +675,7 @@ pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
     // Dispatch overhead on one element: µs per call, over many calls.
     let one = NDArray::from_vec(vec![0.5f32], [1])?;
     let relu = eager::lookup("relu")?.def;
-    let env = crate::EnvArguments::none();
+    let env = simpleop::EnvArguments::none();
     let calls = if opts.reps > 5 { 200_000 } else { 50_000 };
     let typed = || -> Result<()> {
         for _ in 0..calls {
@@ -777,7 +771,7 @@ fn bind_inference(
     graph: &Symbol,
     args: &[(&str, &NDArray)],
     config: BindConfig,
-) -> Result<crate::symbol::Executor> {
+) -> Result<simpleop::symbol::Executor> {
     let args = args
         .iter()
         .map(|(n, a)| ((*n).to_owned(), (*a).clone()))
