@@ -118,6 +118,10 @@ struct Args {
     /// progress bar).
     #[arg(long)]
     json: bool,
+    /// Print every epoch's loss. By default a terminal shows a progress
+    /// bar, and other output (a pipe, a CI log) gets about ten lines.
+    #[arg(long)]
+    log_epochs: bool,
     /// Where to write graph.dot [default: target/train_digits in the
     /// workspace].
     #[arg(long)]
@@ -240,10 +244,15 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         losses.push(report.loss);
         bar.set_message(format!("loss {:.4}", report.loss));
         let line = format!("epoch {epoch:3}  loss {:.6}", report.loss);
-        if bar.is_hidden() && !args.json {
-            println!("{line}");
-        } else if !args.json {
-            bar.println(line);
+        // Without a terminal, every tenth of the run (and the last epoch).
+        let summary_every = args.epochs.div_ceil(10).max(1);
+        let summary = epoch % summary_every == 0 || epoch == args.epochs;
+        if !args.json {
+            if args.log_epochs && !bar.is_hidden() {
+                bar.println(line);
+            } else if args.log_epochs || (bar.is_hidden() && summary) {
+                println!("{line}");
+            }
         }
     }
     bar.finish_and_clear();

@@ -4,39 +4,25 @@ use std::collections::HashMap;
 
 use smallvec::SmallVec;
 
-use super::allocate;
+use super::bind::{
+    bind_args, bind_buffer, bind_grads, compile_plan, infer_nodes, node_kernels, shared_buffers,
+};
 use super::config::{BindConfig, GradReq, MemoryStats};
 use super::graph::Graph;
 use super::group::{self, FusionGroup, Grouping};
-use super::infer;
 use super::lower;
-use super::schedule;
-use super::steps::{self as plan, Instr, Loc, Plan, PlanInput, Step, ValueId, slab};
-use crate::engine::fused::{
-    RowSink, TileInstr, TileProgram, run_program, run_program_reducing, run_program_within,
-};
+use super::slabs::{SlabError, SlabOp, Slabs};
+use super::steps::{self as plan, Instr, Loc, Plan, PlanInput, Step, ValueId};
+use crate::engine::fused::{RowSink, TileInstr, TileProgram, run_program, run_program_reducing};
 use crate::kernel::RowReduction;
 use crate::pool::Buffer;
 use crate::{
     DType, Device, EnvArguments, Error, GradArgs, KernelRegistration, NDArray, OpCall, OpReqType,
-    Registry, Result, RunContext, Shape, TBlob, TBlobMut, dispatch_float,
+    Result, RunContext, Shape, TBlob, TBlobMut, dispatch_float,
 };
 
 /// A per-call list (pointers, views), inline up to the usual sizes.
 type Ptrs<T> = SmallVec<[T; 8]>;
-
-/// The passes between a bound graph and its executable plan: the
-/// schedule (forward, then autodiff), lowering of the fusion groups, and
-/// memory planning.
-fn compile_plan(input: &PlanInput<'_>, grouping: Option<&Grouping>) -> Result<Plan> {
-    let mut plan = schedule::schedule(input)?;
-    let fused_away = match grouping {
-        Some(grouping) => lower::lower(&mut plan, input, grouping),
-        None => Vec::new(),
-    };
-    allocate::allocate(&mut plan, input, &fused_away);
-    Ok(plan)
-}
 
 /// A graph bound to arguments and gradient buffers.
 ///
@@ -101,115 +87,21 @@ impl std::fmt::Debug for Executor {
 impl Executor {
     pub(crate) fn new(
         graph: Graph,
-        mut args: HashMap<String, NDArray>,
-        mut grads: HashMap<String, NDArray>,
+        args: HashMap<String, NDArray>,
+        grads: HashMap<String, NDArray>,
         grad_req: HashMap<String, GradReq>,
         config: BindConfig,
     ) -> Result<Executor> {
         let arg_names = graph.argument_names();
-        let is_arg: std::collections::HashSet<&str> =
-            arg_names.iter().map(String::as_str).collect();
-        for name in args.keys().chain(grads.keys()).chain(grad_req.keys()) {
-            if !is_arg.contains(name.as_str()) {
-                return Err(Error::argument(
-                    name,
-                    format!(
-                        "not an argument of the graph (arguments: {})",
-                        arg_names.join(", ")
-                    ),
-                ));
-            }
-        }
-        let mut bound_args = Vec::with_capacity(arg_names.len());
-        for name in &arg_names {
-            let a = args
-                .remove(name)
-                .ok_or_else(|| Error::argument(name, "unbound: no array was given for it"))?;
-            bound_args.push(a);
-        }
-        let known_shapes: HashMap<String, Shape> = arg_names
-            .iter()
-            .zip(&bound_args)
-            .map(|(n, a)| (n.clone(), a.shape().clone()))
-            .collect();
-        let known_types: HashMap<String, DType> = arg_names
-            .iter()
-            .zip(&bound_args)
-            .map(|(n, a)| (n.clone(), a.dtype()))
-            .collect();
-        let shapes: Vec<Shape> = infer::node_shapes(&graph, &known_shapes)?
-            .into_iter()
-            .map(|s| s.expect("every argument is bound, so every shape is known"))
-            .collect();
-        let dtypes: Vec<DType> = infer::node_types(&graph, &known_types)?
-            .into_iter()
-            .map(|d| d.expect("every argument is bound, so every dtype is known"))
-            .collect();
-        for (n, node) in graph.nodes.iter().enumerate() {
-            if let Some(op) = node.op {
-                crate::ndarray::check_size(op.name, &shapes[n], dtypes[n])
-                    .map_err(|e| node.error(e))?;
-            }
-        }
+        let bound_args = bind_args(&arg_names, args, &grads, &grad_req)?;
+        let (shapes, dtypes) = infer_nodes(&graph, &arg_names, &bound_args)?;
         let reqs: Vec<GradReq> = arg_names
             .iter()
             .map(|n| grad_req.get(n).copied().unwrap_or_default())
             .collect();
-        let mut bound_grads = Vec::with_capacity(arg_names.len());
-        for (k, name) in arg_names.iter().enumerate() {
-            let g = grads.remove(name);
-            let a = &bound_args[k];
-            match (reqs[k], g) {
-                (GradReq::Null, _) => bound_grads.push(None),
-                (_, None) => {
-                    return Err(Error::argument(
-                        name,
-                        format!(
-                            "grad_req is {}, but no gradient buffer was given",
-                            reqs[k].name()
-                        ),
-                    ));
-                }
-                (_, Some(g)) => {
-                    if !a.dtype().is_float() {
-                        return Err(Error::argument(
-                            name,
-                            format!(
-                                "has dtype {}; only float arguments have gradients",
-                                a.dtype()
-                            ),
-                        ));
-                    }
-                    if g.shape() != a.shape() || g.dtype() != a.dtype() {
-                        return Err(Error::argument(
-                            name,
-                            format!(
-                                "gradient buffer is {} {}, expected {} {}",
-                                g.shape(),
-                                g.dtype(),
-                                a.shape(),
-                                a.dtype()
-                            ),
-                        ));
-                    }
-                    bound_grads.push(Some(g));
-                }
-            }
-        }
-        let registry = Registry::global()?;
+        let bound_grads = bind_grads(&arg_names, &bound_args, grads, &reqs)?;
         let ctx = RunContext::default();
-        let mut kernels = Vec::with_capacity(graph.nodes.len());
-        for node in &graph.nodes {
-            kernels.push(match node.op {
-                None => None,
-                Some(op) => Some(
-                    *registry
-                        .get(op.name)?
-                        .kernels(ctx.device)
-                        .map_err(|e| node.error(e))?,
-                ),
-            });
-        }
+        let kernels = node_kernels(&graph, ctx.device)?;
         let tile: Vec<bool> = kernels
             .iter()
             .map(|k| k.is_some_and(|k| k.tile.is_some()))
@@ -241,17 +133,7 @@ impl Executor {
         } else {
             None
         };
-        let mut sizes = inference.buffers.clone();
-        let mut sink = inference.sink;
-        if let Some(t) = &training {
-            if t.buffers.len() > sizes.len() {
-                sizes.resize(t.buffers.len(), 0);
-            }
-            for (s, &b) in sizes.iter_mut().zip(&t.buffers) {
-                *s = (*s).max(b);
-            }
-            sink = sink.max(t.sink);
-        }
+        let (sizes, sink) = shared_buffers(&inference, training.as_ref());
         let outputs = graph
             .heads
             .iter()
@@ -640,69 +522,17 @@ impl Executor {
             .map(|r| (r, k)))
     }
 
-    /// Runs `plan.steps[range]`.
+    /// Runs `plan.steps[range]`, one function per kind of step.
     ///
     /// Per-call lists live inline ([`Ptrs`]): a six-op fused forward made
-    /// 35 allocator calls with `Vec`s, 3 now (`tests/fused_allocs.rs`).
+    /// 35 allocator calls with `Vec`s, 3 now (`tests/tests/fusion.rs`).
     fn run(
         &mut self,
         plan: &Plan,
         range: std::ops::Range<usize>,
         head_grads: &[NDArray],
     ) -> Result<()> {
-        // Base pointers of every location. Arguments and head gradients are
-        // only read; outputs and gradient buffers are made unique first so
-        // no other handle sees the writes.
-        let arg_ptrs: Ptrs<*const u8> = self.args.iter().map(|a| a.blob().as_ptr()).collect();
-        let head_grad_ptrs: Ptrs<*const u8> =
-            head_grads.iter().map(|a| a.blob().as_ptr()).collect();
-        let out_ptrs: Ptrs<*mut u8> = self
-            .outputs
-            .iter_mut()
-            .map(NDArray::make_unique_ptr)
-            .collect::<Result<_>>()?;
-        let grad_ptrs: Ptrs<Option<*mut u8>> = self
-            .grads
-            .iter_mut()
-            .map(|g| g.as_mut().map(NDArray::make_unique_ptr).transpose())
-            .collect::<Result<_>>()?;
-        let pool_ptrs: Ptrs<*mut u8> = self
-            .pool
-            .iter_mut()
-            .map(|b| b.bytes_mut().as_mut_ptr())
-            .collect();
-        let sink_ptr = self.sink.bytes_mut().as_mut_ptr();
-        let sink_slot = self.sink_layout.slot_bytes;
-        let ptr = |v: ValueId| -> *mut u8 {
-            match plan.values[v].loc {
-                Loc::Arg(k) => arg_ptrs[k].cast_mut(),
-                Loc::ArgGrad(k) => grad_ptrs[k].expect("planned only with a buffer"),
-                Loc::Head(h) => out_ptrs[h],
-                Loc::HeadGrad(h) => head_grad_ptrs[h].cast_mut(),
-                Loc::Pool(b) => pool_ptrs[b],
-                Loc::Unplaced | Loc::Fused => {
-                    unreachable!("the planner places every value a step reads or writes")
-                }
-            }
-        };
-        // SAFETY (for the views below): every pointer is the start of a live,
-        // 64-byte aligned allocation owned by `self` (arguments, outputs,
-        // gradient buffers, pool, sink) or by `head_grads`, none of which is
-        // resized or dropped during this call; each is at least as large as
-        // the value viewed there (pool buffers are sized by the planner to
-        // the largest value placed in them). The planner gives a value being
-        // written a buffer no live value occupies, except the exact alias of
-        // a declared in-place option, which the kernel contract allows: the
-        // elementwise driver reads each tile before writing it. Arguments
-        // and head gradients are never written.
-        let view = |v: ValueId| unsafe {
-            let val = &plan.values[v];
-            TBlob::from_raw(ptr(v), val.dtype, val.shape.clone())
-        };
-        let view_mut = |v: ValueId| unsafe {
-            let val = &plan.values[v];
-            TBlobMut::from_raw(ptr(v), val.dtype, val.shape.clone())
-        };
+        let at = self.place(plan, head_grads)?;
         for s in range {
             match &plan.steps[s] {
                 Step::Forward {
@@ -710,134 +540,11 @@ impl Executor {
                     inputs,
                     out,
                     in_place,
-                } => {
-                    let n = *node;
-                    let op = self.graph.nodes[n].op.expect("op node");
-                    let k = self.kernels[n].expect("op node");
-                    if !*in_place {
-                        view_mut(*out).poison_if_asked();
-                    }
-                    let ins: Ptrs<TBlob<'_>> = inputs.iter().map(|&v| view(v)).collect();
-                    let req = if *in_place {
-                        OpReqType::WriteInplace
-                    } else {
-                        OpReqType::WriteTo
-                    };
-                    let call = OpCall {
-                        op,
-                        env: &self.envs[n],
-                        ctx: &self.ctx,
-                    };
-                    (k.forward)(&call, &ins, &mut [view_mut(*out)], &[req])
-                        .map_err(|e| self.graph.nodes[n].error(e))?;
-                }
-                Step::Fused(f) => {
-                    let first = f.nodes.first().copied().unwrap_or(0);
-                    let node_err = |e: Error| self.graph.nodes[first].error(e);
-                    let prog = self.tile_program(f)?;
-                    if f.reduce.is_none() && f.head.is_none() {
-                        let ins: Ptrs<TBlob<'_>> = f.inputs.iter().map(|&v| view(v)).collect();
-                        let mut outs: Ptrs<TBlobMut<'_>> =
-                            f.outputs.iter().map(|&(v, _)| view_mut(v)).collect();
-                        run_program(&prog, &ins, &mut outs, self.ctx.parallel).map_err(node_err)?;
-                        continue;
-                    }
-                    if let (Some(t), None) = (&f.reduce, &f.head)
-                        && let Some((reduction, k)) = self.row_sink(plan, f, t)?
-                    {
-                        // The reduction eats the program's tiles: its input
-                        // is never stored, not even to a slab buffer.
-                        let (prog, slot) = without_output(prog, k);
-                        let ins: Ptrs<TBlob<'_>> = f.inputs.iter().map(|&v| view(v)).collect();
-                        let mut outs: Ptrs<TBlobMut<'_>> = f
-                            .outputs
-                            .iter()
-                            .enumerate()
-                            .filter(|&(j, _)| j != k)
-                            .map(|(_, &(v, _))| view_mut(v))
-                            .collect();
-                        let sink = RowSink {
-                            slot,
-                            reduction,
-                            dst: view_mut(t.out),
-                        };
-                        let space = &plan.values[t.scratch].shape;
-                        run_program_reducing(
-                            &prog,
-                            &ins,
-                            &mut outs,
-                            sink,
-                            space,
-                            self.ctx.parallel,
-                        )
-                        .map_err(node_err)?;
-                        continue;
-                    }
-                    // Base addresses (plain integers, so that the slab
-                    // closure may cross threads) of what the slabs view;
-                    // `None` marks the head's output or the reduction's
-                    // input, which lives in a per-thread slab buffer instead.
-                    let scratch = f.head.as_ref().map(|h| h.scratch);
-                    let tail_in = f.reduce.as_ref().map(|t| t.scratch);
-                    let placed = |v: ValueId, skip: Option<ValueId>| {
-                        (Some(v) != skip).then(|| (v, ptr(v) as usize))
-                    };
-                    let inputs: Vec<Option<(ValueId, usize)>> =
-                        f.inputs.iter().map(|&v| placed(v, scratch)).collect();
-                    let outputs: Vec<Option<(ValueId, usize)>> =
-                        f.outputs.iter().map(|&(v, _)| placed(v, tail_in)).collect();
-                    let slab_op = |node: usize, values: Vec<(ValueId, usize)>| SlabOp {
-                        node,
-                        op: self.graph.nodes[node].op.expect("op node"),
-                        forward: self.kernels[node].expect("op node").forward,
-                        env: &self.envs[node],
-                        values,
-                    };
-                    let head = f.head.as_ref().map(|h| {
-                        let ins = h.inputs.iter().map(|&v| (v, ptr(v) as usize)).collect();
-                        slab_op(h.node, ins)
-                    });
-                    let tail = f
-                        .reduce
-                        .as_ref()
-                        .map(|t| slab_op(t.node, vec![(t.out, ptr(t.out) as usize)]));
-                    // `fixed`: a head's slabs start at multiples of its slab
-                    // rows whatever the thread split, because the product's
-                    // rounding depends on how many rows one call gets.
-                    let (space, rows, extra_cost, fixed) = match (&f.head, &f.reduce) {
-                        (Some(h), None) => (h.scratch, h.rows, h.cost, true),
-                        (None, Some(t)) => (t.scratch, t.rows, 0, false),
-                        // The slab buffer would be both read and written.
-                        _ => {
-                            return Err(node_err(Error::graph(
-                                "a fused step with both a slabbed dot and a slabbed reduction",
-                            )));
-                        }
-                    };
-                    let slabs = Slabs {
-                        plan,
-                        space,
-                        rows,
-                        fixed,
-                        cost: prog.cost + extra_cost,
-                        ctx: RunContext {
-                            parallel: false,
-                            ..self.ctx
-                        },
-                        prog: &prog,
-                        inputs: &inputs,
-                        outputs: &outputs,
-                        head,
-                        tail,
-                    };
-                    slabs.run(self.ctx.parallel).map_err(|e| match e {
-                        SlabError::Program(e) => node_err(e),
-                        SlabError::Op(n, e) => self.graph.nodes[n].error(e),
-                    })?;
-                }
+                } => self.run_forward(&at, *node, inputs, *out, *in_place)?,
+                Step::Fused(f) => self.run_fused(&at, f)?,
                 Step::Seed { head, dst, req } => {
-                    let src = view_from(head_grad_ptrs[*head], &plan.values[*dst]);
-                    seed(&src, &mut view_mut(*dst), *req)?;
+                    let src = view_from(at.head_grads[*head], &plan.values[*dst]);
+                    seed(&src, &mut at.view_mut(*dst), *req)?;
                 }
                 Step::Backward {
                     node,
@@ -847,83 +554,232 @@ impl Executor {
                     grads,
                     in_place,
                 } => {
-                    let n = *node;
-                    let op = self.graph.nodes[n].op.expect("op node");
-                    let k = self.kernels[n].expect("op node");
-                    let backward = k.backward.ok_or_else(|| {
-                        self.graph.nodes[n].error(Error::NoGradient { op: op.name.into() })
-                    })?;
-                    let call = OpCall {
-                        op,
-                        env: &self.envs[n],
-                        ctx: &self.ctx,
+                    let step = BackwardStep {
+                        node: *node,
+                        out_grad: *out_grad,
+                        output: *output,
+                        inputs,
+                        grads,
+                        in_place: *in_place,
                     };
-                    // Inputs that share a gradient buffer (`f(x, x)`) get
-                    // their gradients in separate calls, in order, so each
-                    // write sees the previous one (WriteTo then AddTo).
-                    let mut groups: Vec<Vec<usize>> = Vec::new();
-                    for (i, g) in grads.iter().enumerate() {
-                        let Some((v, _)) = g else { continue };
-                        let clash = groups.last().is_some_and(|grp| {
-                            grp.iter().any(|&j| grads[j].is_some_and(|(w, _)| w == *v))
-                        });
-                        match groups.last_mut() {
-                            Some(grp) if !clash => grp.push(i),
-                            _ => groups.push(vec![i]),
-                        }
-                    }
-                    for grp in groups {
-                        let args = GradArgs {
-                            out_grad: view(*out_grad),
-                            output: output.map(view),
-                            inputs: inputs.iter().map(|x| x.map(view)).collect(),
+                    self.run_backward(&at, &step)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The base pointers of every place a value of `plan` can live.
+    /// Arguments and head gradients are only read; outputs and gradient
+    /// buffers are made unique first so that no other handle sees the
+    /// writes.
+    fn place<'p>(&mut self, plan: &'p Plan, head_grads: &[NDArray]) -> Result<Placed<'p>> {
+        Ok(Placed {
+            plan,
+            args: self.args.iter().map(|a| a.blob().as_ptr()).collect(),
+            head_grads: head_grads.iter().map(|a| a.blob().as_ptr()).collect(),
+            outputs: self
+                .outputs
+                .iter_mut()
+                .map(NDArray::make_unique_ptr)
+                .collect::<Result<_>>()?,
+            grads: self
+                .grads
+                .iter_mut()
+                .map(|g| g.as_mut().map(NDArray::make_unique_ptr).transpose())
+                .collect::<Result<_>>()?,
+            pool: self
+                .pool
+                .iter_mut()
+                .map(|b| b.bytes_mut().as_mut_ptr())
+                .collect(),
+            sink: self.sink.bytes_mut().as_mut_ptr(),
+            sink_slot: self.sink_layout.slot_bytes,
+        })
+    }
+
+    /// One op's forward kernel.
+    fn run_forward(
+        &self,
+        at: &Placed<'_>,
+        n: usize,
+        inputs: &[ValueId],
+        out: ValueId,
+        in_place: bool,
+    ) -> Result<()> {
+        let op = self.graph.nodes[n].op.expect("op node");
+        let k = self.kernels[n].expect("op node");
+        if !in_place {
+            at.view_mut(out).poison_if_asked();
+        }
+        let ins: Ptrs<TBlob<'_>> = inputs.iter().map(|&v| at.view(v)).collect();
+        let req = if in_place {
+            OpReqType::WriteInplace
+        } else {
+            OpReqType::WriteTo
+        };
+        let call = OpCall {
+            op,
+            env: &self.envs[n],
+            ctx: &self.ctx,
+        };
+        (k.forward)(&call, &ins, &mut [at.view_mut(out)], &[req])
+            .map_err(|e| self.graph.nodes[n].error(e))
+    }
+
+    /// A fused step: a tile program alone, feeding a row sink, or run slab
+    /// by slab behind a `dot` or ahead of a reduction.
+    fn run_fused(&self, at: &Placed<'_>, f: &plan::Fused) -> Result<()> {
+        let first = f.nodes.first().copied().unwrap_or(0);
+        let node_err = |e: Error| self.graph.nodes[first].error(e);
+        let prog = self.tile_program(f)?;
+        if f.reduce.is_none() && f.head.is_none() {
+            let ins: Ptrs<TBlob<'_>> = f.inputs.iter().map(|&v| at.view(v)).collect();
+            let mut outs: Ptrs<TBlobMut<'_>> =
+                f.outputs.iter().map(|&(v, _)| at.view_mut(v)).collect();
+            return run_program(&prog, &ins, &mut outs, self.ctx.parallel).map_err(node_err);
+        }
+        if let (Some(t), None) = (&f.reduce, &f.head)
+            && let Some((reduction, k)) = self.row_sink(at.plan, f, t)?
+        {
+            // The reduction eats the program's tiles: its input is never
+            // stored, not even to a slab buffer.
+            let (prog, slot) = without_output(prog, k);
+            let ins: Ptrs<TBlob<'_>> = f.inputs.iter().map(|&v| at.view(v)).collect();
+            let mut outs: Ptrs<TBlobMut<'_>> = f
+                .outputs
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| j != k)
+                .map(|(_, &(v, _))| at.view_mut(v))
+                .collect();
+            let sink = RowSink {
+                slot,
+                reduction,
+                dst: at.view_mut(t.out),
+            };
+            let space = &at.plan.values[t.scratch].shape;
+            return run_program_reducing(&prog, &ins, &mut outs, sink, space, self.ctx.parallel)
+                .map_err(node_err);
+        }
+        self.run_slabs(at, f, &prog).map_err(|e| match e {
+            SlabError::Program(e) => node_err(e),
+            SlabError::Op(n, e) => self.graph.nodes[n].error(e),
+        })
+    }
+
+    /// A fused step with a slabbed `dot` head or reduction tail.
+    fn run_slabs(
+        &self,
+        at: &Placed<'_>,
+        f: &plan::Fused,
+        prog: &TileProgram<'_>,
+    ) -> std::result::Result<(), SlabError> {
+        // Base addresses (plain integers, so that the slab closure may
+        // cross threads) of what the slabs view; `None` marks the head's
+        // output or the reduction's input, which lives in a per-thread slab
+        // buffer instead.
+        let scratch = f.head.as_ref().map(|h| h.scratch);
+        let tail_in = f.reduce.as_ref().map(|t| t.scratch);
+        let placed =
+            |v: ValueId, skip: Option<ValueId>| (Some(v) != skip).then(|| (v, at.ptr(v) as usize));
+        let inputs: Vec<Option<(ValueId, usize)>> =
+            f.inputs.iter().map(|&v| placed(v, scratch)).collect();
+        let outputs: Vec<Option<(ValueId, usize)>> =
+            f.outputs.iter().map(|&(v, _)| placed(v, tail_in)).collect();
+        let slab_op = |node: usize, values: Vec<(ValueId, usize)>| SlabOp {
+            node,
+            op: self.graph.nodes[node].op.expect("op node"),
+            forward: self.kernels[node].expect("op node").forward,
+            env: &self.envs[node],
+            values,
+        };
+        let head = f.head.as_ref().map(|h| {
+            let ins = h.inputs.iter().map(|&v| (v, at.ptr(v) as usize)).collect();
+            slab_op(h.node, ins)
+        });
+        let tail = f
+            .reduce
+            .as_ref()
+            .map(|t| slab_op(t.node, vec![(t.out, at.ptr(t.out) as usize)]));
+        // `fixed`: a head's slabs start at multiples of its slab rows
+        // whatever the thread split, because the product's rounding
+        // depends on how many rows one call gets.
+        let (space, rows, extra_cost, fixed) = match (&f.head, &f.reduce) {
+            (Some(h), None) => (h.scratch, h.rows, h.cost, true),
+            (None, Some(t)) => (t.scratch, t.rows, 0, false),
+            // The slab buffer would be both read and written.
+            _ => {
+                return Err(SlabError::Program(Error::graph(
+                    "a fused step with both a slabbed dot and a slabbed reduction",
+                )));
+            }
+        };
+        let slabs = Slabs {
+            plan: at.plan,
+            space,
+            rows,
+            fixed,
+            cost: prog.cost + extra_cost,
+            ctx: RunContext {
+                parallel: false,
+                ..self.ctx
+            },
+            prog,
+            inputs: &inputs,
+            outputs: &outputs,
+            head,
+            tail,
+        };
+        slabs.run(self.ctx.parallel)
+    }
+
+    /// One op's backward kernel. Inputs that share a gradient buffer
+    /// (`f(x, x)`) get their gradients in separate calls, in order, so each
+    /// write sees the previous one (WriteTo then AddTo).
+    fn run_backward(&self, at: &Placed<'_>, step: &BackwardStep<'_>) -> Result<()> {
+        let n = step.node;
+        let op = self.graph.nodes[n].op.expect("op node");
+        let k = self.kernels[n].expect("op node");
+        let backward = k
+            .backward
+            .ok_or_else(|| self.graph.nodes[n].error(Error::NoGradient { op: op.name.into() }))?;
+        let call = OpCall {
+            op,
+            env: &self.envs[n],
+            ctx: &self.ctx,
+        };
+        for group in gradient_calls(step.grads) {
+            let args = GradArgs {
+                out_grad: at.view(step.out_grad),
+                output: step.output.map(|v| at.view(v)),
+                inputs: step.inputs.iter().map(|x| x.map(|v| at.view(v))).collect(),
+            };
+            let mut blobs = Vec::with_capacity(step.grads.len());
+            let mut reqs = Vec::with_capacity(step.grads.len());
+            for (i, g) in step.grads.iter().enumerate() {
+                match g {
+                    Some((v, r)) if group.contains(&i) => {
+                        let req = if i == 0 && step.in_place {
+                            OpReqType::WriteInplace
+                        } else {
+                            *r
                         };
-                        let node_inputs = &self.graph.nodes[n].inputs;
-                        let mut blobs = Vec::with_capacity(grads.len());
-                        let mut reqs = Vec::with_capacity(grads.len());
-                        for (i, g) in grads.iter().enumerate() {
-                            match g {
-                                Some((v, r)) if grp.contains(&i) => {
-                                    let req = if i == 0 && *in_place {
-                                        OpReqType::WriteInplace
-                                    } else {
-                                        *r
-                                    };
-                                    let mut blob = view_mut(*v);
-                                    if req == OpReqType::WriteTo {
-                                        blob.poison_if_asked();
-                                    }
-                                    blobs.push(blob);
-                                    reqs.push(req);
-                                }
-                                _ => {
-                                    let src = node_inputs[i];
-                                    // SAFETY: the sink has a slot for every
-                                    // input of the widest backward step, each
-                                    // `sink_slot` bytes: at least the size of
-                                    // every `Null` input, and of every input
-                                    // of a step whose gradients split into
-                                    // several calls (`SinkLayout`), the only
-                                    // inputs that land here. Slot `i` is this
-                                    // call's alone, and no array lives there,
-                                    // so an op that writes it anyway harms
-                                    // nothing.
-                                    blobs.push(unsafe {
-                                        TBlobMut::from_raw(
-                                            sink_ptr.add(i * sink_slot),
-                                            self.dtypes[src],
-                                            self.shapes[src].clone(),
-                                        )
-                                    });
-                                    reqs.push(OpReqType::Null);
-                                }
-                            }
+                        let mut blob = at.view_mut(*v);
+                        if req == OpReqType::WriteTo {
+                            blob.poison_if_asked();
                         }
-                        backward(&call, &args, &mut blobs, &reqs)
-                            .map_err(|e| self.graph.nodes[n].error(e))?;
+                        blobs.push(blob);
+                        reqs.push(req);
+                    }
+                    _ => {
+                        let src = self.graph.nodes[n].inputs[i];
+                        blobs.push(at.sink_slot(i, self.dtypes[src], &self.shapes[src]));
+                        reqs.push(OpReqType::Null);
                     }
                 }
             }
+            backward(&call, &args, &mut blobs, &reqs).map_err(|e| self.graph.nodes[n].error(e))?;
         }
         Ok(())
     }
@@ -963,12 +819,95 @@ fn head_copies(g: &Graph) -> Vec<HeadCopy> {
         .collect()
 }
 
-/// Zeroed storage of `bytes` for `bind`, or [`Error::Alloc`] naming `what`.
-fn bind_buffer(what: &str, bytes: usize) -> Result<Buffer> {
-    Buffer::new(bytes, true).ok_or_else(|| Error::alloc("bind", what, Some(bytes)))
+/// A backward step's fields ([`Step::Backward`]).
+struct BackwardStep<'s> {
+    node: usize,
+    out_grad: ValueId,
+    output: Option<ValueId>,
+    inputs: &'s [Option<ValueId>],
+    grads: &'s [Option<(ValueId, OpReqType)>],
+    in_place: bool,
 }
 
-/// A read view of a head gradient with `like`'s shape and dtype.
+/// The inputs of a backward step grouped into calls: consecutive inputs
+/// go in one call unless one shares a gradient buffer with an input
+/// already in it.
+fn gradient_calls(grads: &[Option<(ValueId, OpReqType)>]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, g) in grads.iter().enumerate() {
+        let Some((v, _)) = g else { continue };
+        let clash = groups
+            .last()
+            .is_some_and(|grp| grp.iter().any(|&j| grads[j].is_some_and(|(w, _)| w == *v)));
+        match groups.last_mut() {
+            Some(grp) if !clash => grp.push(i),
+            _ => groups.push(vec![i]),
+        }
+    }
+    groups
+}
+
+/// Where the values of one plan live during one run (see
+/// [`Executor::place`]).
+struct Placed<'p> {
+    plan: &'p Plan,
+    args: Ptrs<*const u8>,
+    head_grads: Ptrs<*const u8>,
+    outputs: Ptrs<*mut u8>,
+    grads: Ptrs<Option<*mut u8>>,
+    pool: Ptrs<*mut u8>,
+    sink: *mut u8,
+    sink_slot: usize,
+}
+
+impl Placed<'_> {
+    fn ptr(&self, v: ValueId) -> *mut u8 {
+        match self.plan.values[v].loc {
+            Loc::Arg(k) => self.args[k].cast_mut(),
+            Loc::ArgGrad(k) => self.grads[k].expect("planned only with a buffer"),
+            Loc::Head(h) => self.outputs[h],
+            Loc::HeadGrad(h) => self.head_grads[h].cast_mut(),
+            Loc::Pool(b) => self.pool[b],
+            Loc::Unplaced | Loc::Fused => {
+                unreachable!("the planner places every value a step reads or writes")
+            }
+        }
+    }
+
+    fn view(&self, v: ValueId) -> TBlob<'_> {
+        let val = &self.plan.values[v];
+        // SAFETY: see `view_mut`; arguments and head gradients are only
+        // ever viewed here, never written.
+        unsafe { TBlob::from_raw(self.ptr(v), val.dtype, val.shape.clone()) }
+    }
+
+    fn view_mut(&self, v: ValueId) -> TBlobMut<'_> {
+        let val = &self.plan.values[v];
+        // SAFETY: every pointer is the start of a live, 64-byte aligned
+        // allocation owned by the executor (arguments, outputs, gradient
+        // buffers, pool, sink) or by the run's head gradients, none of
+        // which is resized or dropped while `self` lives; each is at least
+        // as large as the value viewed there (pool buffers are sized by the
+        // planner to the largest value placed in them). The planner gives a
+        // value being written a buffer no live value occupies, except the
+        // exact alias of a declared in-place option, which the kernel
+        // contract allows: the elementwise driver reads each tile before
+        // writing it.
+        unsafe { TBlobMut::from_raw(self.ptr(v), val.dtype, val.shape.clone()) }
+    }
+
+    /// Scratch for a gradient no one asked for: slot `i` of the sink.
+    fn sink_slot(&self, i: usize, dtype: DType, shape: &Shape) -> TBlobMut<'_> {
+        // SAFETY: the sink has a slot for every input of the widest
+        // backward step, each `sink_slot` bytes: at least the size of every
+        // `Null` input, and of every input of a step whose gradients split
+        // into several calls (`SinkLayout`), the only inputs that land
+        // here. Slot `i` is this call's alone, and no array lives there, so
+        // an op that writes it anyway harms nothing.
+        unsafe { TBlobMut::from_raw(self.sink.add(i * self.sink_slot), dtype, shape.clone()) }
+    }
+}
+
 fn view_from<'a>(ptr: *const u8, like: &plan::Value) -> TBlob<'a> {
     // SAFETY: `ptr` is the start of a head gradient array, checked in
     // `backward_with` to have the output's shape and dtype, which is the
@@ -1025,202 +964,4 @@ fn without_output(prog: TileProgram<'_>, k: usize) -> (TileProgram<'_>, usize) {
         })
         .collect();
     (TileProgram { instrs, ..prog }, slot)
-}
-
-/// A fused program with a [`plan::SlabHead`] or a [`plan::ReduceTail`],
-/// run over slabs of rows: per slab, the head computes its output into a
-/// slab buffer (still in cache) that the program reads, or the program
-/// writes the reduction's input into it and the reduction reads it from
-/// there. Each thread takes one contiguous run of rows and slabs it, with
-/// its own buffer.
-struct Slabs<'a> {
-    plan: &'a Plan,
-    /// The value that lives in the slab buffer (the head's output or the
-    /// reduction's input); its shape is the program's iteration space.
-    space: ValueId,
-    /// Rows (of axis 0) per slab.
-    rows: usize,
-    /// Whether threads split at slab boundaries (multiples of `rows`).
-    fixed: bool,
-    /// Work per element, for the thread split.
-    cost: usize,
-    /// The slab ops' context: the executor's, on one thread.
-    ctx: RunContext,
-    prog: &'a TileProgram<'a>,
-    /// Each program input and its base address; `None` for the head's
-    /// output.
-    inputs: &'a [Option<(ValueId, usize)>],
-    /// Each program output and its base address; `None` for the
-    /// reduction's input.
-    outputs: &'a [Option<(ValueId, usize)>],
-    head: Option<SlabOp<'a>>,
-    tail: Option<SlabOp<'a>>,
-}
-
-/// A complex op run slab by slab beside a fused program.
-struct SlabOp<'a> {
-    node: usize,
-    op: &'static crate::OpDef,
-    forward: crate::ForwardFn,
-    env: &'a EnvArguments,
-    /// Its values besides the slab buffer, with base addresses: the head's
-    /// inputs (the first taken row by row, the others whole), the tail's
-    /// output.
-    values: Vec<(ValueId, usize)>,
-}
-
-/// Which part of a slabbed step failed, so the error names its node.
-enum SlabError {
-    Program(Error),
-    Op(usize, Error),
-}
-
-impl Slabs<'_> {
-    fn run(&self, parallel: bool) -> std::result::Result<(), SlabError> {
-        let space = &self.plan.values[self.space].shape;
-        let n_rows = space.dims()[0];
-        let row = space.size() / n_rows;
-        // Split by elements at row (or slab) boundaries, so that the usual
-        // grain rules apply; each thread slabs its own rows.
-        let align = if self.fixed { row * self.rows } else { row };
-        crate::engine::chunks::try_for_each_chunk(
-            n_rows * row,
-            self.cost,
-            parallel,
-            align,
-            |elems| self.run_rows(elems.start / row..elems.end / row),
-        )
-    }
-
-    fn call<'s>(&'s self, op: &'s SlabOp<'_>) -> OpCall<'s> {
-        OpCall {
-            op: op.op,
-            env: op.env,
-            ctx: &self.ctx,
-        }
-    }
-
-    /// Rows `rows` of every value, slab by slab, on this thread.
-    fn run_rows(&self, rows: std::ops::Range<usize>) -> std::result::Result<(), SlabError> {
-        let values = &self.plan.values;
-        let space = &values[self.space];
-        let n_rows = space.shape.dims()[0];
-        let shape = slab(&space.shape, self.rows.min(rows.len()));
-        // Kept alive (`_buffer`) while `buffer_ptr` is used.
-        let (_buffer, buffer_ptr) = NDArray::for_overwrite("slab", shape, space.dtype)
-            .and_then(|mut b| b.make_unique_ptr().map(|p| (b, p)))
-            .map_err(SlabError::Program)?;
-        let view = |v: ValueId, base: usize, aligned: bool, r: std::ops::Range<usize>| {
-            let (ptr, shape) = rows_of(&values[v], base, aligned, n_rows, r);
-            // SAFETY: as for `view` in `Executor::run`: `ptr` lies in the
-            // value's live allocation with `shape` in bounds (`rows_of`),
-            // and inputs are only read.
-            unsafe { TBlob::from_raw(ptr, values[v].dtype, shape) }
-        };
-        let view_mut = |v: ValueId, base: usize, r: std::ops::Range<usize>| {
-            let (ptr, shape) = rows_of(&values[v], base, true, n_rows, r);
-            // SAFETY: as above; every value written here has the `n_rows`
-            // rows of the slabbed axis 0, so each thread's rows
-            // (`for_each_chunk` hands out disjoint ones) are bytes no other
-            // thread touches.
-            unsafe { TBlobMut::from_raw(ptr.cast_mut(), values[v].dtype, shape) }
-        };
-        // SAFETY (both): the slab buffer is this thread's own and at least
-        // `self.rows.min(rows.len())` rows long, and `rows` never exceeds
-        // that; a view of it is dropped before the next one is made.
-        let buffer_view = |rows: usize| unsafe {
-            TBlob::from_raw(
-                buffer_ptr.cast_const(),
-                space.dtype,
-                slab(&space.shape, rows),
-            )
-        };
-        // SAFETY: see `buffer_view`.
-        let buffer_view_mut = |rows: usize| unsafe {
-            TBlobMut::from_raw(buffer_ptr, space.dtype, slab(&space.shape, rows))
-        };
-        // The arrays the program's outputs are slabs of (the slab buffer,
-        // read again at once, counts as itself).
-        let whole: Vec<usize> = self
-            .outputs
-            .iter()
-            .map(|o| o.map_or(0, |(v, _)| values[v].shape.size()))
-            .collect();
-        let mut r0 = rows.start;
-        while r0 < rows.end {
-            let r1 = (r0 + self.rows).min(rows.end);
-            if let Some(h) = &self.head {
-                let ins: Vec<TBlob<'_>> = h
-                    .values
-                    .iter()
-                    .enumerate()
-                    .map(|(k, &(v, base))| view(v, base, k == 0, r0..r1))
-                    .collect();
-                (h.forward)(
-                    &self.call(h),
-                    &ins,
-                    &mut [buffer_view_mut(r1 - r0)],
-                    &[OpReqType::WriteTo],
-                )
-                .map_err(|e| SlabError::Op(h.node, e))?;
-            }
-            let ins: Vec<TBlob<'_>> = self
-                .inputs
-                .iter()
-                .map(|i| match *i {
-                    // An input with fewer dimensions broadcasts along axis 0.
-                    Some((v, base)) => view(
-                        v,
-                        base,
-                        values[v].shape.ndim() == space.shape.ndim(),
-                        r0..r1,
-                    ),
-                    None => buffer_view(r1 - r0),
-                })
-                .collect();
-            let mut outs: Vec<TBlobMut<'_>> = self
-                .outputs
-                .iter()
-                .map(|o| match *o {
-                    Some((v, base)) => view_mut(v, base, r0..r1),
-                    None => buffer_view_mut(r1 - r0),
-                })
-                .collect();
-            run_program_within(self.prog, &ins, &mut outs, false, &whole)
-                .map_err(SlabError::Program)?;
-            drop(outs);
-            if let Some(t) = &self.tail {
-                let (v, base) = t.values[0];
-                (t.forward)(
-                    &self.call(t),
-                    &[buffer_view(r1 - r0)],
-                    &mut [view_mut(v, base, r0..r1)],
-                    &[OpReqType::WriteTo],
-                )
-                .map_err(|e| SlabError::Op(t.node, e))?;
-            }
-            r0 = r1;
-        }
-        Ok(())
-    }
-}
-
-/// Where rows `rows` of `value` (at `base`) start and their shape, when
-/// its axis 0 is the `n_rows` rows (`aligned`, and that long); all of it
-/// when it broadcasts along them.
-fn rows_of(
-    value: &plan::Value,
-    base: usize,
-    aligned: bool,
-    n_rows: usize,
-    rows: std::ops::Range<usize>,
-) -> (*const u8, Shape) {
-    let dims = value.shape.dims();
-    if aligned && dims.first() == Some(&n_rows) {
-        let row_bytes = value.shape.size() / n_rows * value.dtype.size();
-        let at = base + rows.start * row_bytes;
-        (at as *const u8, slab(&value.shape, rows.len()))
-    } else {
-        (base as *const u8, value.shape.clone())
-    }
 }

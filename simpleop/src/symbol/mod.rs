@@ -18,6 +18,7 @@
 
 mod allocate;
 mod api;
+mod bind;
 mod config;
 mod dot;
 mod executor;
@@ -28,6 +29,7 @@ mod json;
 mod lower;
 mod node;
 mod schedule;
+mod slabs;
 mod steps;
 
 pub use api::{Symbol, TopoNode, Topology};
