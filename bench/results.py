@@ -254,8 +254,8 @@ def machine_line(metas, runs_label=None, extra=()):
 # ---------------------------------------------------------------- sections
 
 
-def bench_section(inputs):
-    lines = ["## `simpleop bench`", ""]
+def bench_section(inputs, isa=None):
+    lines = [f"## `simpleop bench` ({isa})" if isa else "## `simpleop bench`", ""]
     present = [i for i in inputs if i.error is None and (i.objects or i.meta)]
     notes = [f"- `{i.rel()}`: not read ({i.error})." if i.error is not None else f"- `{i.rel()}`: empty."
              for i in inputs if i not in present]
@@ -513,7 +513,13 @@ def main():
             print(f"results.py: {i.rel()}: skipped {i.skipped} line(s) that are not JSON objects", file=sys.stderr)
 
     doc = [INTRO]
-    doc += bench_section(bench)
+    # One set of tables per instruction set: runs under SIMPLEOP_ISA=avx2
+    # are not mixed into the ranges of AVX-512 runs.
+    by_isa = {}
+    for i in bench:
+        by_isa.setdefault(get(i.meta, "isa") if i.meta else None, []).append(i)
+    for isa, inputs in (by_isa or {None: []}).items():
+        doc += bench_section(inputs, isa if len(by_isa) > 1 else None)
     doc += peers_section(peers)
     doc += train_section(train)
     text = "\n".join(doc).rstrip("\n") + "\n"
