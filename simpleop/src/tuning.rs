@@ -129,9 +129,7 @@ impl Tuning {
     /// CPU cannot run the resulting `isa`.
     pub fn update(change: impl FnOnce(&mut Tuning)) -> Result<()> {
         let _turn = turn();
-        let mut t = Tuning::current();
-        change(&mut t);
-        t.apply_now()
+        Tuning::current().changed(change).apply_now()
     }
 
     /// As [`Tuning::update`] until the guard drops, which restores the
@@ -141,13 +139,16 @@ impl Tuning {
     pub fn scoped(change: impl FnOnce(&mut Tuning)) -> Result<TuningGuard> {
         let turn = turn();
         let before = Tuning::current();
-        let mut t = before;
-        change(&mut t);
-        t.apply_now()?;
+        before.changed(change).apply_now()?;
         Ok(TuningGuard {
             before,
             _turn: turn,
         })
+    }
+
+    fn changed(mut self, change: impl FnOnce(&mut Tuning)) -> Tuning {
+        change(&mut self);
+        self
     }
 
     fn apply_now(&self) -> Result<()> {
@@ -179,9 +180,7 @@ impl TuningGuard {
     /// Changes the settings again while the guard is held; the drop still
     /// restores those from before [`Tuning::scoped`].
     pub fn update(&mut self, change: impl FnOnce(&mut Tuning)) -> Result<()> {
-        let mut t = Tuning::current();
-        change(&mut t);
-        t.apply_now()
+        Tuning::current().changed(change).apply_now()
     }
 }
 

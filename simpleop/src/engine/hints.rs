@@ -296,47 +296,7 @@ impl Drop for Switches {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Float;
-    use crate::engine::isa::{run, set_active};
-    use crate::engine::tiles::MapTile;
-    use crate::kernel::MapFn;
-    /// `x0 * 2 - x1`, with a branch, as an op author would write it.
-    #[derive(Clone, Copy)]
-    struct TwiceMinus;
-    impl MapFn<2> for TwiceMinus {
-        fn apply<T: Float>(&self, x: &mut [T; 2]) -> T {
-            let d = x[0] * T::from_f64(2.0) - x[1];
-            if d < T::zero() { -d } else { d }
-        }
-    }
-
-    #[test]
-    fn op_loop_prefetch_changes_no_result() {
-        // Long enough for the loop to prefetch (`PREFETCH_MIN`), ragged.
-        let n = 100_003;
-        let a: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
-        let b: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
-        let before = op_loop_prefetch_enabled();
-        let outs: Vec<Vec<f32>> = [true, false]
-            .into_iter()
-            .map(|on| {
-                set_op_loop_prefetch(on);
-                assert_eq!(op_loop_prefetch_enabled(), on);
-                let mut out = vec![0f32; n];
-                run(MapTile {
-                    kernel: &TwiceMinus,
-                    ins: [&a, &b],
-                    out: &mut out,
-                });
-                out
-            })
-            .collect();
-        set_op_loop_prefetch(before);
-        let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| (x * 2.0 - y).abs()).collect();
-        assert_eq!(outs[0], want);
-        assert_eq!(outs[1], want);
-    }
-
+    use crate::engine::isa::set_active;
     #[test]
     fn cpu_vendor_matches_proc_cpuinfo() {
         if let Ok(info) = std::fs::read_to_string("/proc/cpuinfo")

@@ -673,9 +673,8 @@ impl<K: MapGrad<N>, C: Float, const N: usize> TileJob for GradTile<'_, K, C, N> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::hints::Switches;
-    use crate::engine::hints::stream_fence;
-    use crate::engine::isa::{Isa, run_with, set_active};
+    use crate::engine::hints::{self, Switches, stream_fence};
+    use crate::engine::isa::{Isa, run, run_with, set_active};
     /// `x0 * 2 - x1`, with a branch, as an op author would write it.
     #[derive(Clone, Copy)]
     struct TwiceMinus;
@@ -693,6 +692,33 @@ mod tests {
         fn apply<T: Float>(&self, dy: T, y: T, x: [T; 2]) -> [T; 2] {
             [dy * T::from_f64(2.0) + y, -dy * x[1]]
         }
+    }
+
+    #[test]
+    fn op_loop_prefetch_changes_no_result() {
+        // Long enough for the loop to prefetch (`PREFETCH_MIN`), ragged.
+        let n = 100_003;
+        let a: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
+        let b: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
+        let before = hints::op_loop_prefetch_enabled();
+        let outs: Vec<Vec<f32>> = [true, false]
+            .into_iter()
+            .map(|on| {
+                hints::set_op_loop_prefetch(on);
+                assert_eq!(hints::op_loop_prefetch_enabled(), on);
+                let mut out = vec![0f32; n];
+                run(MapTile {
+                    kernel: &TwiceMinus,
+                    ins: [&a, &b],
+                    out: &mut out,
+                });
+                out
+            })
+            .collect();
+        hints::set_op_loop_prefetch(before);
+        let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| (x * 2.0 - y).abs()).collect();
+        assert_eq!(outs[0], want);
+        assert_eq!(outs[1], want);
     }
 
     #[test]

@@ -57,14 +57,14 @@ pub struct BindConfig {
 
 impl Default for BindConfig {
     /// Planning and fusion on; code generation and row sinks as
-    /// [`crate::Tuning::current`] says.
+    /// [`crate::Tuning::current`] says (read alone: the rest of the
+    /// settings, such as the measured grain, are not needed to bind).
     fn default() -> Self {
-        let tuning = crate::Tuning::current();
         BindConfig {
             memory_planning: true,
             fusion: true,
-            codegen: tuning.codegen,
-            row_sinks: tuning.row_sinks,
+            codegen: crate::engine::jit::codegen_enabled(),
+            row_sinks: crate::engine::fused::row_sinks_enabled(),
         }
     }
 }
