@@ -16,7 +16,7 @@ use std::fmt;
 
 use serde::Deserialize;
 
-use simpleop::symbol::{BindConfig, GradReq, Symbol};
+use simpleop::symbol::{BindConfig, GradReq, Symbol, Topology};
 use simpleop::{DType, Error, NDArray, OpReqType, Result, eager};
 
 /// One array as case files store it: row-major values as numbers or the
@@ -368,8 +368,49 @@ fn run_executor(case: &Case, memory_planning: bool) -> std::result::Result<(), F
 /// accumulating into each value's gradient with `AddTo`.
 fn run_eager(case: &Case) -> std::result::Result<(), Failed> {
     let g = symbol(case)?.topology()?;
-    let n_nodes = g.nodes.len();
-    let mut values: Vec<NDArray> = Vec::with_capacity(n_nodes);
+    let values = eager_forward(case, &g)?;
+    let outputs: Vec<NDArray> = g.heads.iter().map(|&h| values[h].clone()).collect();
+    check_outputs(case, &outputs)?;
+    let Some(heads) = head_grads(case)? else {
+        return Ok(());
+    };
+    if heads.len() != g.heads.len() {
+        let msg = format!("{} head gradients for {} heads", heads.len(), g.heads.len());
+        return Err(case_error(msg).into());
+    }
+    let (needs, reqs) = gradient_paths(case, &g)?;
+    let mut grads = initial_grads(case, &g, &values, &reqs)?;
+    for (&h, dy) in g.heads.iter().zip(heads) {
+        if !needs[h] {
+            continue;
+        }
+        match &mut grads[h] {
+            Some(acc) => acc.try_add_assign(&dy)?,
+            slot @ None => *slot = Some(dy.deep_copy()),
+        }
+    }
+    for n in (0..g.nodes.len()).rev() {
+        if let (true, Some(dy)) = (needs[n], grads[n].clone()) {
+            eager_node_backward(&g, n, &dy, &values, &needs, &mut grads)?;
+        }
+    }
+    for (n, node) in g.nodes.iter().enumerate() {
+        if node.op.is_none() && reqs[n] != GradReq::Null {
+            // No path from a head: the gradient is zero, as in MXNet.
+            let got = grads[n].take().unwrap_or_else(|| zeros_like(&values[n]));
+            check_grad(case, &node.name, Some(&got))?;
+        }
+    }
+    Ok(())
+}
+
+fn zeros_like(a: &NDArray) -> NDArray {
+    NDArray::zeros(a.shape().clone(), a.dtype())
+}
+
+/// Every node's value, in topological order.
+fn eager_forward(case: &Case, g: &Topology) -> Result<Vec<NDArray>> {
+    let mut values: Vec<NDArray> = Vec::with_capacity(g.nodes.len());
     for node in &g.nodes {
         let v = match node.op {
             None => case
@@ -384,14 +425,14 @@ fn run_eager(case: &Case) -> std::result::Result<(), Failed> {
         };
         values.push(v);
     }
-    let outputs: Vec<NDArray> = g.heads.iter().map(|&h| values[h].clone()).collect();
-    check_outputs(case, &outputs)?;
-    let Some(heads) = head_grads(case)? else {
-        return Ok(());
-    };
-    // Which values lead to an argument that asks for a gradient.
-    let mut needs = vec![false; n_nodes];
-    let mut reqs = vec![GradReq::Null; n_nodes];
+    Ok(values)
+}
+
+/// Which values lead to an argument that asks for a gradient, and each
+/// argument's request (`Null` for op nodes).
+fn gradient_paths(case: &Case, g: &Topology) -> Result<(Vec<bool>, Vec<GradReq>)> {
+    let mut needs = vec![false; g.nodes.len()];
+    let mut reqs = vec![GradReq::Null; g.nodes.len()];
     for (n, node) in g.nodes.iter().enumerate() {
         needs[n] = match node.op {
             None => {
@@ -401,82 +442,63 @@ fn run_eager(case: &Case) -> std::result::Result<(), Failed> {
             Some(_) => node.inputs.iter().any(|&i| needs[i]),
         };
     }
-    let mut grads: Vec<Option<NDArray>> = vec![None; n_nodes];
-    // `add` starts from the initial buffer; everything then accumulates.
+    Ok((needs, reqs))
+}
+
+/// The gradient accumulators before backward: `add` starts from the
+/// case's initial buffer (or zeros); everything else starts empty.
+fn initial_grads(
+    case: &Case,
+    g: &Topology,
+    values: &[NDArray],
+    reqs: &[GradReq],
+) -> Result<Vec<Option<NDArray>>> {
+    let mut grads: Vec<Option<NDArray>> = vec![None; g.nodes.len()];
     for (n, node) in g.nodes.iter().enumerate() {
         if reqs[n] == GradReq::Add {
             grads[n] = Some(match case.grad_init.get(&node.name) {
                 Some(init) => init.to_ndarray()?,
-                None => NDArray::zeros(values[n].shape().clone(), values[n].dtype()),
+                None => zeros_like(&values[n]),
             });
         }
     }
-    if heads.len() != g.heads.len() {
-        return Err(case_error(format!(
-            "{} head gradients for {} heads",
-            heads.len(),
-            g.heads.len()
-        ))
-        .into());
-    }
-    for (&h, dy) in g.heads.iter().zip(heads) {
-        if !needs[h] {
+    Ok(grads)
+}
+
+/// Node `n`'s registered gradient, given its output gradient `dy`, added
+/// into the accumulators of its inputs that need one: one call per input,
+/// so an input used twice by this node accumulates both contributions.
+fn eager_node_backward(
+    g: &Topology,
+    n: usize,
+    dy: &NDArray,
+    values: &[NDArray],
+    needs: &[bool],
+    grads: &mut [Option<NDArray>],
+) -> Result<()> {
+    let node = &g.nodes[n];
+    let Some(op) = node.op else {
+        return Ok(());
+    };
+    let inputs: Vec<&NDArray> = node.inputs.iter().map(|&i| &values[i]).collect();
+    for (slot, &i) in node.inputs.iter().enumerate() {
+        if !needs[i] {
             continue;
         }
-        match &mut grads[h] {
-            Some(acc) => acc.try_add_assign(&dy)?,
-            slot @ None => *slot = Some(dy.deep_copy()),
-        }
-    }
-    for n in (0..n_nodes).rev() {
-        let node = &g.nodes[n];
-        let (Some(op), Some(dy)) = (node.op, grads[n].clone()) else {
-            continue;
+        let (acc, req) = match grads[i].take() {
+            Some(acc) => (acc, OpReqType::AddTo),
+            None => (zeros_like(&values[i]), OpReqType::WriteTo),
         };
-        if !needs[n] {
-            continue;
-        }
-        let inputs: Vec<&NDArray> = node.inputs.iter().map(|&i| &values[i]).collect();
-        // One call per input that needs a gradient, so an input used twice
-        // by this node accumulates both contributions.
-        for (slot, &i) in node.inputs.iter().enumerate() {
-            if !needs[i] {
-                continue;
-            }
-            let (acc, req) = match grads[i].take() {
-                Some(acc) => (acc, OpReqType::AddTo),
-                None => (
-                    NDArray::zeros(values[i].shape().clone(), values[i].dtype()),
-                    OpReqType::WriteTo,
-                ),
-            };
-            let mut bufs: Vec<NDArray> = (0..inputs.len())
-                .map(|_| NDArray::zeros([0], values[i].dtype()))
-                .collect();
-            bufs[slot] = acc;
-            let mut slot_reqs = vec![OpReqType::Null; inputs.len()];
-            slot_reqs[slot] = req;
-            eager::invoke_backward(
-                op,
-                &node.env,
-                &dy,
-                Some(&values[n]),
-                &inputs,
-                &mut bufs,
-                &slot_reqs,
-            )
+        let mut bufs: Vec<NDArray> = (0..inputs.len())
+            .map(|_| NDArray::zeros([0], values[i].dtype()))
+            .collect();
+        bufs[slot] = acc;
+        let mut slot_reqs = vec![OpReqType::Null; inputs.len()];
+        slot_reqs[slot] = req;
+        let out = Some(&values[n]);
+        eager::invoke_backward(op, &node.env, dy, out, &inputs, &mut bufs, &slot_reqs)
             .map_err(|e| node.error(e))?;
-            grads[i] = Some(bufs.swap_remove(slot));
-        }
-    }
-    for (n, node) in g.nodes.iter().enumerate() {
-        if node.op.is_none() && reqs[n] != GradReq::Null {
-            // No path from a head: the gradient is zero, as in MXNet.
-            let got = grads[n]
-                .take()
-                .unwrap_or_else(|| NDArray::zeros(values[n].shape().clone(), values[n].dtype()));
-            check_grad(case, &node.name, Some(&got))?;
-        }
+        grads[i] = Some(bufs.swap_remove(slot));
     }
     Ok(())
 }

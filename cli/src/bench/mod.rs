@@ -1,0 +1,193 @@
+//! The kernel benchmark behind `simpleop bench`: every row with a baseline
+//! is timed in alternating pairs with its baseline's call, and its ratio is
+//! the median of the pairs' ratios (see `time_paired`; it is not the
+//! quotient of the two rows' printed medians), because absolute speeds
+//! drift on a shared machine, even within one run, while ratios of calls
+//! made moments apart hold.
+//!
+//! Rows (16M f32 elements unless named otherwise):
+//! * `stream/copy` and `stream/triad`: STREAM-style baselines over the same
+//!   bytes as a unary and a binary op, vectorised and split over the same
+//!   threads as the kernels; `stream/read2`: the same for reading two
+//!   arrays and writing nothing (a dot product in 32 f32 sums per thread),
+//!   what a reduction of two inputs moves.
+//! * `<op>/f32/out`: the op into an existing output (`out=`), against the
+//!   baseline for its bytes; `<op>/f32/fresh`: a new output per call,
+//!   against `out=` (the pooled allocator's job).
+//! * `<op>/f16/out`, `<op>/bf16/out`: against the f32 row (half the bytes);
+//!   `tanh/<half>/computed`: lookup tables off (`Tuning::half_tables` off),
+//!   against the `out=` row: what reading a table instead of computing buys
+//!   (about 1 where the table lost its timing and is not read anyway).
+//! * `<op>/f32/scalar-isa`: the same kernel compiled without SIMD
+//!   (`Isa::Scalar`), against the vectorised row: what vectorising
+//!   the author's scalar code buys (`smooth_l1` has a branch).
+//! * `<op>/f32/no-prefetch` (relu, exp, tanh): software prefetching of
+//!   the next block off (`Tuning::prefetch` off), against the `out=` row:
+//!   what asking for memory ahead buys (about 1 on AMD CPUs, where
+//!   single-op loops do not prefetch: `Tuning::op_loop_prefetch`).
+//! * `chain6/eager`: six elementwise ops one after another, against one
+//!   `elemwise_add`.
+//! * `chain6/fused`: the same chain as a graph with fusion on (one pass:
+//!   read x and y, write the result), against one `elemwise_add`;
+//!   `chain6/fused/bandwidth` is the same call against `stream/triad`
+//!   (same bytes); `chain6/fused/cached-stores`: streaming stores of the
+//!   output off (`Tuning::stream_stores` off), against `chain6/fused`;
+//!   `chain6/fused/interpreted`: code generation off
+//!   (`BindConfig::codegen` off), so the tile interpreter runs the ops,
+//!   against `chain6/fused`;
+//!   `chain6/unfused`: fusion off, against `chain6/fused` (the ratio is
+//!   what fusion buys).
+//! * `smooth_l1/composed-fused`: `smooth_l1` written as `where(|x| < 1,
+//!   0.5 x², |x| - 0.5)` from six primitive ops, fused, against the
+//!   registered op; `smooth_l1/composed-interpreted`: code generation off,
+//!   against the compiled row.
+//! * `row_sq_dist/fused`: `sum((x - y)², axis = 1)` over 1,024-element rows
+//!   of the same number of f32 elements, fused (the squares are summed in
+//!   registers by the compiled program, or from L1 where the program is
+//!   interpreted: a row sink), against one `elemwise_add`
+//!   (which reads the same two inputs); `row_sq_dist/fused/bandwidth`: the
+//!   same call against `stream/read2` (the same bytes, so about 1 when the
+//!   reduction runs at the speed of reading memory);
+//!   `row_sq_dist/fused-slabs`: row
+//!   sinks off (`BindConfig::row_sinks` off), so the program writes slabs of
+//!   squares that the reduction then reads from cache, against
+//!   `row_sq_dist/fused`; `row_sq_dist/unfused` against `row_sq_dist/fused`.
+//! * `dot/1024/f32`: 1024² matrix product (baseline: none; see `peers.py`).
+//! * `dense/dot`: `dot(x, w)` of `(n/1024, 64) · (64, 1024)` into an
+//!   existing output; `dense/fused`: `relu(dot(x, w) + b)` as a graph with
+//!   fusion on (the product runs slab by slab and the bias and relu read
+//!   it from cache), against `dense/dot`; `dense/unfused` against it.
+//! * `tiny/relu/typed` and `tiny/relu/by-name`: µs per call on one element.
+//!
+//! Ops are called by name, so the rows need the standard ops linked in.
+
+mod graphs;
+mod rows;
+mod stream;
+mod timing;
+
+pub use graphs::{chain6_symbol, dense_symbol, row_sq_dist_symbol, smooth_l1_symbol};
+
+use simpleop::{Result, Tuning};
+
+/// One measured row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// What was measured.
+    pub name: String,
+    /// Median wall time per call, in ms (µs for `tiny/` rows is `ms × 1000`).
+    pub ms: f64,
+    /// The row this one is compared with.
+    pub baseline: Option<String>,
+    /// `ms / baseline ms`.
+    pub ratio: Option<f64>,
+}
+
+impl Row {
+    /// The row as one JSON object (`name`, `ms`, `baseline`, `ratio`).
+    pub fn to_json(&self) -> String {
+        serde_json::json!({
+            "name": self.name,
+            "ms": self.ms,
+            "baseline": self.baseline,
+            "ratio": self.ratio,
+        })
+        .to_string()
+    }
+}
+
+/// The machine and run behind the rows, as the JSON object that
+/// `simpleop bench --json` prints before them: `{"meta": {"cpu", "isa",
+/// "threads", "date", "profile", "elements", "reps"}}`. `cpu` is the model
+/// name in `/proc/cpuinfo` ("unknown" without one), `isa` the kernels'
+/// active ISA, `date` the UTC day, `profile` "debug" or "release" (the
+/// `bench` profile inherits release and reads "release" too).
+pub fn meta_json(opts: Options) -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .filter(|l| l.starts_with("model name"))
+                .find_map(|l| l.split_once(':').map(|(_, v)| v.trim().to_owned()))
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    // The civil date of a day count since 1970-01-01 (Howard Hinnant's
+    // `civil_from_days`).
+    let z = (secs / 86_400) as i64 + 719_468;
+    let (era, doe) = (z.div_euclid(146_097), z.rem_euclid(146_097));
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    serde_json::json!({ "meta": {
+        "cpu": cpu,
+        "isa": Tuning::current().isa.name(),
+        "threads": rayon::current_num_threads(),
+        "date": format!("{year:04}-{month:02}-{day:02}"),
+        "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
+        "elements": opts.elements,
+        "reps": opts.reps,
+    }})
+    .to_string()
+}
+
+/// How much to measure.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Elements of the large arrays.
+    pub elements: usize,
+    /// Timed repetitions per row (the median is reported).
+    pub reps: usize,
+}
+
+impl Options {
+    /// The full benchmark: 16M elements, 15 repetitions.
+    pub fn full() -> Self {
+        Options {
+            elements: 1 << 24,
+            reps: 15,
+        }
+    }
+    /// A quick look: 4M elements, 5 repetitions.
+    pub fn quick() -> Self {
+        Options {
+            elements: 1 << 22,
+            reps: 5,
+        }
+    }
+}
+
+/// Runs every row, calling `progress` after each.
+pub fn run(opts: Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>> {
+    let mut bench = timing::Bench::new(opts, &mut progress);
+    rows::all(&mut bench)?;
+    Ok(bench.into_rows())
+}
+
+/// Formats rows as an aligned table.
+pub fn table(rows: &[Row]) -> String {
+    let mut s = format!(
+        "{:<26} {:>10}  {:<22} {:>7}\n",
+        "row", "ms", "baseline", "ratio"
+    );
+    for r in rows {
+        let ms = if r.name.starts_with("tiny/") {
+            format!("{:.3}µs", r.ms * 1e3)
+        } else {
+            format!("{:.3}", r.ms)
+        };
+        s.push_str(&format!(
+            "{:<26} {:>10}  {:<22} {:>7}\n",
+            r.name,
+            ms,
+            r.baseline.as_deref().unwrap_or("-"),
+            r.ratio.map_or("-".into(), |x| format!("{x:.2}")),
+        ));
+    }
+    s
+}
