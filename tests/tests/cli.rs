@@ -1,5 +1,6 @@
 //! The `simpleop` command line, in process: `check` on the MXNet cases and
-//! on a case that must fail, `ops` listings, and `graph` DOT output.
+//! on a case that must fail, `ops` listings, `graph` DOT output, and every
+//! `bench` row on small arrays.
 
 use std::path::PathBuf;
 
@@ -186,4 +187,39 @@ fn endless_and_oversized_input_files_are_refused_quickly() {
     let err = run_err(&["check", path.to_str().unwrap(), "--max-file-bytes", &short]);
     let err = err.to_string();
     assert!(err.contains("capped.jsonl") && err.contains(&format!("limit of {short} bytes")));
+}
+
+/// Every bench row runs on small arrays, each reported once as it is
+/// measured, and every ratio compares with a row measured before it.
+#[test]
+fn bench_runs_every_row_on_small_arrays() {
+    simpleop_ops::link();
+    let opts = simpleop_cli::bench::Options {
+        elements: 1 << 12,
+        reps: 1,
+    };
+    let mut reported = Vec::new();
+    let rows = simpleop_cli::bench::run(opts, |r| reported.push(r.name.clone())).unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(reported, names);
+    // 3 STREAM baselines, 17 f32 unary, 2 binary, 14 half, 1 eager chain,
+    // 5 fused chain, 2 composed smooth_l1, 4 row reductions, 1 dot,
+    // 3 dense, 2 tiny.
+    assert_eq!(rows.len(), 54, "{names:?}");
+    for (i, r) in rows.iter().enumerate() {
+        assert!(r.ms.is_finite() && r.ms >= 0.0, "{r:?}");
+        assert_eq!(r.baseline.is_some(), r.ratio.is_some(), "{r:?}");
+        if let (Some(base), Some(ratio)) = (&r.baseline, r.ratio) {
+            assert!(names[..i].contains(&base.as_str()), "{r:?}");
+            assert!(ratio.is_finite() && ratio > 0.0, "{r:?}");
+        }
+    }
+    for row in [
+        "relu/bfloat16/out",
+        "chain6/fused/interpreted",
+        "dense/unfused",
+    ] {
+        assert!(names.contains(&row), "{row} missing from {names:?}");
+    }
+    assert!(simpleop_cli::bench::table(&rows).lines().count() == rows.len() + 1);
 }

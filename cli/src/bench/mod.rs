@@ -14,7 +14,8 @@
 //! * `<op>/f32/out`: the op into an existing output (`out=`), against the
 //!   baseline for its bytes; `<op>/f32/fresh`: a new output per call,
 //!   against `out=` (the pooled allocator's job).
-//! * `<op>/f16/out`, `<op>/bf16/out`: against the f32 row (half the bytes);
+//! * `<op>/float16/out`, `<op>/bfloat16/out`: against the f32 row (half the
+//!   bytes);
 //!   `tanh/<half>/computed`: lookup tables off (`Tuning::half_tables` off),
 //!   against the `out=` row: what reading a table instead of computing buys
 //!   (about 1 where the table lost its timing and is not read anyway).
