@@ -36,8 +36,8 @@ use crate::engine::tiles::StreamMap;
 use crate::engine::tiles::{ConvertMap, GradTile, MapTile, MapTileMut};
 use crate::kernel::{MapFn, MapGrad, SourceFn};
 use crate::{
-    DType, Element, Error, Float, GradArgs, OpCall, OpReqType, Result, Rng, Shape, TBlob, TBlobMut,
-    dispatch_float,
+    DType, Element, Error, Float, GradArgs, OpCall, OpDef, OpReqType, Result, Rng, Shape, TBlob,
+    TBlobMut, dispatch_float,
 };
 use smallvec::SmallVec;
 use std::ops::Range;
@@ -565,11 +565,7 @@ impl<S: TileIo, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {
             .map(|d| unsafe { d.range(start..start + len) })
             .collect();
         if self.states.is_empty() {
-            let mut loaded = self.srcs.iter().zip(bufs.iter_mut());
-            let ins: [&[S::Compute]; N] = std::array::from_fn(|_| {
-                let (src, buf) = loaded.next().expect("one buffer per input");
-                src.tile(start, len, &tiles, buf)
-            });
+            let ins = tiles_of(self.srcs, bufs, (start, len), &tiles);
             let req = self.reqs[0];
             let direct = matches!(req, OpReqType::WriteTo | OpReqType::WriteInplace);
             match S::as_compute_mut(&mut *tiles[0]).filter(|_| direct) {
@@ -592,9 +588,7 @@ impl<S: TileIo, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {
             for (src, buf) in self.srcs.iter().zip(bufs.iter_mut()) {
                 src.fill(start, len, &tiles, buf);
             }
-            let mut views = bufs.iter_mut();
-            let ins: [&mut [S::Compute]; N] =
-                std::array::from_fn(|_| &mut views.next().expect("one buffer per input")[..len]);
+            let ins: [&mut [S::Compute]; N] = bufs.each_mut().map(|b| &mut b[..len]);
             simd::run(MapTileMut {
                 kernel: self.kernel,
                 ins,
@@ -606,6 +600,22 @@ impl<S: TileIo, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {
             }
         }
     }
+}
+
+/// The tile `start..start + len` of each source in the compute type
+/// ([`Src::tile`]), loaded into `bufs` where it must be.
+#[inline(always)]
+fn tiles_of<'t, S: TileIo, const N: usize>(
+    srcs: &'t [Src<'_, S>],
+    bufs: &'t mut [&mut [S::Compute]; N],
+    (start, len): (usize, usize),
+    dsts: &[&mut [S]],
+) -> [&'t [S::Compute]; N] {
+    let mut loaded = srcs.iter().zip(bufs.iter_mut());
+    std::array::from_fn(|_| {
+        let (src, buf) = loaded.next().expect("one buffer per input");
+        src.tile(start, len, dsts, buf)
+    })
 }
 
 /// `n` zeros of temporary space, or [`Error::Alloc`].
@@ -649,6 +659,36 @@ pub fn map_backward<K: MapGrad<N>, const N: usize>(
         dtype: args.out_grad.dtype(),
         out_shape: args.out_grad.shape().clone(),
     };
+    let grad_names = check_grad_args::<N>(op, &c, args, grads, reqs)?;
+    // Destinations: gradients at the output shape are written directly;
+    // broadcast ones go through a temporary and a reduction.
+    let direct: Vec<bool> = (0..N)
+        .map(|i| reqs[i] != OpReqType::Null && grads[i].shape() == &c.out_shape)
+        .collect();
+    let aliases = grad_aliases::<N>(op, args, (grads, reqs), &grad_names, &direct)?;
+    let run = BackwardRun {
+        kernel,
+        args,
+        reqs,
+        out_shape: &c.out_shape,
+        direct: &direct,
+        aliases: &aliases,
+        cost: op.cost as usize,
+        parallel: call.ctx.parallel,
+    };
+    dispatch_float!(c.dtype, S => run.typed::<S>(grads), _ => unreachable!("checked float above"))
+}
+
+/// The checks of [`map_backward`]'s arguments against the output gradient
+/// (`c`): each wanted gradient, the output and inputs the gradient reads,
+/// and no two wanted gradients overlapping. Returns the gradients' names.
+fn check_grad_args<const N: usize>(
+    op: &OpDef,
+    c: &Checked,
+    args: &GradArgs<'_>,
+    grads: &[TBlobMut<'_>],
+    reqs: &[OpReqType],
+) -> Result<Vec<String>> {
     let broadcast = op.pattern == crate::Pattern::Broadcast;
     let spec = op
         .gradient
@@ -660,10 +700,10 @@ pub fn map_backward<K: MapGrad<N>, const N: usize>(
         if reqs[i] == OpReqType::Null {
             continue;
         }
-        check_input(&c, &grad_names[i], &g.as_blob(), broadcast, None)?;
+        check_input(c, &grad_names[i], &g.as_blob(), broadcast, None)?;
     }
     if let Some(y) = &args.output {
-        check_input(&c, "output", y, false, None)?;
+        check_input(c, "output", y, false, None)?;
     } else if spec.needs_output {
         return Err(Error::invalid(
             op.name,
@@ -675,7 +715,7 @@ pub fn map_backward<K: MapGrad<N>, const N: usize>(
         match x {
             Some(x) => {
                 let want = (reqs[i] != OpReqType::Null).then(|| grads[i].shape().clone());
-                check_input(&c, op.input_name(i), x, broadcast, want.as_ref())?
+                check_input(c, op.input_name(i), x, broadcast, want.as_ref())?
             }
             None if spec.needs_input(i) => {
                 return Err(Error::invalid(
@@ -687,16 +727,11 @@ pub fn map_backward<K: MapGrad<N>, const N: usize>(
             None => {}
         }
     }
-    // Destinations: gradients at the output shape are written directly;
-    // broadcast ones go through a temporary and a reduction.
-    let direct: Vec<bool> = (0..N)
-        .map(|i| reqs[i] != OpReqType::Null && grads[i].shape() == &c.out_shape)
-        .collect();
-    let ranges: Vec<Range<usize>> = grads.iter().map(|g| g.byte_range()).collect();
     for i in 0..N {
         for j in i + 1..N {
+            let (a, b) = (grads[i].byte_range(), grads[j].byte_range());
             let active = reqs[i] != OpReqType::Null && reqs[j] != OpReqType::Null;
-            if active && !ranges[i].is_empty() && overlaps(&ranges[i], &ranges[j]) {
+            if active && !a.is_empty() && overlaps(&a, &b) {
                 return Err(Error::Aliasing {
                     op: op.name.into(),
                     out: grad_names[i].clone(),
@@ -705,73 +740,133 @@ pub fn map_backward<K: MapGrad<N>, const N: usize>(
             }
         }
     }
-    let dst_info: Vec<(&str, Range<usize>, &Shape, bool)> = (0..N)
+    Ok(grad_names)
+}
+
+/// Per source of a backward pass, the directly written gradient whose
+/// buffer it is exactly.
+struct GradAliases<const N: usize> {
+    dy: Option<usize>,
+    y: Option<usize>,
+    xs: [Option<usize>; N],
+}
+
+/// The sources that are exactly a gradient's buffer. A source that is
+/// exactly a reduced destination is read in the map pass and that
+/// destination is written after it: no conflict.
+fn grad_aliases<const N: usize>(
+    op: &OpDef,
+    args: &GradArgs<'_>,
+    (grads, reqs): (&[TBlobMut<'_>], &[OpReqType]),
+    grad_names: &[String],
+    direct: &[bool],
+) -> Result<GradAliases<N>> {
+    let dst_info: Vec<DstInfo<'_>> = (0..N)
         .map(|i| {
             (
                 grad_names[i].as_str(),
-                ranges[i].clone(),
+                grads[i].byte_range(),
                 grads[i].shape(),
                 reqs[i] != OpReqType::Null,
             )
         })
         .collect();
-    // A source that is exactly a reduced destination is read in the map
-    // pass and that destination is written after it: no conflict.
     let alias = |arg: &str, b: &TBlob<'_>| -> Result<Option<usize>> {
         Ok(alias_of(op.name, arg, b, &dst_info)?.filter(|&k| direct[k]))
     };
-    let dy_alias = alias("out_grad", &args.out_grad)?;
-    let y_alias = match &args.output {
+    let dy = alias("out_grad", &args.out_grad)?;
+    let y = match &args.output {
         Some(y) => alias("output", y)?,
         None => None,
     };
-    let mut x_alias = [None; N];
+    let mut xs = [None; N];
     for (i, x) in args.inputs.iter().enumerate() {
         if let Some(x) = x {
-            x_alias[i] = alias(op.input_name(i), x)?;
+            xs[i] = alias(op.input_name(i), x)?;
         }
     }
-    let n = c.out_shape.size();
-    let parallel = call.ctx.parallel;
-    dispatch_float!(c.dtype, S => {
-        let dy: Src<'_, S> = source_for(&args.out_grad, dy_alias, &c.out_shape)?;
+    Ok(GradAliases { dy, y, xs })
+}
+
+/// A checked backward pass, ready to run in its storage type.
+struct BackwardRun<'a, 'b, K, const N: usize> {
+    kernel: &'a K,
+    args: &'a GradArgs<'b>,
+    reqs: &'a [OpReqType],
+    out_shape: &'a Shape,
+    /// Per gradient, whether it is written directly (not reduced).
+    direct: &'a [bool],
+    aliases: &'a GradAliases<N>,
+    cost: usize,
+    parallel: bool,
+}
+
+impl<K: MapGrad<N>, const N: usize> BackwardRun<'_, '_, K, N> {
+    /// Runs the kernel over the output shape in storage type `S`, into
+    /// the direct gradients and the temporaries of the reduced ones, then
+    /// reduces those.
+    fn typed<S: TileIo>(&self, grads: &mut [TBlobMut<'_>]) -> Result<()> {
+        let (args, shape, reqs) = (self.args, self.out_shape, self.reqs);
+        let dy: Src<'_, S> = source_for(&args.out_grad, self.aliases.dy, shape)?;
         let y: Src<'_, S> = match &args.output {
-            Some(b) => source_for(b, y_alias, &c.out_shape)?,
+            Some(b) => source_for(b, self.aliases.y, shape)?,
             None => Src::Zero,
         };
         let mut xs: [Src<'_, S>; N] = std::array::from_fn(|_| Src::Zero);
         for (i, x) in args.inputs.iter().enumerate() {
             if let Some(x) = x {
-                xs[i] = source_for(x, x_alias[i], &c.out_shape)?;
+                xs[i] = source_for(x, self.aliases.xs[i], shape)?;
             }
         }
-        type C = <S as Float>::Compute;
-        let mut temps: Vec<Vec<C>> = Vec::with_capacity(N);
+        let n = shape.size();
+        let mut temps: Vec<Vec<S::Compute>> = Vec::with_capacity(N);
         for i in 0..N {
-            let wanted = reqs[i] != OpReqType::Null && !direct[i];
-            temps.push(if wanted { zeroed_temp::<C>(n)? } else { Vec::new() });
+            let wanted = reqs[i] != OpReqType::Null && !self.direct[i];
+            temps.push(if wanted {
+                zeroed_temp::<S::Compute>(n)?
+            } else {
+                Vec::new()
+            });
         }
         {
             let (direct_grads, _) = grads.split_at_mut(N);
             let mut direct_slices: Vec<Option<DisjointMut<'_, S>>> = Vec::with_capacity(N);
             for (i, g) in direct_grads.iter_mut().enumerate() {
-                direct_slices.push(if direct[i] { Some(DisjointMut::new(g.as_slice_mut::<S>()?)) } else { None });
+                direct_slices.push(if self.direct[i] {
+                    Some(DisjointMut::new(g.as_slice_mut::<S>()?))
+                } else {
+                    None
+                });
             }
-            let temp_slices: Vec<Option<DisjointMut<'_, C>>> = temps
+            let temp_slices: Vec<Option<DisjointMut<'_, S::Compute>>> = temps
                 .iter_mut()
                 .map(|t| (!t.is_empty()).then(|| DisjointMut::new(t.as_mut_slice())))
                 .collect();
-            let job = BackwardJob { kernel, dy: &dy, y: &y, xs: &xs, direct: &direct_slices, temps: &temp_slices, reqs };
-            for_each_chunk(n, op.cost as usize, parallel, TILE, |range| job.run(range));
+            let job = BackwardJob {
+                kernel: self.kernel,
+                dy: &dy,
+                y: &y,
+                xs: &xs,
+                direct: &direct_slices,
+                temps: &temp_slices,
+                reqs,
+            };
+            for_each_chunk(n, self.cost, self.parallel, TILE, |range| job.run(range));
         }
         for i in 0..N {
             if !temps[i].is_empty() {
                 let in_shape = grads[i].shape().clone();
-                reduce_into::<S>(&temps[i], &c.out_shape, &in_shape, grads[i].as_slice_mut::<S>()?, reqs[i]);
+                reduce_into::<S>(
+                    &temps[i],
+                    shape,
+                    &in_shape,
+                    grads[i].as_slice_mut::<S>()?,
+                    reqs[i],
+                );
             }
         }
         Ok(())
-    }, _ => unreachable!("checked float above"))
+    }
 }
 
 struct BackwardJob<'a, 'b, S: Float, K, const N: usize> {
@@ -828,14 +923,8 @@ impl<S: TileIo, K: MapGrad<N>, const N: usize> BackwardJob<'_, '_, S, K, N> {
         {
             let dy = self.dy.tile(start, len, &tiles, dyb);
             let y = self.y.tile(start, len, &tiles, yb);
-            let mut loaded = self.xs.iter().zip(xb.iter_mut());
-            let xs: [&[S::Compute]; N] = std::array::from_fn(|_| {
-                let (src, buf) = loaded.next().expect("one buffer per input");
-                src.tile(start, len, &tiles, buf)
-            });
-            let mut views = res.iter_mut();
-            let out: [&mut [S::Compute]; N] =
-                std::array::from_fn(|_| &mut views.next().expect("one result per input")[..len]);
+            let xs = tiles_of(self.xs, xb, (start, len), &tiles);
+            let out: [&mut [S::Compute]; N] = res.each_mut().map(|r| &mut r[..len]);
             simd::run(GradTile {
                 kernel: self.kernel,
                 dy,
