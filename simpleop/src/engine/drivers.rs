@@ -36,11 +36,18 @@ use crate::engine::tiles::StreamMap;
 use crate::engine::tiles::{ConvertMap, GradTile, MapTile, MapTileMut};
 use crate::kernel::{MapFn, MapGrad, SourceFn};
 use crate::{
-    DType, Element, Error, Float, GradArgs, OpCall, OpReqType, Result, Rng, Shape, TBlob, TBlobMut,
-    dispatch_float,
+    DType, Element, Error, Float, GradArgs, OpCall, OpDef, OpReqType, Result, Rng, Shape, TBlob,
+    TBlobMut, dispatch_float,
 };
 use smallvec::SmallVec;
 use std::ops::Range;
+
+mod backward;
+mod checks;
+
+pub use backward::map_backward;
+use checks::{Checked, check_float, check_input, tiles_of};
+pub(crate) use checks::{DstInfo, alias_of, source_for};
 
 /// Work per element of drawing a random number.
 const SAMPLE_COST: usize = 20;
@@ -102,92 +109,6 @@ pub fn tile_backward<K: MapGrad<N>, C: Float, const N: usize>(
         out,
     });
     Ok(())
-}
-
-/// The facts every argument is checked against.
-struct Checked {
-    op: &'static str,
-    dtype: DType,
-    out_shape: Shape,
-}
-
-fn check_float(op: &'static str, arg: &str, dtype: DType) -> Result<()> {
-    if !dtype.is_float() {
-        return Err(Error::DTypeMismatch {
-            op: op.into(),
-            arg: arg.into(),
-            expected: "a float dtype (float32, float64, float16, bfloat16)".into(),
-            got: dtype,
-        });
-    }
-    Ok(())
-}
-
-fn check_input(
-    c: &Checked,
-    arg: &str,
-    blob: &TBlob<'_>,
-    broadcast: bool,
-    want_shape: Option<&Shape>,
-) -> Result<()> {
-    if blob.dtype() != c.dtype {
-        return Err(Error::DTypeMismatch {
-            op: c.op.into(),
-            arg: arg.into(),
-            expected: c.dtype.to_string(),
-            got: blob.dtype(),
-        });
-    }
-    let target = want_shape.unwrap_or(&c.out_shape);
-    let ok = if broadcast && want_shape.is_none() {
-        blob.shape().broadcasts_to(target)
-    } else {
-        blob.shape() == target
-    };
-    if !ok {
-        return Err(Error::ShapeMismatch {
-            op: c.op.into(),
-            arg: arg.into(),
-            expected: if broadcast && want_shape.is_none() {
-                format!("a shape that broadcasts to {target}")
-            } else {
-                target.to_string()
-            },
-            got: blob.shape().clone(),
-        });
-    }
-    Ok(())
-}
-
-/// A destination as aliasing checks see it: name, bytes, shape, written.
-pub(crate) type DstInfo<'a> = (&'a str, Range<usize>, &'a Shape, bool);
-
-/// How a source relates to the destinations: `Some(k)` when it is exactly
-/// destination `k`'s memory; an error when it partly overlaps one.
-pub(crate) fn alias_of(
-    op: &'static str,
-    arg: &str,
-    src: &TBlob<'_>,
-    dsts: &[DstInfo<'_>],
-) -> Result<Option<usize>> {
-    let r = src.byte_range();
-    if r.is_empty() {
-        return Ok(None);
-    }
-    for (k, (name, dr, shape, active)) in dsts.iter().enumerate() {
-        if !*active || !overlaps(&r, dr) {
-            continue;
-        }
-        if r == *dr && src.shape() == *shape {
-            return Ok(Some(k));
-        }
-        return Err(Error::Aliasing {
-            op: op.into(),
-            out: (*name).into(),
-            arg: arg.into(),
-        });
-    }
-    Ok(None)
 }
 
 /// Runs a forward [`MapFn`] of arity `N` (1..=3) over `inputs`.
@@ -406,18 +327,6 @@ fn build_srcs<'a, S: Float, const N: usize>(
     Ok(srcs)
 }
 
-pub(crate) fn source_for<'a, S: Float>(
-    x: &TBlob<'a>,
-    alias: Option<usize>,
-    out_shape: &Shape,
-) -> Result<Src<'a, S>> {
-    Ok(match alias {
-        Some(k) => Src::Dst(k),
-        None if x.shape() == out_shape => Src::Contig(x.as_slice::<S>()?),
-        None => Src::Bcast(x.as_slice::<S>()?, Indexer::new(x.shape(), out_shape)),
-    })
-}
-
 struct ForwardJob<'a, 'b, S: Float, K, const N: usize> {
     kernel: &'a K,
     srcs: &'a [Src<'b, S>; N],
@@ -565,11 +474,7 @@ impl<S: TileIo, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {
             .map(|d| unsafe { d.range(start..start + len) })
             .collect();
         if self.states.is_empty() {
-            let mut loaded = self.srcs.iter().zip(bufs.iter_mut());
-            let ins: [&[S::Compute]; N] = std::array::from_fn(|_| {
-                let (src, buf) = loaded.next().expect("one buffer per input");
-                src.tile(start, len, &tiles, buf)
-            });
+            let ins = tiles_of(self.srcs, bufs, (start, len), &tiles);
             let req = self.reqs[0];
             let direct = matches!(req, OpReqType::WriteTo | OpReqType::WriteInplace);
             match S::as_compute_mut(&mut *tiles[0]).filter(|_| direct) {
@@ -592,9 +497,7 @@ impl<S: TileIo, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {
             for (src, buf) in self.srcs.iter().zip(bufs.iter_mut()) {
                 src.fill(start, len, &tiles, buf);
             }
-            let mut views = bufs.iter_mut();
-            let ins: [&mut [S::Compute]; N] =
-                std::array::from_fn(|_| &mut views.next().expect("one buffer per input")[..len]);
+            let ins: [&mut [S::Compute]; N] = bufs.each_mut().map(|b| &mut b[..len]);
             simd::run(MapTileMut {
                 kernel: self.kernel,
                 ins,
@@ -604,281 +507,6 @@ impl<S: TileIo, K: MapFn<N>, const N: usize> ForwardJob<'_, '_, S, K, N> {
             for (j, &k) in self.states.iter().enumerate() {
                 store(&mut *tiles[1 + j], &bufs[k][..len], OpReqType::WriteTo);
             }
-        }
-    }
-}
-
-/// `n` zeros of temporary space, or [`Error::Alloc`].
-fn zeroed_temp<C: Float>(n: usize) -> Result<Vec<C>> {
-    let mut v = Vec::new();
-    if v.try_reserve_exact(n).is_err() {
-        let bytes = n.checked_mul(size_of::<C>());
-        return Err(Error::alloc(
-            "gradient",
-            format!("temporary space of {n} elements"),
-            bytes,
-        ));
-    }
-    v.resize(n, C::zero());
-    Ok(v)
-}
-
-/// Runs a backward [`MapGrad`] of arity `N`.
-///
-/// `grads[i]` has input `i`'s shape; when that is a broadcast shape the
-/// gradient is summed over the broadcast axes. Sources (`out_grad`,
-/// `output`, inputs) may be exactly the buffer of a gradient (in-place
-/// gradient); partial overlaps are errors.
-pub fn map_backward<K: MapGrad<N>, const N: usize>(
-    call: &OpCall<'_>,
-    kernel: &K,
-    args: &GradArgs<'_>,
-    grads: &mut [TBlobMut<'_>],
-    reqs: &[OpReqType],
-) -> Result<()> {
-    let op = call.op;
-    op.check_arity(grads.len())?;
-    op.check_arity(reqs.len())?;
-    op.check_arity(args.inputs.len())?;
-    if reqs.iter().all(|&r| r == OpReqType::Null) {
-        return Ok(());
-    }
-    check_float(op.name, "out_grad", args.out_grad.dtype())?;
-    let c = Checked {
-        op: op.name,
-        dtype: args.out_grad.dtype(),
-        out_shape: args.out_grad.shape().clone(),
-    };
-    let broadcast = op.pattern == crate::Pattern::Broadcast;
-    let spec = op
-        .gradient
-        .ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
-    let grad_names: Vec<String> = (0..N)
-        .map(|i| format!("{}_grad", op.input_name(i)))
-        .collect();
-    for (i, g) in grads.iter().enumerate() {
-        if reqs[i] == OpReqType::Null {
-            continue;
-        }
-        check_input(&c, &grad_names[i], &g.as_blob(), broadcast, None)?;
-    }
-    if let Some(y) = &args.output {
-        check_input(&c, "output", y, false, None)?;
-    } else if spec.needs_output {
-        return Err(Error::invalid(
-            op.name,
-            "output",
-            "the gradient reads the forward output",
-        ));
-    }
-    for (i, x) in args.inputs.iter().enumerate() {
-        match x {
-            Some(x) => {
-                let want = (reqs[i] != OpReqType::Null).then(|| grads[i].shape().clone());
-                check_input(&c, op.input_name(i), x, broadcast, want.as_ref())?
-            }
-            None if spec.needs_input(i) => {
-                return Err(Error::invalid(
-                    op.name,
-                    op.input_name(i),
-                    "the gradient reads this input",
-                ));
-            }
-            None => {}
-        }
-    }
-    // Destinations: gradients at the output shape are written directly;
-    // broadcast ones go through a temporary and a reduction.
-    let direct: Vec<bool> = (0..N)
-        .map(|i| reqs[i] != OpReqType::Null && grads[i].shape() == &c.out_shape)
-        .collect();
-    let ranges: Vec<Range<usize>> = grads.iter().map(|g| g.byte_range()).collect();
-    for i in 0..N {
-        for j in i + 1..N {
-            let active = reqs[i] != OpReqType::Null && reqs[j] != OpReqType::Null;
-            if active && !ranges[i].is_empty() && overlaps(&ranges[i], &ranges[j]) {
-                return Err(Error::Aliasing {
-                    op: op.name.into(),
-                    out: grad_names[i].clone(),
-                    arg: grad_names[j].clone(),
-                });
-            }
-        }
-    }
-    let dst_info: Vec<(&str, Range<usize>, &Shape, bool)> = (0..N)
-        .map(|i| {
-            (
-                grad_names[i].as_str(),
-                ranges[i].clone(),
-                grads[i].shape(),
-                reqs[i] != OpReqType::Null,
-            )
-        })
-        .collect();
-    // A source that is exactly a reduced destination is read in the map
-    // pass and that destination is written after it: no conflict.
-    let alias = |arg: &str, b: &TBlob<'_>| -> Result<Option<usize>> {
-        Ok(alias_of(op.name, arg, b, &dst_info)?.filter(|&k| direct[k]))
-    };
-    let dy_alias = alias("out_grad", &args.out_grad)?;
-    let y_alias = match &args.output {
-        Some(y) => alias("output", y)?,
-        None => None,
-    };
-    let mut x_alias = [None; N];
-    for (i, x) in args.inputs.iter().enumerate() {
-        if let Some(x) = x {
-            x_alias[i] = alias(op.input_name(i), x)?;
-        }
-    }
-    let n = c.out_shape.size();
-    let parallel = call.ctx.parallel;
-    dispatch_float!(c.dtype, S => {
-        let dy: Src<'_, S> = source_for(&args.out_grad, dy_alias, &c.out_shape)?;
-        let y: Src<'_, S> = match &args.output {
-            Some(b) => source_for(b, y_alias, &c.out_shape)?,
-            None => Src::Zero,
-        };
-        let mut xs: [Src<'_, S>; N] = std::array::from_fn(|_| Src::Zero);
-        for (i, x) in args.inputs.iter().enumerate() {
-            if let Some(x) = x {
-                xs[i] = source_for(x, x_alias[i], &c.out_shape)?;
-            }
-        }
-        type C = <S as Float>::Compute;
-        let mut temps: Vec<Vec<C>> = Vec::with_capacity(N);
-        for i in 0..N {
-            let wanted = reqs[i] != OpReqType::Null && !direct[i];
-            temps.push(if wanted { zeroed_temp::<C>(n)? } else { Vec::new() });
-        }
-        {
-            let (direct_grads, _) = grads.split_at_mut(N);
-            let mut direct_slices: Vec<Option<DisjointMut<'_, S>>> = Vec::with_capacity(N);
-            for (i, g) in direct_grads.iter_mut().enumerate() {
-                direct_slices.push(if direct[i] { Some(DisjointMut::new(g.as_slice_mut::<S>()?)) } else { None });
-            }
-            let temp_slices: Vec<Option<DisjointMut<'_, C>>> = temps
-                .iter_mut()
-                .map(|t| (!t.is_empty()).then(|| DisjointMut::new(t.as_mut_slice())))
-                .collect();
-            let job = BackwardJob { kernel, dy: &dy, y: &y, xs: &xs, direct: &direct_slices, temps: &temp_slices, reqs };
-            for_each_chunk(n, op.cost as usize, parallel, TILE, |range| job.run(range));
-        }
-        for i in 0..N {
-            if !temps[i].is_empty() {
-                let in_shape = grads[i].shape().clone();
-                reduce_into::<S>(&temps[i], &c.out_shape, &in_shape, grads[i].as_slice_mut::<S>()?, reqs[i]);
-            }
-        }
-        Ok(())
-    }, _ => unreachable!("checked float above"))
-}
-
-struct BackwardJob<'a, 'b, S: Float, K, const N: usize> {
-    kernel: &'a K,
-    dy: &'a Src<'b, S>,
-    y: &'a Src<'b, S>,
-    xs: &'a [Src<'b, S>; N],
-    direct: &'a [Option<DisjointMut<'b, S>>],
-    temps: &'a [Option<DisjointMut<'b, S::Compute>>],
-    reqs: &'a [OpReqType],
-}
-
-impl<S: TileIo, K: MapGrad<N>, const N: usize> BackwardJob<'_, '_, S, K, N> {
-    fn run(&self, range: Range<usize>) {
-        let cap = TILE.min(range.len());
-        if cap == 0 {
-            return;
-        }
-        // dy, y, N inputs and N results.
-        with_buffers::<S::Compute, _>(2 + 2 * N, cap, |mut b| {
-            let mut next = || b.next();
-            let (dyb, yb) = (next(), next());
-            let mut xb: [&mut [S::Compute]; N] = std::array::from_fn(|_| next());
-            let mut res: [&mut [S::Compute]; N] = std::array::from_fn(|_| next());
-            let mut start = range.start;
-            while start < range.end {
-                let len = cap.min(range.end - start);
-                self.tile(start, len, dyb, yb, &mut xb, &mut res);
-                start += len;
-            }
-        })
-    }
-
-    fn tile(
-        &self,
-        start: usize,
-        len: usize,
-        dyb: &mut [S::Compute],
-        yb: &mut [S::Compute],
-        xb: &mut [&mut [S::Compute]; N],
-        res: &mut [&mut [S::Compute]; N],
-    ) {
-        let tile = start..start + len;
-        // SAFETY: disjoint ranges per worker, disjoint tiles within one,
-        // and distinct destinations never overlap (checked before).
-        let mut tiles: SmallVec<[&mut [S]; 4]> = self
-            .direct
-            .iter()
-            .map(|d| match d {
-                Some(d) => unsafe { d.range(tile.clone()) },
-                None => &mut [],
-            })
-            .collect();
-        {
-            let dy = self.dy.tile(start, len, &tiles, dyb);
-            let y = self.y.tile(start, len, &tiles, yb);
-            let mut loaded = self.xs.iter().zip(xb.iter_mut());
-            let xs: [&[S::Compute]; N] = std::array::from_fn(|_| {
-                let (src, buf) = loaded.next().expect("one buffer per input");
-                src.tile(start, len, &tiles, buf)
-            });
-            let mut views = res.iter_mut();
-            let out: [&mut [S::Compute]; N] =
-                std::array::from_fn(|_| &mut views.next().expect("one result per input")[..len]);
-            simd::run(GradTile {
-                kernel: self.kernel,
-                dy,
-                y,
-                xs,
-                out,
-            });
-        }
-        for i in 0..N {
-            if self.direct[i].is_some() {
-                store(&mut *tiles[i], &res[i][..len], self.reqs[i]);
-            } else if let Some(t) = &self.temps[i] {
-                // SAFETY: as above; temporaries are per-input buffers.
-                unsafe { t.range(tile.clone()) }.copy_from_slice(&res[i][..len]);
-            }
-        }
-    }
-}
-
-/// Sums `vals` (at `out_shape`) over the axes where `in_shape` broadcasts,
-/// and writes the result into `dst` honouring `req`. Accumulates in f64.
-fn reduce_into<S: Float>(
-    vals: &[S::Compute],
-    out_shape: &Shape,
-    in_shape: &Shape,
-    dst: &mut [S],
-    req: OpReqType,
-) {
-    let mut acc = vec![0.0f64; dst.len()];
-    Indexer::new(in_shape, out_shape).for_each_run(0, vals.len(), |j, off, run, stride| {
-        if stride == 0 {
-            acc[off] += vals[j..j + run].iter().map(|v| v.to_f64()).sum::<f64>();
-        } else {
-            for t in 0..run {
-                acc[off + t * stride] += vals[j + t].to_f64();
-            }
-        }
-    });
-    for (d, a) in dst.iter_mut().zip(acc) {
-        match req {
-            OpReqType::Null => {}
-            OpReqType::WriteTo | OpReqType::WriteInplace => *d = <S as crate::Element>::from_f64(a),
-            OpReqType::AddTo => *d = <S as crate::Element>::from_f64(d.to_f64() + a),
         }
     }
 }

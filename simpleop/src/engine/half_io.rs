@@ -1,5 +1,13 @@
 //! Half-type I/O: how f16 and bf16 storage converts to and from f32 a tile
 //! at a time.
+//!
+//! f16 and bf16 share one generic [`TileIo`] impl over a private trait
+//! for the two formats (`HalfFormat`), whose associated items name each
+//! format's conversions. A trait works here, where a macro would only
+//! repeat the text: the `#[target_feature]` loops are not generic (their
+//! intrinsics differ per format) but are reached through plain functions
+//! and `#[inline(always)]` lane types, which generic code calls exactly as
+//! the per-format impls did, so the results are the same bits.
 
 use crate::Float;
 use crate::engine::isa::{Isa, TileJob, active, run};
@@ -104,24 +112,54 @@ native_tile_io!(f32, f64);
 /// Elements converted per step when a store must read the old values.
 const CONVERT_CHUNK: usize = 256;
 
-impl TileIo for half::f16 {
+/// The two half-precision storage formats, f16 and bf16: one [`TileIo`]
+/// impl serves both, and what differs is only which conversions run.
+///
+/// A trait, not a macro: the `#[target_feature]` conversion loops stay
+/// per format (their intrinsics differ), and what the trait names are the
+/// plain functions that pick one at run time and the
+/// `#[inline(always)]` lane types of the vector loops, which generic code
+/// calls and inlines as the per-type impls did.
+trait HalfFormat: Float<Compute = f32> {
+    /// How the vector loops convert this format (`vector::x86::Lanes`).
+    #[cfg(target_arch = "x86_64")]
+    type Lanes: crate::engine::vector::x86::Lanes<Elem = Self>;
+    /// As `Lanes`, narrowing with AVX-512 BF16 where the format uses it.
+    #[cfg(target_arch = "x86_64")]
+    type NativeLanes: crate::engine::vector::x86::Lanes<Elem = Self>;
+    /// A vector form's loop over this format.
+    fn avx512_loop(loops: &Avx512Loops) -> Option<VectorLoop<Self>>;
+    /// Widens `src` into `dst` (same length).
+    fn widen(src: &[Self], dst: &mut [f32]);
+    /// Narrows `src` into `dst`, or adds it to `dst` when `add`.
+    fn narrow(dst: &mut [Self], src: &[f32], add: bool);
+}
+
+impl<H: HalfFormat> TileIo for H {
     #[inline(always)]
     fn avx512_loop(loops: &Avx512Loops) -> Option<VectorLoop<Self>> {
-        loops.f16
+        <H as HalfFormat>::avx512_loop(loops)
     }
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn widen32_avx512(src: &[Self; 32], dst: &mut [f32; 32]) {
-        use crate::engine::vector::x86::{F16, widen32};
         // SAFETY: the caller's contract.
-        unsafe { widen32::<F16>(src, dst) }
+        unsafe { crate::engine::vector::x86::widen32::<H::Lanes>(src, dst) }
     }
+    /// bf16 narrows with integer rounding here: `vcvtneps2bf16` needs
+    /// AVX-512 BF16, which the loops this inlines into are not compiled
+    /// for.
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn narrow32_avx512(src: &[f32; 32], dst: &mut [Self; 32]) {
-        use crate::engine::vector::x86::{F16, narrow32};
         // SAFETY: the caller's contract.
-        unsafe { narrow32::<F16>(src, dst) }
+        unsafe { crate::engine::vector::x86::narrow32::<H::Lanes>(src, dst) }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn narrow32_avx512bf16(src: &[f32; 32], dst: &mut [Self; 32]) {
+        // SAFETY: the caller's contract, AVX-512 BF16 included.
+        unsafe { crate::engine::vector::x86::narrow32::<H::NativeLanes>(src, dst) }
     }
     fn as_compute(_: &[Self]) -> Option<&[f32]> {
         None
@@ -131,10 +169,30 @@ impl TileIo for half::f16 {
     }
     #[inline]
     fn load(src: &[Self], dst: &mut [f32]) {
-        f16_to_f32(src, dst);
+        H::widen(src, dst);
     }
     #[inline]
     fn store(dst: &mut [Self], src: &[f32], add: bool) {
+        H::narrow(dst, src, add);
+    }
+}
+
+impl HalfFormat for half::f16 {
+    #[cfg(target_arch = "x86_64")]
+    type Lanes = crate::engine::vector::x86::F16;
+    #[cfg(target_arch = "x86_64")]
+    type NativeLanes = crate::engine::vector::x86::F16;
+    #[inline(always)]
+    fn avx512_loop(loops: &Avx512Loops) -> Option<VectorLoop<Self>> {
+        loops.f16
+    }
+    #[inline]
+    fn widen(src: &[Self], dst: &mut [f32]) {
+        f16_to_f32(src, dst);
+    }
+    /// Adding reads the old values a chunk at a time.
+    #[inline]
+    fn narrow(dst: &mut [Self], src: &[f32], add: bool) {
         if !add {
             f32_to_f16(src, dst);
             return;
@@ -149,50 +207,100 @@ impl TileIo for half::f16 {
     }
 }
 
+impl HalfFormat for half::bf16 {
+    #[cfg(target_arch = "x86_64")]
+    type Lanes = crate::engine::vector::x86::Bf16;
+    #[cfg(target_arch = "x86_64")]
+    type NativeLanes = crate::engine::vector::x86::Bf16Native;
+    #[inline(always)]
+    fn avx512_loop(loops: &Avx512Loops) -> Option<VectorLoop<Self>> {
+        loops.bf16
+    }
+    #[inline]
+    fn widen(src: &[Self], dst: &mut [f32]) {
+        run(Bf16ToF32 { src, dst });
+    }
+    /// With AVX-512 BF16's conversion where the CPU has it (adding in
+    /// registers), the rest with integer rounding.
+    #[inline]
+    fn narrow(dst: &mut [Self], src: &[f32], add: bool) {
+        let n = src.len().min(dst.len());
+        #[cfg(target_arch = "x86_64")]
+        let done = if active() == Isa::Avx512 && is_x86_feature_detected!("avx512bf16") {
+            // SAFETY: the CPU has AVX-512 (the active set) and AVX-512 BF16.
+            unsafe { x86::f32_to_bf16_avx512bf16(&src[..n], &mut dst[..n], add) }
+        } else {
+            0
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let done = 0;
+        run(F32ToBf16 {
+            src: &src[done..n],
+            dst: &mut dst[done..n],
+            add,
+        });
+    }
+}
+
 /// f16 → f32 with the widest conversion instruction present (F16C:
 /// 8 lanes; AVX-512: 16 lanes), else `half`'s.
 fn f16_to_f32(src: &[half::f16], dst: &mut [f32]) {
-    let n = src.len().min(dst.len());
     #[cfg(target_arch = "x86_64")]
-    {
-        let done = match active() {
-            // SAFETY: `active` only returns instruction sets the CPU has.
-            Isa::Avx512 => unsafe { x86::f16_to_f32_avx512(&src[..n], &mut dst[..n]) },
-            // SAFETY: as above.
-            Isa::Avx2 => unsafe { x86::f16_to_f32_avx2(&src[..n], &mut dst[..n]) },
-            _ => 0,
-        };
-        for (d, s) in dst[done..n].iter_mut().zip(&src[done..n]) {
-            *d = s.to_f32();
-        }
-    }
+    by_isa(
+        src,
+        dst,
+        (x86::f16_to_f32_avx512, x86::f16_to_f32_avx2),
+        half::f16::to_f32,
+    );
     #[cfg(not(target_arch = "x86_64"))]
     {
         use half::slice::HalfFloatSliceExt;
+        let n = src.len().min(dst.len());
         src[..n].convert_to_f32_slice(&mut dst[..n]);
     }
 }
 
 /// f32 → f16, rounding to nearest even, as [`f16_to_f32`].
 fn f32_to_f16(src: &[f32], dst: &mut [half::f16]) {
-    let n = src.len().min(dst.len());
     #[cfg(target_arch = "x86_64")]
-    {
-        let done = match active() {
-            // SAFETY: `active` only returns instruction sets the CPU has.
-            Isa::Avx512 => unsafe { x86::f32_to_f16_avx512(&src[..n], &mut dst[..n]) },
-            // SAFETY: as above.
-            Isa::Avx2 => unsafe { x86::f32_to_f16_avx2(&src[..n], &mut dst[..n]) },
-            _ => 0,
-        };
-        for (d, s) in dst[done..n].iter_mut().zip(&src[done..n]) {
-            *d = half::f16::from_f32(*s);
-        }
-    }
+    by_isa(
+        src,
+        dst,
+        (x86::f32_to_f16_avx512, x86::f32_to_f16_avx2),
+        half::f16::from_f32,
+    );
     #[cfg(not(target_arch = "x86_64"))]
     {
         use half::slice::HalfFloatSliceExt;
+        let n = src.len().min(dst.len());
         dst[..n].convert_from_f32_slice(&src[..n]);
+    }
+}
+
+/// A conversion over the common length of `src` and `dst`: the leading
+/// elements by the active instruction set's loop (`avx512`, `avx2`; each
+/// returns how many it converted), the rest by `one`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn by_isa<A: Copy, B>(
+    src: &[A],
+    dst: &mut [B],
+    (avx512, avx2): (
+        unsafe fn(&[A], &mut [B]) -> usize,
+        unsafe fn(&[A], &mut [B]) -> usize,
+    ),
+    one: impl Fn(A) -> B,
+) {
+    let n = src.len().min(dst.len());
+    let done = match active() {
+        // SAFETY: `active` only returns instruction sets the CPU has.
+        Isa::Avx512 => unsafe { avx512(&src[..n], &mut dst[..n]) },
+        // SAFETY: as above.
+        Isa::Avx2 => unsafe { avx2(&src[..n], &mut dst[..n]) },
+        _ => 0,
+    };
+    for (d, s) in dst[done..n].iter_mut().zip(&src[done..n]) {
+        *d = one(*s);
     }
 }
 
@@ -297,64 +405,6 @@ mod x86 {
             }
         }
         n
-    }
-}
-
-impl TileIo for half::bf16 {
-    #[inline(always)]
-    fn avx512_loop(loops: &Avx512Loops) -> Option<VectorLoop<Self>> {
-        loops.bf16
-    }
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    unsafe fn widen32_avx512(src: &[Self; 32], dst: &mut [f32; 32]) {
-        use crate::engine::vector::x86::{Bf16, widen32};
-        // SAFETY: the caller's contract.
-        unsafe { widen32::<Bf16>(src, dst) }
-    }
-    /// With integer rounding: `vcvtneps2bf16` needs AVX-512 BF16, which
-    /// the loops this inlines into are not compiled for.
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    unsafe fn narrow32_avx512(src: &[f32; 32], dst: &mut [Self; 32]) {
-        use crate::engine::vector::x86::{Bf16, narrow32};
-        // SAFETY: the caller's contract.
-        unsafe { narrow32::<Bf16>(src, dst) }
-    }
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    unsafe fn narrow32_avx512bf16(src: &[f32; 32], dst: &mut [Self; 32]) {
-        use crate::engine::vector::x86::{Bf16Native, narrow32};
-        // SAFETY: the caller's contract, AVX-512 BF16 included.
-        unsafe { narrow32::<Bf16Native>(src, dst) }
-    }
-    fn as_compute(_: &[Self]) -> Option<&[f32]> {
-        None
-    }
-    fn as_compute_mut(_: &mut [Self]) -> Option<&mut [f32]> {
-        None
-    }
-    #[inline]
-    fn load(src: &[Self], dst: &mut [f32]) {
-        run(Bf16ToF32 { src, dst });
-    }
-    #[inline]
-    fn store(dst: &mut [Self], src: &[f32], add: bool) {
-        let n = src.len().min(dst.len());
-        #[cfg(target_arch = "x86_64")]
-        let done = if active() == Isa::Avx512 && is_x86_feature_detected!("avx512bf16") {
-            // SAFETY: the CPU has AVX-512 (the active set) and AVX-512 BF16.
-            unsafe { x86::f32_to_bf16_avx512bf16(&src[..n], &mut dst[..n], add) }
-        } else {
-            0
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        let done = 0;
-        run(F32ToBf16 {
-            src: &src[done..n],
-            dst: &mut dst[done..n],
-            add,
-        });
     }
 }
 

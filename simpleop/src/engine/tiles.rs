@@ -58,10 +58,7 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for MapTile<'_, K, C, N> {
         for (b, out) in (&mut blocks).enumerate() {
             let start = b * BLOCK;
             if ahead {
-                let next = (start + BLOCK).min(n)..(start + 2 * BLOCK).min(n);
-                for x in &ins {
-                    prefetch_op_loop(&x[next.clone()]);
-                }
+                prefetch_next_block(&ins, start);
             }
             let out: &mut [C; BLOCK] = out.try_into().expect("exact chunk");
             let xs: [&[C; BLOCK]; N] = ins.map(|s| {
@@ -69,10 +66,7 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for MapTile<'_, K, C, N> {
                     .try_into()
                     .expect("inside the input")
             });
-            for (j, o) in out.iter_mut().enumerate() {
-                let mut x: [C; N] = std::array::from_fn(|i| xs[i][j]);
-                *o = kernel.apply(&mut x);
-            }
+            apply_block(&kernel, xs, out);
         }
         let rest = blocks.into_remainder();
         let done = n - rest.len();
@@ -112,6 +106,30 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for MapTile<'_, K, C, N> {
             // SAFETY: as above.
             unsafe { simd_loop(xb, ob, Stores::Cached) };
         }
+    }
+}
+
+/// `out[j] = kernel(xs[0][j], ..)` over one fixed-size block: no bounds
+/// checks and no scalar remainder (see [`BLOCK`]).
+#[inline(always)]
+fn apply_block<K: MapFn<N>, C: Float, const N: usize, const L: usize>(
+    kernel: &K,
+    xs: [&[C; L]; N],
+    out: &mut [C; L],
+) {
+    for (j, o) in out.iter_mut().enumerate() {
+        let mut x: [C; N] = std::array::from_fn(|i| xs[i][j]);
+        *o = kernel.apply(&mut x);
+    }
+}
+
+/// Asks for the block after the one at `start` of each input (up to its
+/// end), while this one computes.
+#[inline(always)]
+fn prefetch_next_block<T, const N: usize>(ins: &[&[T]; N], start: usize) {
+    for x in ins {
+        let n = x.len();
+        prefetch_op_loop(&x[(start + BLOCK).min(n)..(start + 2 * BLOCK).min(n)]);
     }
 }
 
@@ -188,6 +206,48 @@ enum Mode {
     Avx512,
 }
 
+impl Mode {
+    /// Runs `job` with the loop this mode stands for.
+    ///
+    /// # Safety
+    /// `Mode::Avx512` only on a CPU with what [`Isa::Avx512`] stands for.
+    #[inline(always)]
+    unsafe fn run<J: TileJob>(self, job: J) {
+        match self {
+            Mode::Plain => job.run(),
+            Mode::Fma => job.run_fma(),
+            // SAFETY: the caller's contract.
+            Mode::Avx512 => unsafe { job.run_avx512() },
+        }
+    }
+}
+
+/// [`TileJob`] for a job whose loops are one `go(mode)`: each entry
+/// point passes its [`Mode`].
+macro_rules! mode_tile_job {
+    ($job:ty, $t:ident: $bound:path) => {
+        impl<K: MapFn<N>, $t: $bound, const N: usize> TileJob for $job {
+            #[inline(always)]
+            fn run(self) {
+                // SAFETY: not the AVX-512 mode.
+                unsafe { self.go(Mode::Plain) }
+            }
+
+            #[inline(always)]
+            fn run_fma(self) {
+                // SAFETY: not the AVX-512 mode.
+                unsafe { self.go(Mode::Fma) }
+            }
+
+            #[inline(always)]
+            unsafe fn run_avx512(self) {
+                // SAFETY: the caller guarantees the CPU.
+                unsafe { self.go(Mode::Avx512) }
+            }
+        }
+    };
+}
+
 /// The most output bytes a staged tile computes before streaming them out
 /// (where neither [`stream_chunks_avx512`] nor [`convert_chunks_avx512`]
 /// runs: AVX2 and plain code). Smaller tiles interleave the loads with
@@ -242,20 +302,14 @@ unsafe fn stream_chunks_avx512<K: MapFn<N>, D: Float, const N: usize>(
     let mut start = head;
     while start + STREAM_CHUNK <= n {
         if (start - head).is_multiple_of(BLOCK) {
-            let next = (start + BLOCK).min(n)..(start + 2 * BLOCK).min(n);
-            for x in &ins {
-                prefetch_op_loop(&x[next.clone()]);
-            }
+            prefetch_next_block(&ins, start);
         }
         let xs: [&[D; STREAM_CHUNK]; N] = ins.map(|s| {
             s[start..start + STREAM_CHUNK]
                 .try_into()
                 .expect("inside the input")
         });
-        for (j, o) in chunk.0.iter_mut().enumerate() {
-            let mut x: [D; N] = std::array::from_fn(|i| xs[i][j]);
-            *o = kernel.apply(&mut x);
-        }
+        apply_block(&kernel, xs, &mut chunk.0);
         let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut out[start..start + STREAM_CHUNK]);
         // SAFETY: `dst` starts on a line: `start - head` is a multiple of
         // `STREAM_CHUNK`, whose bytes are a multiple of 64 for 4- and
@@ -320,10 +374,7 @@ unsafe fn convert_chunks_avx512<K: MapFn<N>, S: TileIo, const N: usize, const BF
     let mut start = head;
     while start + STREAM_CHUNK <= n {
         if (start - head).is_multiple_of(BLOCK) {
-            let next = (start + BLOCK).min(n)..(start + 2 * BLOCK).min(n);
-            for x in &ins {
-                prefetch_op_loop(&x[next.clone()]);
-            }
+            prefetch_next_block(&ins, start);
         }
         for (w, x) in wide.iter_mut().zip(&ins) {
             let x = &x[start..start + STREAM_CHUNK];
@@ -345,10 +396,7 @@ unsafe fn convert_chunks_avx512<K: MapFn<N>, S: TileIo, const N: usize, const BF
         let r: &mut [Lane<S>; STREAM_CHUNK] = bytemuck::cast_slice_mut(&mut res.0[..])
             .try_into()
             .expect("one chunk");
-        for (j, o) in r.iter_mut().enumerate() {
-            let mut x: [Lane<S>; N] = std::array::from_fn(|i| xs[i][j]);
-            *o = kernel.apply(&mut x);
-        }
+        apply_block(&kernel, xs, r);
         let dst = &mut out[start..start + STREAM_CHUNK];
         let to: &mut [S] = if streamed { &mut narrow.0 } else { dst };
         for (d, s) in to.chunks_exact_mut(32).zip(res.0.chunks_exact(32)) {
@@ -447,37 +495,15 @@ impl<K: MapFn<N>, C: Float, const N: usize> StreamMap<'_, K, C, N> {
                 ins: self.ins.map(|x| &x[start..start + len]),
                 out: &mut self.res[..len],
             };
-            match mode {
-                Mode::Plain => tile.run(),
-                Mode::Fma => tile.run_fma(),
-                // SAFETY: the caller's contract.
-                Mode::Avx512 => unsafe { tile.run_avx512() },
-            }
+            // SAFETY: the caller's contract.
+            unsafe { mode.run(tile) };
             stream_copy(&mut self.out[start..start + len], &self.res[..len]);
             start += len;
         }
     }
 }
 
-impl<K: MapFn<N>, C: Float, const N: usize> TileJob for StreamMap<'_, K, C, N> {
-    #[inline(always)]
-    fn run(self) {
-        // SAFETY: not the AVX-512 mode.
-        unsafe { self.go(Mode::Plain) }
-    }
-
-    #[inline(always)]
-    fn run_fma(self) {
-        // SAFETY: not the AVX-512 mode.
-        unsafe { self.go(Mode::Fma) }
-    }
-
-    #[inline(always)]
-    unsafe fn run_avx512(self) {
-        // SAFETY: the caller guarantees the CPU.
-        unsafe { self.go(Mode::Avx512) }
-    }
-}
+mode_tile_job!(StreamMap<'_, K, C, N>, C: Float);
 
 /// `out[j] = kernel(ins[0][j], ..)` over storage slices whose type is not
 /// its compute type (f16, bf16): on AVX-512, a vector form's loop or
@@ -571,12 +597,8 @@ impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
                 ins,
                 out: &mut self.res[..len],
             };
-            match mode {
-                Mode::Plain => tile.run(),
-                Mode::Fma => tile.run_fma(),
-                // SAFETY: the caller's contract.
-                Mode::Avx512 => unsafe { tile.run_avx512() },
-            }
+            // SAFETY: the caller's contract.
+            unsafe { mode.run(tile) };
             match staged.as_deref_mut() {
                 Some(buf) => {
                     S::store(&mut buf[..len], &self.res[..len], false);
@@ -589,25 +611,7 @@ impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
     }
 }
 
-impl<K: MapFn<N>, S: TileIo, const N: usize> TileJob for ConvertMap<'_, K, S, N> {
-    #[inline(always)]
-    fn run(self) {
-        // SAFETY: not the AVX-512 mode.
-        unsafe { self.go(Mode::Plain) }
-    }
-
-    #[inline(always)]
-    fn run_fma(self) {
-        // SAFETY: not the AVX-512 mode.
-        unsafe { self.go(Mode::Fma) }
-    }
-
-    #[inline(always)]
-    unsafe fn run_avx512(self) {
-        // SAFETY: the caller guarantees the CPU.
-        unsafe { self.go(Mode::Avx512) }
-    }
-}
+mode_tile_job!(ConvertMap<'_, K, S, N>, S: TileIo);
 
 /// `out[i][j] = d input_i` at element `j`: a gradient kernel over tiles.
 pub struct GradTile<'a, K, C, const N: usize> {

@@ -238,6 +238,24 @@ pub(super) mod x86 {
         unsafe { _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(v) }
     }
 
+    /// [`Lanes::store2`] and [`Lanes::stream2`] of a bf16 lane type: the
+    /// pair packed into one 64-byte line by `$pack`, stored or streamed.
+    macro_rules! bf16_pair_stores {
+        ($pack:ident) => {
+            #[inline(always)]
+            unsafe fn store2(p: *mut bf16, a: __m512, b: __m512) {
+                // SAFETY: the caller's contract (which includes what
+                // `$pack` needs).
+                unsafe { _mm512_storeu_si512(p.cast(), $pack(a, b)) }
+            }
+            #[inline(always)]
+            unsafe fn stream2(p: *mut bf16, a: __m512, b: __m512) {
+                // SAFETY: as above.
+                unsafe { _mm512_stream_si512(p.cast(), $pack(a, b)) }
+            }
+        };
+    }
+
     impl Lanes for Bf16 {
         type Elem = bf16;
         #[inline(always)]
@@ -266,16 +284,7 @@ pub(super) mod x86 {
                 )
             }
         }
-        #[inline(always)]
-        unsafe fn store2(p: *mut bf16, a: __m512, b: __m512) {
-            // SAFETY: the caller's contract.
-            unsafe { _mm512_storeu_si512(p.cast(), bf16_pack(a, b)) }
-        }
-        #[inline(always)]
-        unsafe fn stream2(p: *mut bf16, a: __m512, b: __m512) {
-            // SAFETY: the caller's contract.
-            unsafe { _mm512_stream_si512(p.cast(), bf16_pack(a, b)) }
-        }
+        bf16_pair_stores!(bf16_pack);
     }
 
     /// Where element `k` of 32 sits after [`Bf16::load2`]: `(second
@@ -357,16 +366,7 @@ pub(super) mod x86 {
             // SAFETY: the caller's contract.
             unsafe { Bf16::load2(p) }
         }
-        #[inline(always)]
-        unsafe fn store2(p: *mut bf16, a: __m512, b: __m512) {
-            // SAFETY: the caller's contract (which includes AVX-512 BF16).
-            unsafe { _mm512_storeu_si512(p.cast(), bf16_pack_native(a, b)) }
-        }
-        #[inline(always)]
-        unsafe fn stream2(p: *mut bf16, a: __m512, b: __m512) {
-            // SAFETY: the caller's contract (which includes AVX-512 BF16).
-            unsafe { _mm512_stream_si512(p.cast(), bf16_pack_native(a, b)) }
-        }
+        bf16_pair_stores!(bf16_pack_native);
     }
 
     /// `fpclass`'s class bit for subnormals.

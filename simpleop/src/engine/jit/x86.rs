@@ -62,149 +62,197 @@ enum Step {
 /// `None` when the program does not fit the registers or reads a slot it
 /// also overwrites before (the interpreter handles those).
 fn plan(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<Vec<Step>> {
-    // value ids: per slot, the value it holds at each point
-    #[derive(Clone, Copy)]
-    enum Holds {
-        Initial,
-        Value(usize),
-    }
-    let mut holds = vec![Holds::Initial; n_slots];
-    let mut loaded: Vec<Option<usize>> = vec![None; n_slots]; // value id of initial load
-    let mut n_values = 0;
-    // per op: (lane, reads as value ids, result's value id, result's slot)
-    let mut ops = Vec::new();
-    let mut kept = Vec::new();
-    let mut accumulated: Option<(usize, Summand)> = None;
-    for ins in instrs {
-        match ins {
-            JitInstr::Op { lane, ins, out } => {
-                if ins.len() != lane.op.arity()
-                    || *out >= n_slots
-                    || ins.iter().any(|&s| s >= n_slots)
-                {
-                    return None;
-                }
-                let mut reads = Vec::new();
-                for &s in *ins {
-                    let v = match holds[s] {
-                        Holds::Value(v) => v,
-                        Holds::Initial => {
-                            // an initial value is loaded once per vector
-                            *loaded[s].get_or_insert_with(|| {
-                                n_values += 1;
-                                n_values - 1
-                            })
-                        }
-                    };
-                    reads.push(v);
-                }
-                let v = n_values;
-                n_values += 1;
-                holds[*out] = Holds::Value(v);
-                ops.push((*lane, reads, v, *out));
-            }
-            JitInstr::Keep { slot, stream } => {
-                if *slot >= n_slots {
-                    return None;
-                }
-                if let Holds::Value(v) = holds[*slot] {
-                    kept.push((v, *stream));
-                }
-            }
-            JitInstr::Accumulate { slot, summand } => {
-                // one per program, of a value an op made
-                let (None, Some(Holds::Value(v))) = (accumulated, holds.get(*slot)) else {
-                    return None;
-                };
-                accumulated = Some((*v, *summand));
-            }
-        }
-    }
+    let values = Values::of(instrs, n_slots)?;
     // Keeps run after the ops, so they must read final values (the
     // interpreter's store would have read an earlier one).
-    let final_value: Vec<Option<usize>> = holds
-        .iter()
-        .map(|h| match h {
-            Holds::Value(v) => Some(*v),
-            Holds::Initial => None,
-        })
-        .collect();
-    if kept
+    if values
+        .kept
         .iter()
         .map(|k| k.0)
-        .chain(accumulated.map(|a| a.0))
-        .any(|v| !final_value.contains(&Some(v)))
+        .chain(values.accumulated.map(|a| a.0))
+        .any(|v| !values.final_value.contains(&Some(v)))
     {
         return None;
     }
-    // Last reader of each value (op index), for freeing registers.
-    let mut last = vec![None; n_values];
-    for (k, (_, reads, _, _)) in ops.iter().enumerate() {
-        for &r in reads {
-            last[r] = Some(k);
+    values.allocate()
+}
+
+/// One op of a [`Values`] program.
+struct ValueOp {
+    lane: Lane,
+    /// The values it reads.
+    reads: Vec<usize>,
+    /// Its result's value.
+    value: usize,
+    /// The slot its result goes to.
+    slot: usize,
+}
+
+/// A program in numbered values: each slot's initial value read, and each
+/// op's result, is a value of its own.
+struct Values {
+    ops: Vec<ValueOp>,
+    /// Per slot, the value of its initial content, where an op reads it.
+    loaded: Vec<Option<usize>>,
+    /// Per slot, the value it holds after the program (`None`: its
+    /// initial content).
+    final_value: Vec<Option<usize>>,
+    /// The values kept, and whether each is streamed.
+    kept: Vec<(usize, bool)>,
+    /// The value accumulated, and what of it.
+    accumulated: Option<(usize, Summand)>,
+    n_values: usize,
+}
+
+impl Values {
+    /// Numbers the values of `instrs`; `None` for a slot out of range, an
+    /// op of the wrong arity, or an accumulation that is not the only one
+    /// or not of an op's result.
+    fn of(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<Values> {
+        let mut v = Values {
+            ops: Vec::new(),
+            loaded: vec![None; n_slots],
+            // per slot, the value it holds at each point
+            final_value: vec![None; n_slots],
+            kept: Vec::new(),
+            accumulated: None,
+            n_values: 0,
+        };
+        for ins in instrs {
+            match ins {
+                JitInstr::Op { lane, ins, out } => {
+                    if ins.len() != lane.op.arity()
+                        || *out >= n_slots
+                        || ins.iter().any(|&s| s >= n_slots)
+                    {
+                        return None;
+                    }
+                    let reads = ins.iter().map(|&s| v.read(s)).collect();
+                    let value = v.new_value();
+                    v.final_value[*out] = Some(value);
+                    v.ops.push(ValueOp {
+                        lane: *lane,
+                        reads,
+                        value,
+                        slot: *out,
+                    });
+                }
+                JitInstr::Keep { slot, stream } => {
+                    if let Some(value) = *v.final_value.get(*slot)? {
+                        v.kept.push((value, *stream));
+                    }
+                }
+                JitInstr::Accumulate { slot, summand } => {
+                    // one per program, of a value an op made
+                    let (None, Some(Some(value))) = (v.accumulated, v.final_value.get(*slot))
+                    else {
+                        return None;
+                    };
+                    v.accumulated = Some((*value, *summand));
+                }
+            }
+        }
+        Some(v)
+    }
+
+    fn new_value(&mut self) -> usize {
+        self.n_values += 1;
+        self.n_values - 1
+    }
+
+    /// The value slot `s` holds now: an initial value is loaded once per
+    /// vector.
+    fn read(&mut self, s: usize) -> usize {
+        match self.final_value[s] {
+            Some(v) => v,
+            None => match self.loaded[s] {
+                Some(v) => v,
+                None => {
+                    let v = self.new_value();
+                    self.loaded[s] = Some(v);
+                    v
+                }
+            },
         }
     }
-    // A result leaves the program when it is a slot's final value and
-    // either kept or read by nothing (a reader outside, e.g. a row sink,
-    // unless the program accumulates it for the sink).
-    let summed = |v: usize| accumulated.filter(|a| a.0 == v).map(|a| a.1);
-    let leaves = |v: usize| {
-        final_value.contains(&Some(v))
-            && (kept.iter().any(|k| k.0 == v) || (last[v].is_none() && summed(v).is_none()))
-    };
-    let streamed = |v: usize| kept.iter().any(|&(k, stream)| k == v && stream);
-    // A slot's initial value is loaded at its first use, before any write
-    // to the slot (after one, the slot holds that value, not its initial).
-    let mut steps = Vec::new();
-    let mut reg_of = vec![usize::MAX; n_values];
-    let regs = if accumulated.is_some() {
-        SUM_REGS
-    } else {
-        VALUE_REGS
-    };
-    let mut free: Vec<usize> = (0..regs).rev().collect();
-    for (k, (lane, reads, v, out)) in ops.iter().enumerate() {
-        let mut in_regs = Vec::new();
-        for &r in reads {
-            if reg_of[r] == usize::MAX {
-                // an initial value: find its slot
-                let s = loaded.iter().position(|l| *l == Some(r))?;
-                let reg = free.pop()?;
-                reg_of[r] = reg;
-                steps.push(Step::Load { slot: s, reg });
-            }
-            in_regs.push(reg_of[r]);
-        }
-        let out_reg = free.pop()?;
-        reg_of[*v] = out_reg;
-        steps.push(Step::Op {
-            lane: *lane,
-            ins: in_regs,
-            out: out_reg,
-        });
-        for &r in reads {
-            if last[r] == Some(k) && !free.contains(&reg_of[r]) {
-                free.push(reg_of[r]);
+
+    /// The last reader of each value (op index), for freeing registers.
+    fn last_readers(&self) -> Vec<Option<usize>> {
+        let mut last = vec![None; self.n_values];
+        for (k, op) in self.ops.iter().enumerate() {
+            for &r in &op.reads {
+                last[r] = Some(k);
             }
         }
-        if leaves(*v) {
-            steps.push(Step::Store {
-                slot: *out,
-                reg: out_reg,
-                stream: streamed(*v),
-            });
-        }
-        if let Some(summand) = summed(*v) {
-            steps.push(Step::Accumulate {
-                reg: out_reg,
-                summand,
-            });
-        }
-        if last[*v].is_none() {
-            free.push(out_reg);
-        }
+        last
     }
-    Some(steps)
+
+    /// The steps, registers assigned; `None` when they run out.
+    fn allocate(&self) -> Option<Vec<Step>> {
+        let last = self.last_readers();
+        // A result leaves the program when it is a slot's final value and
+        // either kept or read by nothing (a reader outside, e.g. a row sink,
+        // unless the program accumulates it for the sink).
+        let summed = |v: usize| self.accumulated.filter(|a| a.0 == v).map(|a| a.1);
+        let leaves = |v: usize| {
+            self.final_value.contains(&Some(v))
+                && (self.kept.iter().any(|k| k.0 == v)
+                    || (last[v].is_none() && summed(v).is_none()))
+        };
+        let streamed = |v: usize| self.kept.iter().any(|&(k, stream)| k == v && stream);
+        // A slot's initial value is loaded at its first use, before any write
+        // to the slot (after one, the slot holds that value, not its initial).
+        let mut steps = Vec::new();
+        let mut reg_of = vec![usize::MAX; self.n_values];
+        let regs = if self.accumulated.is_some() {
+            SUM_REGS
+        } else {
+            VALUE_REGS
+        };
+        let mut free: Vec<usize> = (0..regs).rev().collect();
+        for (k, op) in self.ops.iter().enumerate() {
+            let mut in_regs = Vec::new();
+            for &r in &op.reads {
+                if reg_of[r] == usize::MAX {
+                    // an initial value: find its slot
+                    let s = self.loaded.iter().position(|l| *l == Some(r))?;
+                    let reg = free.pop()?;
+                    reg_of[r] = reg;
+                    steps.push(Step::Load { slot: s, reg });
+                }
+                in_regs.push(reg_of[r]);
+            }
+            let out_reg = free.pop()?;
+            reg_of[op.value] = out_reg;
+            steps.push(Step::Op {
+                lane: op.lane,
+                ins: in_regs,
+                out: out_reg,
+            });
+            for &r in &op.reads {
+                if last[r] == Some(k) && !free.contains(&reg_of[r]) {
+                    free.push(reg_of[r]);
+                }
+            }
+            if leaves(op.value) {
+                steps.push(Step::Store {
+                    slot: op.slot,
+                    reg: out_reg,
+                    stream: streamed(op.value),
+                });
+            }
+            if let Some(summand) = summed(op.value) {
+                steps.push(Step::Accumulate {
+                    reg: out_reg,
+                    summand,
+                });
+            }
+            if last[op.value].is_none() {
+                free.push(out_reg);
+            }
+        }
+        Some(steps)
+    }
 }
 
 /// Constant pool: each distinct bit pattern once.
@@ -586,32 +634,23 @@ fn assemble(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, IcedError> {
         return assemble_accumulating(steps, pool);
     }
     let mut a = CodeAssembler::new(64)?;
-    let mut main = a.create_label();
-    let mut tail = a.create_label();
-    let mut done = a.create_label();
     // rdi: slot pointers, rsi: pool, rdx: len, rcx: element index
-    a.xor(ecx, ecx)?;
-    a.cmp(rdx, 16)?;
-    a.jb(tail)?;
-    a.set_label(&mut main)?;
-    emit_steps(&mut a, pool, steps, None, (0, 0))?;
-    a.add(rcx, 16)?;
-    a.lea(rax, qword_ptr(rcx + 16))?;
-    a.cmp(rax, rdx)?;
-    a.jbe(main)?;
-    a.set_label(&mut tail)?;
-    a.cmp(rcx, rdx)?;
-    a.jae(done)?;
-    // k1 = lanes [0, len - i), len - i < 16
-    tail_lanes(&mut a)?;
-    a.kmovw(k1, r8d)?;
-    let k = Masks {
-        lanes: 1,
-        low: 1,
-        high: 1,
-    };
-    emit_steps(&mut a, pool, steps, Some(k), (0, 0))?;
-    a.set_label(&mut done)?;
+    chunk_loop(
+        &mut a,
+        pool,
+        16,
+        |a, pool| emit_steps(a, pool, steps, None, (0, 0)),
+        |a, pool| {
+            // k1 = lanes [0, len - i), len - i < 16
+            a.kmovw(k1, r8d)?;
+            let k = Masks {
+                lanes: 1,
+                low: 1,
+                high: 1,
+            };
+            emit_steps(a, pool, steps, Some(k), (0, 0))
+        },
+    )?;
     a.vzeroupper()?;
     a.ret()?;
     a.assemble(0)
@@ -630,6 +669,37 @@ fn tail_lanes(a: &mut CodeAssembler) -> Result<(), IcedError> {
     a.mov(rcx, r9)
 }
 
+/// The loop of every program: `body` over whole chunks of `chunk`
+/// elements while they fit, then, when elements are left, `tail` over
+/// them with `r8` holding their lanes ([`tail_lanes`]). `rcx` is the
+/// element index, `rdx` the length.
+fn chunk_loop(
+    a: &mut CodeAssembler,
+    pool: &mut Pool,
+    chunk: i32,
+    mut body: impl FnMut(&mut CodeAssembler, &mut Pool) -> Result<(), IcedError>,
+    mut tail: impl FnMut(&mut CodeAssembler, &mut Pool) -> Result<(), IcedError>,
+) -> Result<(), IcedError> {
+    let mut main = a.create_label();
+    let mut last = a.create_label();
+    let mut done = a.create_label();
+    a.xor(ecx, ecx)?;
+    a.cmp(rdx, chunk)?;
+    a.jb(last)?;
+    a.set_label(&mut main)?;
+    body(a, pool)?;
+    a.add(rcx, chunk)?;
+    a.lea(rax, qword_ptr(rcx + chunk))?;
+    a.cmp(rax, rdx)?;
+    a.jbe(main)?;
+    a.set_label(&mut last)?;
+    a.cmp(rcx, rdx)?;
+    a.jae(done)?;
+    tail_lanes(a)?;
+    tail(a, pool)?;
+    a.set_label(&mut done)
+}
+
 /// An accumulating program: the sums live in four registers for the call,
 /// and each iteration runs a 32-element chunk, its first 16 elements
 /// adding to sums 0..16 and the next 16 to sums 16..32; a last partial
@@ -638,50 +708,43 @@ fn tail_lanes(a: &mut CodeAssembler) -> Result<(), IcedError> {
 fn assemble_accumulating(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, IcedError> {
     const _: () = assert!(ACC_LANES == 32, "two vectors of 16 per chunk");
     let mut a = CodeAssembler::new(64)?;
-    let mut main = a.create_label();
-    let mut tail = a.create_label();
-    let mut done = a.create_label();
     // rdi: slot pointers, rsi: pool, rdx: len, rcx: the sums, then the
     // element index; r10: the sums
     a.mov(r10, rcx)?;
     for k in 0..4 {
         a.vmovupd(zmm(SUM_REGS + k), zmmword_ptr(r10 + 64 * k as i32))?;
     }
-    a.xor(ecx, ecx)?;
-    a.cmp(rdx, 32)?;
-    a.jb(tail)?;
-    a.set_label(&mut main)?;
-    emit_steps(&mut a, pool, steps, None, (0, SUM_REGS))?;
-    emit_steps(&mut a, pool, steps, None, (64, SUM_REGS + 2))?;
-    a.add(rcx, 32)?;
-    a.lea(rax, qword_ptr(rcx + 32))?;
-    a.cmp(rax, rdx)?;
-    a.jbe(main)?;
-    a.set_label(&mut tail)?;
-    a.cmp(rcx, rdx)?;
-    a.jae(done)?;
-    // the chunk's lanes [0, len - i), len - i < 32: k1 the first vector's
-    // (k4 its high eight), k3 the second's (k5 its high eight); the ops'
-    // own masks are k2
-    tail_lanes(&mut a)?;
-    a.kmovw(k1, r8d)?;
-    a.shr(r8, 16)?;
-    a.kmovw(k3, r8d)?;
-    a.kshiftrw(k4, k1, 8)?;
-    a.kshiftrw(k5, k3, 8)?;
-    let first = Masks {
-        lanes: 1,
-        low: 1,
-        high: 4,
-    };
-    let second = Masks {
-        lanes: 3,
-        low: 3,
-        high: 5,
-    };
-    emit_steps(&mut a, pool, steps, Some(first), (0, SUM_REGS))?;
-    emit_steps(&mut a, pool, steps, Some(second), (64, SUM_REGS + 2))?;
-    a.set_label(&mut done)?;
+    chunk_loop(
+        &mut a,
+        pool,
+        32,
+        |a, pool| {
+            emit_steps(a, pool, steps, None, (0, SUM_REGS))?;
+            emit_steps(a, pool, steps, None, (64, SUM_REGS + 2))
+        },
+        |a, pool| {
+            // the chunk's lanes [0, len - i), len - i < 32: k1 the first
+            // vector's (k4 its high eight), k3 the second's (k5 its high
+            // eight); the ops' own masks are k2
+            a.kmovw(k1, r8d)?;
+            a.shr(r8, 16)?;
+            a.kmovw(k3, r8d)?;
+            a.kshiftrw(k4, k1, 8)?;
+            a.kshiftrw(k5, k3, 8)?;
+            let first = Masks {
+                lanes: 1,
+                low: 1,
+                high: 4,
+            };
+            let second = Masks {
+                lanes: 3,
+                low: 3,
+                high: 5,
+            };
+            emit_steps(a, pool, steps, Some(first), (0, SUM_REGS))?;
+            emit_steps(a, pool, steps, Some(second), (64, SUM_REGS + 2))
+        },
+    )?;
     for k in 0..4 {
         a.vmovupd(zmmword_ptr(r10 + 64 * k as i32), zmm(SUM_REGS + k))?;
     }
