@@ -378,6 +378,35 @@ fn sce_geometry(data: &Shape, label: &Shape) -> Result<(usize, usize)> {
 /// expects, and rounding keeps a label that picked up float noise, such as
 /// 2.9999999, on its class). Every label is checked before anything is
 /// written, so a bad one leaves the outputs untouched.
+/// What both kernels of `softmax_cross_entropy` read from its inputs:
+/// `data`, `label`, the class count and the labels, checked.
+struct SceOperands<'a, 'b> {
+    data: &'a TBlob<'b>,
+    label: &'a TBlob<'b>,
+    classes: usize,
+    labels: Vec<usize>,
+}
+
+/// Splits and checks `[data, label]`, for executors that do not run shape
+/// inference first.
+fn sce_operands<'a, 'b>(inputs: &'a [TBlob<'b>]) -> Result<SceOperands<'a, 'b>> {
+    let [data, label] = inputs else {
+        return Err(Error::Arity {
+            op: SCE.into(),
+            expected: 2,
+            got: inputs.len(),
+        });
+    };
+    let (_, classes) = sce_geometry(data.shape(), label.shape())?;
+    let labels = sce_labels(label, classes)?;
+    Ok(SceOperands {
+        data,
+        label,
+        classes,
+        labels,
+    })
+}
+
 fn sce_labels(label: &TBlob<'_>, classes: usize) -> Result<Vec<usize>> {
     let values: Vec<f64> = dispatch_any!(label.dtype(), L => {
         label.as_slice::<L>()?.iter().map(|v| v.to_f64()).collect()
@@ -477,15 +506,12 @@ pub mod softmax_cross_entropy {
         req: OpReqType,
         env: &EnvArguments,
     ) -> Result<()> {
-        let [x, label] = inputs else {
-            return Err(Error::Arity {
-                op: super::SCE.into(),
-                expected: 2,
-                got: inputs.len(),
-            });
-        };
-        let (_, c) = super::sce_geometry(x.shape(), label.shape())?;
-        let labels = super::sce_labels(label, c)?;
+        let super::SceOperands {
+            data: x,
+            classes: c,
+            labels,
+            ..
+        } = super::sce_operands(inputs)?;
         super::check_like(
             super::SCE,
             "output",
@@ -512,15 +538,12 @@ pub mod softmax_cross_entropy {
         req: &[OpReqType],
         env: &EnvArguments,
     ) -> Result<()> {
-        let [data, label] = *x else {
-            return Err(Error::Arity {
-                op: super::SCE.into(),
-                expected: 2,
-                got: x.len(),
-            });
-        };
-        let (_, c) = super::sce_geometry(data.shape(), label.shape())?;
-        let labels = super::sce_labels(label, c)?;
+        let super::SceOperands {
+            data,
+            label,
+            classes: c,
+            labels,
+        } = super::sce_operands(&x)?;
         super::check_like(
             super::SCE,
             "out_grad",
