@@ -280,74 +280,12 @@ fn softmax_backward(
     }, _ => Err(float_error(op, "output", y.dtype())))
 }
 
-/// Softmax along `axis`: `exp(x/t) / Σ exp(x/t)` with `t = temperature`.
-#[simple_op(blob, inputs = 1, kwargs = SoftmaxParams, resources(temp))]
-pub mod softmax {
-    use super::SoftmaxParams;
-    use simpleop::prelude::*;
+softmaxes! {
+    /// Softmax along `axis`: `exp(x/t) / Σ exp(x/t)` with `t = temperature`.
+    softmax(false) backward "From the output alone (T1): `dx = y · (dy − Σ dy·y) / t`.";
 
-    /// The input's shape; checks `axis` and `temperature`.
-    pub fn shape(inputs: &[Shape], p: &SoftmaxParams) -> Result<Shape> {
-        super::softmax_geometry("softmax", &inputs[0], p)?;
-        Ok(inputs[0].clone())
-    }
-
-    /// `out (=|+=) softmax(data / t)` along `axis`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &SoftmaxParams,
-        env: &EnvArguments,
-    ) -> Result<()> {
-        super::softmax_forward("softmax", false, inputs, out, req, p, env)
-    }
-
-    /// From the output alone (T1): `dx = y · (dy − Σ dy·y) / t`.
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        y: OutValue<&TBlob<'_>>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &SoftmaxParams,
-    ) -> Result<()> {
-        super::softmax_backward("softmax", false, &dy, &y, grads, req, p)
-    }
-}
-
-/// Log-softmax along `axis`: `x/t − log Σ exp(x/t)` with `t = temperature`.
-#[simple_op(blob, inputs = 1, kwargs = SoftmaxParams, resources(temp))]
-pub mod log_softmax {
-    use super::SoftmaxParams;
-    use simpleop::prelude::*;
-
-    /// The input's shape; checks `axis` and `temperature`.
-    pub fn shape(inputs: &[Shape], p: &SoftmaxParams) -> Result<Shape> {
-        super::softmax_geometry("log_softmax", &inputs[0], p)?;
-        Ok(inputs[0].clone())
-    }
-
-    /// `out (=|+=) log_softmax(data / t)` along `axis`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &SoftmaxParams,
-        env: &EnvArguments,
-    ) -> Result<()> {
-        super::softmax_forward("log_softmax", true, inputs, out, req, p, env)
-    }
-
-    /// From the output alone (T1): `dx = (dy − exp(y) · Σ dy) / t`.
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        y: OutValue<&TBlob<'_>>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &SoftmaxParams,
-    ) -> Result<()> {
-        super::softmax_backward("log_softmax", true, &dy, &y, grads, req, p)
-    }
+    /// Log-softmax along `axis`: `x/t − log Σ exp(x/t)` with `t = temperature`.
+    log_softmax(true) backward "From the output alone (T1): `dx = (dy − exp(y) · Σ dy) / t`.";
 }
 
 const SCE: &str = "softmax_cross_entropy";

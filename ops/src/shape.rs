@@ -551,8 +551,38 @@ fn reverse_view(input: &Shape, p: &ReverseParams) -> Result<View> {
     Ok(view)
 }
 
-fn view_shape(view: Result<View>) -> Result<Shape> {
-    Ok(Shape::new(view?.dims))
+/// The view an op of this family takes of an input of the given shape.
+type ViewRule<P> = fn(&Shape, &P) -> Result<View>;
+
+/// The shape of `rule`'s view of `input`.
+fn view_shape<P>(rule: ViewRule<P>, input: &Shape, p: &P) -> Result<Shape> {
+    Ok(Shape::new(rule(input, p)?.dims))
+}
+
+/// Forward: gathers `x` through `rule`'s view, honouring `req`.
+fn view_gather<P>(
+    op: &str,
+    rule: ViewRule<P>,
+    x: &TBlob<'_>,
+    out: &mut TBlobMut<'_>,
+    req: OpReqType,
+    p: &P,
+) -> Result<()> {
+    let view = rule(x.shape(), p)?;
+    strided_copy(op, &view, Dir::Gather, x, out, req)
+}
+
+/// Gradient: scatters `dy` back through the same view.
+fn view_scatter<P>(
+    op: &str,
+    rule: ViewRule<P>,
+    dy: &TBlob<'_>,
+    grads: &mut [TBlobMut<'_>],
+    req: &[OpReqType],
+    p: &P,
+) -> Result<()> {
+    let view = rule(grads[0].shape(), p)?;
+    strided_copy(op, &view, Dir::Scatter, dy, &mut grads[0], req[0])
 }
 
 // ---------------------------------------------------------------------------
@@ -649,123 +679,29 @@ pub mod expand_dims {
     }
 }
 
-/// Permutes the axes: output axis `i` is input axis `axes[i]`; no `axes`
-/// reverses them. The gradient applies the inverse permutation.
-#[simple_op(blob, kwargs = TransposeParams, pattern = "injective")]
-pub mod transpose {
-    use super::{Dir, TransposeParams};
-    use simpleop::prelude::*;
+unary_kwarg_ops! {
+    via (view_shape, view_gather, view_scatter);
 
-    /// The input dimensions, permuted.
-    pub fn shape(inputs: &[Shape], p: &TransposeParams) -> Result<Shape> {
-        super::view_shape(super::transpose_view(&inputs[0], p))
-    }
+    /// Permutes the axes: output axis `i` is input axis `axes[i]`; no `axes`
+    /// reverses them. The gradient applies the inverse permutation.
+    transpose [pattern = "injective"]: TransposeParams = transpose_view,
+        shape "The input dimensions, permuted.",
+        forward "Gathers the permuted elements, honouring `req`.",
+        backward "Scatters `dy` back through the same permutation.";
 
-    /// Gathers the permuted elements, honouring `req`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &TransposeParams,
-    ) -> Result<()> {
-        let view = super::transpose_view(inputs[0].shape(), p)?;
-        super::strided_copy("transpose", &view, Dir::Gather, &inputs[0], out, req)
-    }
+    /// Takes `begin..end` along `axis` (negative indices count from the end;
+    /// `end=None` is the end of the axis). The gradient is `dy` inside the
+    /// slice and 0 outside.
+    slice_axis [pattern = "injective"]: SliceAxisParams = slice_view,
+        shape "The input shape with `axis` of size `end - begin`.",
+        forward "Gathers the slice, honouring `req`.",
+        backward "Scatters `dy` into the slice; the rest is 0 (`WriteTo`) or left
+alone (`AddTo`).";
 
-    /// Scatters `dy` back through the same permutation.
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &TransposeParams,
-    ) -> Result<()> {
-        let view = super::transpose_view(grads[0].shape(), p)?;
-        super::strided_copy(
-            "transpose",
-            &view,
-            Dir::Scatter,
-            dy.0,
-            &mut grads[0],
-            req[0],
-        )
-    }
-}
-
-/// Takes `begin..end` along `axis` (negative indices count from the end;
-/// `end=None` is the end of the axis). The gradient is `dy` inside the
-/// slice and 0 outside.
-#[simple_op(blob, kwargs = SliceAxisParams, pattern = "injective")]
-pub mod slice_axis {
-    use super::{Dir, SliceAxisParams};
-    use simpleop::prelude::*;
-
-    /// The input shape with `axis` of size `end - begin`.
-    pub fn shape(inputs: &[Shape], p: &SliceAxisParams) -> Result<Shape> {
-        super::view_shape(super::slice_view(&inputs[0], p))
-    }
-
-    /// Gathers the slice, honouring `req`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &SliceAxisParams,
-    ) -> Result<()> {
-        let view = super::slice_view(inputs[0].shape(), p)?;
-        super::strided_copy("slice_axis", &view, Dir::Gather, &inputs[0], out, req)
-    }
-
-    /// Scatters `dy` into the slice; the rest is 0 (`WriteTo`) or left
-    /// alone (`AddTo`).
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &SliceAxisParams,
-    ) -> Result<()> {
-        let view = super::slice_view(grads[0].shape(), p)?;
-        super::strided_copy(
-            "slice_axis",
-            &view,
-            Dir::Scatter,
-            dy.0,
-            &mut grads[0],
-            req[0],
-        )
-    }
-}
-
-/// Reverses the order of the elements along each axis in `axis`. The
-/// gradient reverses `dy` the same way.
-#[simple_op(blob, kwargs = ReverseParams, pattern = "injective", alias = "flip")]
-pub mod reverse {
-    use super::{Dir, ReverseParams};
-    use simpleop::prelude::*;
-
-    /// The input shape.
-    pub fn shape(inputs: &[Shape], p: &ReverseParams) -> Result<Shape> {
-        super::view_shape(super::reverse_view(&inputs[0], p))
-    }
-
-    /// Gathers the reversed elements, honouring `req`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &ReverseParams,
-    ) -> Result<()> {
-        let view = super::reverse_view(inputs[0].shape(), p)?;
-        super::strided_copy("reverse", &view, Dir::Gather, &inputs[0], out, req)
-    }
-
-    /// Reverses `dy` along the same axes.
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &ReverseParams,
-    ) -> Result<()> {
-        let view = super::reverse_view(grads[0].shape(), p)?;
-        super::strided_copy("reverse", &view, Dir::Scatter, dy.0, &mut grads[0], req[0])
-    }
+    /// Reverses the order of the elements along each axis in `axis`. The
+    /// gradient reverses `dy` the same way.
+    reverse [pattern = "injective", alias = "flip"]: ReverseParams = reverse_view,
+        shape "The input shape.",
+        forward "Gathers the reversed elements, honouring `req`.",
+        backward "Reverses `dy` along the same axes.";
 }
