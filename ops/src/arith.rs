@@ -89,58 +89,26 @@ pub mod elemwise_div {
     }
 }
 
-/// Adds two arrays with NumPy broadcasting.
-#[simple_op(broadcast, inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::LaneOp::Add, alias = "broadcast_plus")]
-pub mod broadcast_add {
-    use simpleop::prelude::*;
-    /// `a + b`.
-    pub fn forward<T: Float>(a: T, b: T) -> T {
-        super::elemwise_add::forward(a, b)
-    }
-    /// `(dy, dy)`, summed over broadcast axes by the framework.
-    pub fn backward<T: Float>(dy: OutGrad<T>) -> (T, T) {
-        super::elemwise_add::backward(dy)
-    }
-}
+broadcast_twins! {
+    /// Adds two arrays with NumPy broadcasting.
+    broadcast_add = elemwise_add [
+        inplace = "LhsOut, OutLhs",
+        lanes = simpleop::kernel::LaneOp::Add,
+        alias = "broadcast_plus"
+    ] () forward "`a + b`." backward "`(dy, dy)`, summed over broadcast axes by the framework.";
 
-/// Subtracts two arrays with NumPy broadcasting.
-#[simple_op(broadcast, inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::LaneOp::Sub, alias = "broadcast_minus")]
-pub mod broadcast_sub {
-    use simpleop::prelude::*;
-    /// `a - b`.
-    pub fn forward<T: Float>(a: T, b: T) -> T {
-        super::elemwise_sub::forward(a, b)
-    }
-    /// `(dy, -dy)`.
-    pub fn backward<T: Float>(dy: OutGrad<T>) -> (T, T) {
-        super::elemwise_sub::backward(dy)
-    }
-}
+    /// Subtracts two arrays with NumPy broadcasting.
+    broadcast_sub = elemwise_sub [
+        inplace = "LhsOut, OutLhs",
+        lanes = simpleop::kernel::LaneOp::Sub,
+        alias = "broadcast_minus"
+    ] () forward "`a - b`." backward "`(dy, -dy)`.";
 
-/// Multiplies two arrays with NumPy broadcasting.
-#[simple_op(broadcast, inplace = "OutLhs", lanes = simpleop::kernel::LaneOp::Mul)]
-pub mod broadcast_mul {
-    use simpleop::prelude::*;
-    /// `a * b`.
-    pub fn forward<T: Float>(a: T, b: T) -> T {
-        super::elemwise_mul::forward(a, b)
-    }
-    /// `(dy b, dy a)`.
-    pub fn backward<T: Float>(dy: OutGrad<T>, a: In0<T>, b: In1<T>) -> (T, T) {
-        super::elemwise_mul::backward(dy, a, b)
-    }
-}
+    /// Multiplies two arrays with NumPy broadcasting.
+    broadcast_mul = elemwise_mul [inplace = "OutLhs", lanes = simpleop::kernel::LaneOp::Mul]
+        (a: In0, b: In1) forward "`a * b`." backward "`(dy b, dy a)`.";
 
-/// Divides two arrays with NumPy broadcasting.
-#[simple_op(broadcast, inplace = "LhsOut, OutLhs")]
-pub mod broadcast_div {
-    use simpleop::prelude::*;
-    /// `a / b`.
-    pub fn forward<T: Float>(a: T, b: T) -> T {
-        super::elemwise_div::forward(a, b)
-    }
-    /// `(dy / b, -dy · y / b)`.
-    pub fn backward<T: Float>(dy: OutGrad<T>, y: OutValue<T>, b: In1<T>) -> (T, T) {
-        super::elemwise_div::backward(dy, y, b)
-    }
+    /// Divides two arrays with NumPy broadcasting.
+    broadcast_div = elemwise_div [inplace = "LhsOut, OutLhs"]
+        (y: OutValue, b: In1) forward "`a / b`." backward "`(dy / b, -dy · y / b)`.";
 }

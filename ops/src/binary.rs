@@ -71,46 +71,20 @@ pub mod hypot {
     }
 }
 
-/// `a ^ b` elementwise with NumPy broadcasting.
-#[simple_op(broadcast, inplace = "OutLhs")]
-pub mod broadcast_power {
-    use simpleop::prelude::*;
-    /// `a^b`.
-    pub fn forward<T: Float>(a: T, b: T) -> T {
-        super::power::forward(a, b)
-    }
-    /// `(dy · b · a^(b-1), dy · y · ln a)`, summed over broadcast axes.
-    pub fn backward<T: Float>(dy: OutGrad<T>, y: OutValue<T>, a: In0<T>, b: In1<T>) -> (T, T) {
-        super::power::backward(dy, y, a, b)
-    }
-}
+broadcast_twins! {
+    /// `a ^ b` elementwise with NumPy broadcasting.
+    broadcast_power = power [inplace = "OutLhs"] (y: OutValue, a: In0, b: In1)
+        forward "`a^b`." backward "`(dy · b · a^(b-1), dy · y · ln a)`, summed over broadcast axes.";
 
-/// Elementwise maximum with NumPy broadcasting, NaN propagating; the
-/// gradient goes to `a` where `a >= b` and to `b` where `a < b`.
-#[simple_op(broadcast, inplace = "OutLhs")]
-pub mod broadcast_maximum {
-    use simpleop::prelude::*;
-    /// As `_maximum`.
-    pub fn forward<T: Float>(a: T, b: T) -> T {
-        super::maximum::forward(a, b)
-    }
-    /// `(a >= b ? dy : 0, a < b ? dy : 0)`, summed over broadcast axes.
-    pub fn backward<T: Float>(dy: OutGrad<T>, a: In0<T>, b: In1<T>) -> (T, T) {
-        super::maximum::backward(dy, a, b)
-    }
-}
+    /// Elementwise maximum with NumPy broadcasting, NaN propagating; the
+    /// gradient goes to `a` where `a >= b` and to `b` where `a < b`.
+    broadcast_maximum = maximum [inplace = "OutLhs"] (a: In0, b: In1)
+        forward "As `_maximum`."
+        backward "`(a >= b ? dy : 0, a < b ? dy : 0)`, summed over broadcast axes.";
 
-/// Elementwise minimum with NumPy broadcasting, NaN propagating; the
-/// gradient goes to `a` where `a <= b` and to `b` where `a > b`.
-#[simple_op(broadcast, inplace = "OutLhs")]
-pub mod broadcast_minimum {
-    use simpleop::prelude::*;
-    /// As `_minimum`.
-    pub fn forward<T: Float>(a: T, b: T) -> T {
-        super::minimum::forward(a, b)
-    }
-    /// `(a <= b ? dy : 0, a > b ? dy : 0)`, summed over broadcast axes.
-    pub fn backward<T: Float>(dy: OutGrad<T>, a: In0<T>, b: In1<T>) -> (T, T) {
-        super::minimum::backward(dy, a, b)
-    }
+    /// Elementwise minimum with NumPy broadcasting, NaN propagating; the
+    /// gradient goes to `a` where `a <= b` and to `b` where `a > b`.
+    broadcast_minimum = minimum [inplace = "OutLhs"] (a: In0, b: In1)
+        forward "As `_minimum`."
+        backward "`(a <= b ? dy : 0, a > b ? dy : 0)`, summed over broadcast axes.";
 }

@@ -123,98 +123,58 @@ fn plan(op: &str, input: &Shape, output: &Shape) -> Result<AxesPlan> {
     AxesPlan::new(op, output, &grown)
 }
 
-fn forward_blob(
+/// The output shape an op of this family computes from its input's shape
+/// and kwargs.
+type GrowRule<P> = fn(&Shape, &P) -> Result<Shape>;
+
+/// The output shape: the rule's own.
+fn grown_shape<P>(rule: GrowRule<P>, input: &Shape, p: &P) -> Result<Shape> {
+    rule(input, p)
+}
+
+/// Forward: repeats `x` along the axes `rule` grows, honouring `req`.
+fn forward_blob<P>(
     op: &str,
-    out_shape: Result<Shape>,
+    rule: GrowRule<P>,
     x: &TBlob<'_>,
     out: &mut TBlobMut<'_>,
     req: OpReqType,
+    p: &P,
 ) -> Result<()> {
-    let plan = plan(op, x.shape(), &out_shape?)?;
+    let plan = plan(op, x.shape(), &rule(x.shape(), p)?)?;
     broadcast_blob(op, &plan, x, out, req)
 }
 
-fn backward_blob(
+/// Gradient: sums `dy` back over the axes `rule` grows.
+fn backward_blob<P>(
     op: &str,
-    out_shape: Result<Shape>,
+    rule: GrowRule<P>,
     dy: &TBlob<'_>,
     grads: &mut [TBlobMut<'_>],
     req: &[OpReqType],
+    p: &P,
 ) -> Result<()> {
     let g = &mut grads[0];
-    let plan = plan(op, g.shape(), &out_shape?)?;
+    let plan = plan(op, g.shape(), &rule(g.shape(), p)?)?;
     reduce_blob(op, Reducer::Sum, &plan, dy, g, req[0])
 }
 
-/// Broadcasts the input to `shape` (same number of dimensions; 0 keeps a
-/// dimension, and only size-1 dimensions may grow). The gradient sums back
-/// over the broadcast axes.
-#[simple_op(blob, kwargs = BroadcastToParams, pattern = "broadcast")]
-pub mod broadcast_to {
-    use super::BroadcastToParams;
-    use simpleop::prelude::*;
+unary_kwarg_ops! {
+    via (grown_shape, forward_blob, backward_blob);
 
-    /// The input shape with each size-1 axis grown to `shape`'s.
-    pub fn shape(inputs: &[Shape], p: &BroadcastToParams) -> Result<Shape> {
-        super::broadcast_to_shape(&inputs[0], p)
-    }
+    /// Broadcasts the input to `shape` (same number of dimensions; 0 keeps a
+    /// dimension, and only size-1 dimensions may grow). The gradient sums back
+    /// over the broadcast axes.
+    broadcast_to [pattern = "broadcast"]: BroadcastToParams = broadcast_to_shape,
+        shape "The input shape with each size-1 axis grown to `shape`'s.",
+        forward "Repeats the input along the grown axes, honouring `req`.",
+        backward "`data_grad = Σ dy` over the grown axes.";
 
-    /// Repeats the input along the grown axes, honouring `req`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &BroadcastToParams,
-    ) -> Result<()> {
-        let x = &inputs[0];
-        let out_shape = super::broadcast_to_shape(x.shape(), p);
-        super::forward_blob("broadcast_to", out_shape, x, out, req)
-    }
-
-    /// `data_grad = Σ dy` over the grown axes.
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &BroadcastToParams,
-    ) -> Result<()> {
-        let out_shape = super::broadcast_to_shape(grads[0].shape(), p);
-        super::backward_blob("broadcast_to", out_shape, dy.0, grads, req)
-    }
-}
-
-/// Broadcasts size-1 axes `axis` to `size` (one size per axis). The
-/// gradient sums back over those axes.
-#[simple_op(blob, kwargs = BroadcastAxisParams, pattern = "broadcast", alias = "broadcast_axes")]
-pub mod broadcast_axis {
-    use super::BroadcastAxisParams;
-    use simpleop::prelude::*;
-
-    /// The input shape with `axis[i]` set to `size[i]`.
-    pub fn shape(inputs: &[Shape], p: &BroadcastAxisParams) -> Result<Shape> {
-        super::broadcast_axis_shape(&inputs[0], p)
-    }
-
-    /// Repeats the input along `axis`, honouring `req`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &BroadcastAxisParams,
-    ) -> Result<()> {
-        let x = &inputs[0];
-        let out_shape = super::broadcast_axis_shape(x.shape(), p);
-        super::forward_blob("broadcast_axis", out_shape, x, out, req)
-    }
-
-    /// `data_grad = Σ dy` over `axis`.
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &BroadcastAxisParams,
-    ) -> Result<()> {
-        let out_shape = super::broadcast_axis_shape(grads[0].shape(), p);
-        super::backward_blob("broadcast_axis", out_shape, dy.0, grads, req)
-    }
+    /// Broadcasts size-1 axes `axis` to `size` (one size per axis). The
+    /// gradient sums back over those axes.
+    broadcast_axis [pattern = "broadcast", alias = "broadcast_axes"]:
+        BroadcastAxisParams = broadcast_axis_shape,
+        shape "The input shape with `axis[i]` set to `size[i]`.",
+        forward "Repeats the input along `axis`, honouring `req`.",
+        backward "`data_grad = Σ dy` over `axis`.";
 }

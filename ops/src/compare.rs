@@ -4,186 +4,44 @@
 
 use simpleop::simple_op;
 
-/// `x == scalar`: 1 where equal, else 0. The gradient is zero.
-#[simple_op(
-    name = "_equal_scalar",
-    scalar,
-    inplace = "InOut, OutIn",
-    alias = "_EqualScalar"
-)]
-pub mod equal_scalar {
-    use simpleop::prelude::*;
-    /// `x == s ? 1 : 0`.
-    pub fn forward<T: Float>(x: T, s: T) -> T {
-        if x == s { T::one() } else { T::zero() }
-    }
-    /// 0.
-    pub fn backward<T: Float>(_dy: OutGrad<T>) -> T {
-        T::zero()
-    }
-}
+comparisons! {
+    /// `x == scalar`: 1 where equal, else 0. The gradient is zero.
+    equal_scalar [name = "_equal_scalar", alias = "_EqualScalar"] ==
+    /// `a == b` with NumPy broadcasting: 1 where equal, else 0. The gradients
+    /// are zero.
+    broadcast_equal [alias = "_equal, _Equal"];
 
-/// `x > scalar`: 1 where greater, else 0. The gradient is zero.
-#[simple_op(
-    name = "_greater_scalar",
-    scalar,
-    inplace = "InOut, OutIn",
-    alias = "_GreaterScalar"
-)]
-pub mod greater_scalar {
-    use simpleop::prelude::*;
-    /// `x > s ? 1 : 0`.
-    pub fn forward<T: Float>(x: T, s: T) -> T {
-        if x > s { T::one() } else { T::zero() }
-    }
-    /// 0.
-    pub fn backward<T: Float>(_dy: OutGrad<T>) -> T {
-        T::zero()
-    }
-}
+    /// `x > scalar`: 1 where greater, else 0. The gradient is zero.
+    greater_scalar [name = "_greater_scalar", alias = "_GreaterScalar"] >
+    /// `a > b` with NumPy broadcasting: 1 where greater, else 0. The gradients
+    /// are zero.
+    broadcast_greater [alias = "_greater"];
 
-/// `x < scalar`: 1 where less, else 0. The gradient is zero.
-#[simple_op(name = "_lesser_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::LaneOp::LessScalar, alias = "_LesserScalar")]
-pub mod lesser_scalar {
-    use simpleop::prelude::*;
-    /// `x < s ? 1 : 0`.
-    pub fn forward<T: Float>(x: T, s: T) -> T {
-        if x < s { T::one() } else { T::zero() }
-    }
-    /// 0.
-    pub fn backward<T: Float>(_dy: OutGrad<T>) -> T {
-        T::zero()
-    }
-}
+    /// `x < scalar`: 1 where less, else 0. The gradient is zero.
+    lesser_scalar [
+        name = "_lesser_scalar",
+        lanes = simpleop::kernel::LaneOp::LessScalar,
+        alias = "_LesserScalar"
+    ] <
+    /// `a < b` with NumPy broadcasting: 1 where less, else 0. The gradients are
+    /// zero.
+    broadcast_lesser [alias = "_lesser"];
 
-/// `a == b` with NumPy broadcasting: 1 where equal, else 0. The gradients
-/// are zero.
-#[simple_op(broadcast, inplace = "LhsOut, OutLhs", alias = "_equal, _Equal")]
-pub mod broadcast_equal {
-    use simpleop::prelude::*;
-    /// `a == b ? 1 : 0`.
-    pub fn forward<T: Float>(a: T, b: T) -> T {
-        super::equal_scalar::forward(a, b)
-    }
-    /// `(0, 0)`.
-    pub fn backward<T: Float>(_dy: OutGrad<T>) -> (T, T) {
-        (T::zero(), T::zero())
-    }
-}
+    /// `x != scalar`: 1 where different, else 0. The gradient is zero.
+    not_equal_scalar [name = "_not_equal_scalar"] !=
+    /// `a != b` with NumPy broadcasting: 1 where different, else 0. The gradients
+    /// are zero. Also registered as MXNet's same-shape `_not_equal`.
+    broadcast_not_equal [alias = "_not_equal"];
 
-/// `a > b` with NumPy broadcasting: 1 where greater, else 0. The gradients
-/// are zero.
-#[simple_op(broadcast, inplace = "LhsOut, OutLhs", alias = "_greater")]
-pub mod broadcast_greater {
-    use simpleop::prelude::*;
-    /// `a > b ? 1 : 0`.
-    pub fn forward<T: Float>(a: T, b: T) -> T {
-        super::greater_scalar::forward(a, b)
-    }
-    /// `(0, 0)`.
-    pub fn backward<T: Float>(_dy: OutGrad<T>) -> (T, T) {
-        (T::zero(), T::zero())
-    }
-}
+    /// `x >= scalar`: 1 where greater or equal, else 0. The gradient is zero.
+    greater_equal_scalar [name = "_greater_equal_scalar"] >=
+    /// `a >= b` with NumPy broadcasting: 1 where greater or equal, else 0. The gradients
+    /// are zero. Also registered as MXNet's same-shape `_greater_equal`.
+    broadcast_greater_equal [alias = "_greater_equal"];
 
-/// `a < b` with NumPy broadcasting: 1 where less, else 0. The gradients are
-/// zero.
-#[simple_op(broadcast, inplace = "LhsOut, OutLhs", alias = "_lesser")]
-pub mod broadcast_lesser {
-    use simpleop::prelude::*;
-    /// `a < b ? 1 : 0`.
-    pub fn forward<T: Float>(a: T, b: T) -> T {
-        super::lesser_scalar::forward(a, b)
-    }
-    /// `(0, 0)`.
-    pub fn backward<T: Float>(_dy: OutGrad<T>) -> (T, T) {
-        (T::zero(), T::zero())
-    }
-}
-
-/// `x != scalar`: 1 where different, else 0. The gradient is zero.
-#[simple_op(name = "_not_equal_scalar", scalar, inplace = "InOut, OutIn")]
-pub mod not_equal_scalar {
-    use simpleop::prelude::*;
-    /// `x != s ? 1 : 0`.
-    pub fn forward<T: Float>(x: T, s: T) -> T {
-        if x != s { T::one() } else { T::zero() }
-    }
-    /// 0.
-    pub fn backward<T: Float>(_dy: OutGrad<T>) -> T {
-        T::zero()
-    }
-}
-
-/// `a != b` with NumPy broadcasting: 1 where different, else 0. The gradients
-/// are zero. Also registered as MXNet's same-shape `_not_equal`.
-#[simple_op(broadcast, inplace = "LhsOut, OutLhs", alias = "_not_equal")]
-pub mod broadcast_not_equal {
-    use simpleop::prelude::*;
-    /// `a != b ? 1 : 0`.
-    pub fn forward<T: Float>(a: T, b: T) -> T {
-        super::not_equal_scalar::forward(a, b)
-    }
-    /// `(0, 0)`.
-    pub fn backward<T: Float>(_dy: OutGrad<T>) -> (T, T) {
-        (T::zero(), T::zero())
-    }
-}
-
-/// `x >= scalar`: 1 where greater or equal, else 0. The gradient is zero.
-#[simple_op(name = "_greater_equal_scalar", scalar, inplace = "InOut, OutIn")]
-pub mod greater_equal_scalar {
-    use simpleop::prelude::*;
-    /// `x >= s ? 1 : 0`.
-    pub fn forward<T: Float>(x: T, s: T) -> T {
-        if x >= s { T::one() } else { T::zero() }
-    }
-    /// 0.
-    pub fn backward<T: Float>(_dy: OutGrad<T>) -> T {
-        T::zero()
-    }
-}
-
-/// `a >= b` with NumPy broadcasting: 1 where greater or equal, else 0. The gradients
-/// are zero. Also registered as MXNet's same-shape `_greater_equal`.
-#[simple_op(broadcast, inplace = "LhsOut, OutLhs", alias = "_greater_equal")]
-pub mod broadcast_greater_equal {
-    use simpleop::prelude::*;
-    /// `a >= b ? 1 : 0`.
-    pub fn forward<T: Float>(a: T, b: T) -> T {
-        super::greater_equal_scalar::forward(a, b)
-    }
-    /// `(0, 0)`.
-    pub fn backward<T: Float>(_dy: OutGrad<T>) -> (T, T) {
-        (T::zero(), T::zero())
-    }
-}
-
-/// `x <= scalar`: 1 where less or equal, else 0. The gradient is zero.
-#[simple_op(name = "_lesser_equal_scalar", scalar, inplace = "InOut, OutIn")]
-pub mod lesser_equal_scalar {
-    use simpleop::prelude::*;
-    /// `x <= s ? 1 : 0`.
-    pub fn forward<T: Float>(x: T, s: T) -> T {
-        if x <= s { T::one() } else { T::zero() }
-    }
-    /// 0.
-    pub fn backward<T: Float>(_dy: OutGrad<T>) -> T {
-        T::zero()
-    }
-}
-
-/// `a <= b` with NumPy broadcasting: 1 where less or equal, else 0. The gradients
-/// are zero. Also registered as MXNet's same-shape `_lesser_equal`.
-#[simple_op(broadcast, inplace = "LhsOut, OutLhs", alias = "_lesser_equal")]
-pub mod broadcast_lesser_equal {
-    use simpleop::prelude::*;
-    /// `a <= b ? 1 : 0`.
-    pub fn forward<T: Float>(a: T, b: T) -> T {
-        super::lesser_equal_scalar::forward(a, b)
-    }
-    /// `(0, 0)`.
-    pub fn backward<T: Float>(_dy: OutGrad<T>) -> (T, T) {
-        (T::zero(), T::zero())
-    }
+    /// `x <= scalar`: 1 where less or equal, else 0. The gradient is zero.
+    lesser_equal_scalar [name = "_lesser_equal_scalar"] <=
+    /// `a <= b` with NumPy broadcasting: 1 where less or equal, else 0. The gradients
+    /// are zero. Also registered as MXNet's same-shape `_lesser_equal`.
+    broadcast_lesser_equal [alias = "_lesser_equal"];
 }

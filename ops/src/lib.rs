@@ -11,6 +11,10 @@
 
 #![warn(missing_docs)]
 
+// First: the family macros must be defined before the modules that use them.
+#[macro_use]
+mod families;
+
 pub mod activation;
 pub mod arith;
 pub mod binary;

@@ -579,92 +579,26 @@ fn two_inputs<'a, 'b>(op: &str, inputs: &'a [TBlob<'b>]) -> Result<&'a [TBlob<'b
     Ok(inputs)
 }
 
-/// Matrix product of two arrays, as MXNet's `dot`: 2-D · 2-D is the matrix
-/// product, 2-D · 1-D and 1-D · 2-D the matrix-vector products, 1-D · 1-D
-/// the inner product (shape `(1,)`); `transpose_a` / `transpose_b` transpose
-/// an operand first. N-D operands are flattened as in MXNet (all but the
-/// contracted axis).
-#[simple_op(blob, inputs = 2, kwargs = DotParams, pattern = "out_elemwise_fusable", resources(temp))]
-pub mod dot {
-    use super::DotParams;
-    use simpleop::prelude::*;
+matrix_products! {
+    /// Matrix product of two arrays, as MXNet's `dot`: 2-D · 2-D is the matrix
+    /// product, 2-D · 1-D and 1-D · 2-D the matrix-vector products, 1-D · 1-D
+    /// the inner product (shape `(1,)`); `transpose_a` / `transpose_b` transpose
+    /// an operand first. N-D operands are flattened as in MXNet (all but the
+    /// contracted axis).
+    dot = dot_product,
+        shape "The shape of the product; errors when the contracted sizes differ.",
+        forward "`out (=|+=) op(lhs) · op(rhs)`.",
+        backward "`lhs_grad = dy · op(rhs)ᵀ`, `rhs_grad = op(lhs)ᵀ · dy`, each through
+its input's transpose flag.";
 
-    /// The shape of the product; errors when the contracted sizes differ.
-    pub fn shape(inputs: &[Shape], p: &DotParams) -> Result<Shape> {
-        super::dense_only("dot", p)?;
-        Ok(super::dot_product(&inputs[0], &inputs[1], p)?.1)
-    }
-
-    /// `out (=|+=) op(lhs) · op(rhs)`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &DotParams,
-        env: &EnvArguments,
-    ) -> Result<()> {
-        let inputs = super::two_inputs("dot", inputs)?;
-        let (product, _) = super::dot_product(inputs[0].shape(), inputs[1].shape(), p)?;
-        super::product_forward("dot", &product, inputs, out, req, env)
-    }
-
-    /// `lhs_grad = dy · op(rhs)ᵀ`, `rhs_grad = op(lhs)ᵀ · dy`, each through
-    /// its input's transpose flag.
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        x: Inputs<&[TBlob<'_>]>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &DotParams,
-        env: &EnvArguments,
-    ) -> Result<()> {
-        let inputs = super::two_inputs("dot", &x)?;
-        let (product, _) = super::dot_product(inputs[0].shape(), inputs[1].shape(), p)?;
-        super::product_backward("dot", &product, &dy, inputs, grads, req, env)
-    }
-}
-
-/// Batched matrix product, as MXNet's `batch_dot`: `(B, M, K) · (B, K, N)
-/// → (B, M, N)`, with `transpose_a` / `transpose_b` transposing every
-/// matrix of an operand.
-#[simple_op(blob, inputs = 2, kwargs = DotParams, pattern = "out_elemwise_fusable", resources(temp))]
-pub mod batch_dot {
-    use super::DotParams;
-    use simpleop::prelude::*;
-
-    /// `(B, M, N)`; errors unless both are 3-D with matching batch and
-    /// contracted sizes.
-    pub fn shape(inputs: &[Shape], p: &DotParams) -> Result<Shape> {
-        super::dense_only("batch_dot", p)?;
-        Ok(super::batch_dot_product(&inputs[0], &inputs[1], p)?.1)
-    }
-
-    /// `out[b] (=|+=) op(lhs[b]) · op(rhs[b])`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &DotParams,
-        env: &EnvArguments,
-    ) -> Result<()> {
-        let inputs = super::two_inputs("batch_dot", inputs)?;
-        let (product, _) = super::batch_dot_product(inputs[0].shape(), inputs[1].shape(), p)?;
-        super::product_forward("batch_dot", &product, inputs, out, req, env)
-    }
-
-    /// Per batch: `lhs_grad = dy · op(rhs)ᵀ`, `rhs_grad = op(lhs)ᵀ · dy`.
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        x: Inputs<&[TBlob<'_>]>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &DotParams,
-        env: &EnvArguments,
-    ) -> Result<()> {
-        let inputs = super::two_inputs("batch_dot", &x)?;
-        let (product, _) = super::batch_dot_product(inputs[0].shape(), inputs[1].shape(), p)?;
-        super::product_backward("batch_dot", &product, &dy, inputs, grads, req, env)
-    }
+    /// Batched matrix product, as MXNet's `batch_dot`: `(B, M, K) · (B, K, N)
+    /// → (B, M, N)`, with `transpose_a` / `transpose_b` transposing every
+    /// matrix of an operand.
+    batch_dot = batch_dot_product,
+        shape "`(B, M, N)`; errors unless both are 3-D with matching batch and
+contracted sizes.",
+        forward "`out[b] (=|+=) op(lhs[b]) · op(rhs[b])`.",
+        backward "Per batch: `lhs_grad = dy · op(rhs)ᵀ`, `rhs_grad = op(lhs)ᵀ · dy`.";
 }
 
 #[cfg(test)]

@@ -280,74 +280,12 @@ fn softmax_backward(
     }, _ => Err(float_error(op, "output", y.dtype())))
 }
 
-/// Softmax along `axis`: `exp(x/t) / Σ exp(x/t)` with `t = temperature`.
-#[simple_op(blob, inputs = 1, kwargs = SoftmaxParams, resources(temp))]
-pub mod softmax {
-    use super::SoftmaxParams;
-    use simpleop::prelude::*;
+softmaxes! {
+    /// Softmax along `axis`: `exp(x/t) / Σ exp(x/t)` with `t = temperature`.
+    softmax(false) backward "From the output alone (T1): `dx = y · (dy − Σ dy·y) / t`.";
 
-    /// The input's shape; checks `axis` and `temperature`.
-    pub fn shape(inputs: &[Shape], p: &SoftmaxParams) -> Result<Shape> {
-        super::softmax_geometry("softmax", &inputs[0], p)?;
-        Ok(inputs[0].clone())
-    }
-
-    /// `out (=|+=) softmax(data / t)` along `axis`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &SoftmaxParams,
-        env: &EnvArguments,
-    ) -> Result<()> {
-        super::softmax_forward("softmax", false, inputs, out, req, p, env)
-    }
-
-    /// From the output alone (T1): `dx = y · (dy − Σ dy·y) / t`.
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        y: OutValue<&TBlob<'_>>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &SoftmaxParams,
-    ) -> Result<()> {
-        super::softmax_backward("softmax", false, &dy, &y, grads, req, p)
-    }
-}
-
-/// Log-softmax along `axis`: `x/t − log Σ exp(x/t)` with `t = temperature`.
-#[simple_op(blob, inputs = 1, kwargs = SoftmaxParams, resources(temp))]
-pub mod log_softmax {
-    use super::SoftmaxParams;
-    use simpleop::prelude::*;
-
-    /// The input's shape; checks `axis` and `temperature`.
-    pub fn shape(inputs: &[Shape], p: &SoftmaxParams) -> Result<Shape> {
-        super::softmax_geometry("log_softmax", &inputs[0], p)?;
-        Ok(inputs[0].clone())
-    }
-
-    /// `out (=|+=) log_softmax(data / t)` along `axis`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &SoftmaxParams,
-        env: &EnvArguments,
-    ) -> Result<()> {
-        super::softmax_forward("log_softmax", true, inputs, out, req, p, env)
-    }
-
-    /// From the output alone (T1): `dx = (dy − exp(y) · Σ dy) / t`.
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        y: OutValue<&TBlob<'_>>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &SoftmaxParams,
-    ) -> Result<()> {
-        super::softmax_backward("log_softmax", true, &dy, &y, grads, req, p)
-    }
+    /// Log-softmax along `axis`: `x/t − log Σ exp(x/t)` with `t = temperature`.
+    log_softmax(true) backward "From the output alone (T1): `dx = (dy − exp(y) · Σ dy) / t`.";
 }
 
 const SCE: &str = "softmax_cross_entropy";
@@ -378,6 +316,35 @@ fn sce_geometry(data: &Shape, label: &Shape) -> Result<(usize, usize)> {
 /// expects, and rounding keeps a label that picked up float noise, such as
 /// 2.9999999, on its class). Every label is checked before anything is
 /// written, so a bad one leaves the outputs untouched.
+/// What both kernels of `softmax_cross_entropy` read from its inputs:
+/// `data`, `label`, the class count and the labels, checked.
+struct SceOperands<'a, 'b> {
+    data: &'a TBlob<'b>,
+    label: &'a TBlob<'b>,
+    classes: usize,
+    labels: Vec<usize>,
+}
+
+/// Splits and checks `[data, label]`, for executors that do not run shape
+/// inference first.
+fn sce_operands<'a, 'b>(inputs: &'a [TBlob<'b>]) -> Result<SceOperands<'a, 'b>> {
+    let [data, label] = inputs else {
+        return Err(Error::Arity {
+            op: SCE.into(),
+            expected: 2,
+            got: inputs.len(),
+        });
+    };
+    let (_, classes) = sce_geometry(data.shape(), label.shape())?;
+    let labels = sce_labels(label, classes)?;
+    Ok(SceOperands {
+        data,
+        label,
+        classes,
+        labels,
+    })
+}
+
 fn sce_labels(label: &TBlob<'_>, classes: usize) -> Result<Vec<usize>> {
     let values: Vec<f64> = dispatch_any!(label.dtype(), L => {
         label.as_slice::<L>()?.iter().map(|v| v.to_f64()).collect()
@@ -477,15 +444,12 @@ pub mod softmax_cross_entropy {
         req: OpReqType,
         env: &EnvArguments,
     ) -> Result<()> {
-        let [x, label] = inputs else {
-            return Err(Error::Arity {
-                op: super::SCE.into(),
-                expected: 2,
-                got: inputs.len(),
-            });
-        };
-        let (_, c) = super::sce_geometry(x.shape(), label.shape())?;
-        let labels = super::sce_labels(label, c)?;
+        let super::SceOperands {
+            data: x,
+            classes: c,
+            labels,
+            ..
+        } = super::sce_operands(inputs)?;
         super::check_like(
             super::SCE,
             "output",
@@ -512,15 +476,12 @@ pub mod softmax_cross_entropy {
         req: &[OpReqType],
         env: &EnvArguments,
     ) -> Result<()> {
-        let [data, label] = *x else {
-            return Err(Error::Arity {
-                op: super::SCE.into(),
-                expected: 2,
-                got: x.len(),
-            });
-        };
-        let (_, c) = super::sce_geometry(data.shape(), label.shape())?;
-        let labels = super::sce_labels(label, c)?;
+        let super::SceOperands {
+            data,
+            label,
+            classes: c,
+            labels,
+        } = super::sce_operands(&x)?;
         super::check_like(
             super::SCE,
             "out_grad",

@@ -22,6 +22,39 @@ fn epsilon() -> f64 {
     1e-8
 }
 
+/// Declares an optimizer's kwargs: `lr` and the optimizer's own `f64`
+/// fields, then the arguments every update takes (`wd`, `rescale_grad`,
+/// `clip_gradient`, `lazy_update`) with MXNet's defaults, in MXNet's order.
+macro_rules! optimizer_params {
+    (
+        $(#[$doc:meta])* $name:ident {
+            $(#[$lr:meta])* lr,
+            $($(#[$field_doc:meta])* $field:ident,)*
+        }
+        $(#[$clip:meta])* clip_gradient
+    ) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+        pub struct $name {
+            $(#[$lr])*
+            pub lr: f64,
+            $($(#[$field_doc])* pub $field: f64,)*
+            /// Weight decay.
+            #[serde(default)]
+            pub wd: f64,
+            /// Multiplies the gradient first.
+            #[serde(default = "one")]
+            pub rescale_grad: f64,
+            $(#[$clip])*
+            #[serde(default = "no_clip")]
+            pub clip_gradient: f64,
+            /// MXNet's sparse-update flag; accepted, dense arrays ignore it.
+            #[serde(default)]
+            pub lazy_update: bool,
+        }
+    };
+}
+
 /// `rescale · g`, clipped to `[-clip, clip]` when `clip >= 0`; a NaN
 /// gradient stays NaN, as MXNet's `clip` (upper bound tested first).
 #[inline(always)]
@@ -34,23 +67,14 @@ fn scaled_grad<T: simpleop::Float>(g: T, rescale: f64, clip: f64) -> T {
     crate::clip::clip_value(g, -bound, bound)
 }
 
-/// Arguments of [`sgd_update()`].
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
-pub struct SgdParams {
-    /// Learning rate.
-    pub lr: f64,
-    /// Weight decay.
-    #[serde(default)]
-    pub wd: f64,
-    /// Multiplies the gradient first.
-    #[serde(default = "one")]
-    pub rescale_grad: f64,
+optimizer_params! {
+    /// Arguments of [`sgd_update()`].
+    SgdParams {
+        /// Learning rate.
+        lr,
+    }
     /// Clips the rescaled gradient to `[-c, c]`; negative disables.
-    #[serde(default = "no_clip")]
-    pub clip_gradient: f64,
-    /// MXNet's sparse-update flag; accepted, dense arrays ignore it.
-    #[serde(default)]
-    pub lazy_update: bool,
+    clip_gradient
 }
 
 /// SGD step: `weight - lr · (clip(rescale_grad · grad) + wd · weight)`.
@@ -66,26 +90,17 @@ pub mod sgd_update {
     }
 }
 
-/// Arguments of [`sgd_mom_update()`].
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
-pub struct SgdMomParams {
-    /// Learning rate.
-    pub lr: f64,
-    /// Momentum.
-    #[serde(default)]
-    pub momentum: f64,
-    /// Weight decay.
-    #[serde(default)]
-    pub wd: f64,
-    /// Multiplies the gradient first.
-    #[serde(default = "one")]
-    pub rescale_grad: f64,
+optimizer_params! {
+    /// Arguments of [`sgd_mom_update()`].
+    SgdMomParams {
+        /// Learning rate.
+        lr,
+        /// Momentum.
+        #[serde(default)]
+        momentum,
+    }
     /// Clips the rescaled gradient to `[-c, c]`; negative disables.
-    #[serde(default = "no_clip")]
-    pub clip_gradient: f64,
-    /// MXNet's sparse-update flag; accepted, dense arrays ignore it.
-    #[serde(default)]
-    pub lazy_update: bool,
+    clip_gradient
 }
 
 /// SGD with momentum: `mom = momentum · mom - lr · (wd · weight + clip(rescale_grad · grad))`,
@@ -105,32 +120,23 @@ pub mod sgd_mom_update {
     }
 }
 
-/// Arguments of [`adam_update()`].
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
-pub struct AdamParams {
-    /// Learning rate (bias correction is the caller's, as in MXNet).
-    pub lr: f64,
-    /// Decay of the first moment.
-    #[serde(default = "beta1")]
-    pub beta1: f64,
-    /// Decay of the second moment.
-    #[serde(default = "beta2")]
-    pub beta2: f64,
-    /// Added to the denominator.
-    #[serde(default = "epsilon")]
-    pub epsilon: f64,
-    /// Weight decay.
-    #[serde(default)]
-    pub wd: f64,
-    /// Multiplies the gradient first.
-    #[serde(default = "one")]
-    pub rescale_grad: f64,
+optimizer_params! {
+    /// Arguments of [`adam_update()`].
+    AdamParams {
+        /// Learning rate (bias correction is the caller's, as in MXNet).
+        lr,
+        /// Decay of the first moment.
+        #[serde(default = "beta1")]
+        beta1,
+        /// Decay of the second moment.
+        #[serde(default = "beta2")]
+        beta2,
+        /// Added to the denominator.
+        #[serde(default = "epsilon")]
+        epsilon,
+    }
     /// Clips the gradient to `[-c, c]`; negative disables.
-    #[serde(default = "no_clip")]
-    pub clip_gradient: f64,
-    /// MXNet's sparse-update flag; accepted, dense arrays ignore it.
-    #[serde(default)]
-    pub lazy_update: bool,
+    clip_gradient
 }
 
 /// Adam step: `g = clip(rescale_grad · grad + wd · weight)`, `mean = β1 mean + (1-β1) g`,

@@ -602,6 +602,11 @@ fn axes_plan(
 /// What every reduce op's kwargs provide.
 trait AxesArgs {
     fn axes(&self, op: &str) -> Result<(Option<&[i64]>, bool, bool)>;
+    /// Rejects kwargs the op accepts but does not support; the shape rule
+    /// asks first.
+    fn check_supported(&self, _op: &str) -> Result<()> {
+        Ok(())
+    }
     fn reducer(&self, default: Reducer) -> Reducer {
         default
     }
@@ -626,6 +631,16 @@ impl AxesArgs for NormParams {
     }
     fn reducer(&self, _default: Reducer) -> Reducer {
         Reducer::Norm(self.ord)
+    }
+    fn check_supported(&self, op: &str) -> Result<()> {
+        if self.out_dtype.is_some() {
+            return Err(Error::BadKwarg {
+                op: op.into(),
+                arg: "out_dtype".into(),
+                reason: "only None (the input's dtype) is supported".into(),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -671,6 +686,7 @@ fn arg_axis(op: &str, shape: &Shape, p: &ArgReduceParams) -> Result<Option<usize
 }
 
 fn reduce_shape<P: AxesArgs>(op: &str, inputs: &[Shape], p: &P) -> Result<Shape> {
+    p.check_supported(op)?;
     let (axis, keepdims, exclude) = p.axes(op)?;
     Ok(reduce_axes(op, &inputs[0], axis, keepdims, exclude)?.0)
 }
@@ -738,349 +754,48 @@ fn arg_backward(
 // Ops
 // ---------------------------------------------------------------------------
 
-/// Sum over `axis` (all axes by default), accumulated in f64; the gradient
-/// broadcasts `dy` back.
-#[simple_op(
-    blob,
-    kwargs = ReduceAxesParams,
-    pattern = "reduction",
-    alias = "sum_axis"
-)]
-pub mod sum {
-    use super::{ReduceAxesParams, Reducer};
-    use simpleop::kernel::RowReduction;
-    use simpleop::prelude::*;
+reductions! {
+    /// Sum over `axis` (all axes by default), accumulated in f64; the gradient
+    /// broadcasts `dy` back.
+    sum [alias = "sum_axis"]: ReduceAxesParams, Reducer::Sum, rows "sum",
+        forward "Σ data", backward(dy) "`data_grad = dy` broadcast over the reduced axes.";
 
-    /// The reduced shape (MXNet rules, see [`ReduceAxesParams`]).
-    pub fn shape(inputs: &[Shape], p: &ReduceAxesParams) -> Result<Shape> {
-        super::reduce_shape("sum", inputs, p)
-    }
+    /// Mean over `axis` (all axes by default), accumulated in f64; the gradient
+    /// is `dy / n` broadcast back.
+    mean []: ReduceAxesParams, Reducer::Mean, rows "mean",
+        forward "Σ data / n", backward(dy) "`data_grad = dy / n` broadcast over the reduced axes.";
 
-    /// A row sum when the trailing axes are reduced.
-    pub fn rows(inputs: &[Shape], p: &ReduceAxesParams) -> Result<Option<RowReduction>> {
-        super::row_reduction("sum", Reducer::Sum, inputs, p)
-    }
+    /// Maximum over `axis` (all axes by default); NaN propagates. The gradient
+    /// goes to every element equal to the maximum, as in MXNet.
+    max [alias = "max_axis"]: ReduceAxesParams, Reducer::Max,
+        forward "max data", backward(dy, y, x) "`data_grad = dy · (data == out)`.";
 
-    /// `out = Σ data` over the reduced axes, honouring `req`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &ReduceAxesParams,
-    ) -> Result<()> {
-        super::reduce_forward("sum", Reducer::Sum, inputs, out, req, p)
-    }
+    /// Minimum over `axis` (all axes by default); NaN propagates. The gradient
+    /// goes to every element equal to the minimum, as in MXNet.
+    min [alias = "min_axis"]: ReduceAxesParams, Reducer::Min,
+        forward "min data", backward(dy, y, x) "`data_grad = dy · (data == out)`.";
 
-    /// `data_grad = dy` broadcast over the reduced axes.
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &ReduceAxesParams,
-    ) -> Result<()> {
-        let src = super::GradSources {
-            dy: dy.0,
-            y: None,
-            x: None,
-        };
-        super::reduce_backward("sum", Reducer::Sum, src, grads, req, p)
-    }
+    /// Product over `axis` (all axes by default), in f64. The gradient is `dy`
+    /// times the product of the *other* elements, so zeros are exact (MXNet's
+    /// `dy · y / x` gives NaN there).
+    prod []: ReduceAxesParams, Reducer::Prod,
+        forward "Π data", backward(dy, x) "`data_grad[i] = dy · Π_{j≠i} data[j]` within each group.";
+
+    /// The vector norm over `axis` (all axes by default): L2 (`ord=2`, the
+    /// default) or L1 (`ord=1`), in f64. The gradient is `dy · x / y` (L2; 0
+    /// where the norm is 0) or `dy · sign(x)` (L1).
+    norm []: NormParams, Reducer::Norm(2), rows "norm",
+        forward "‖data‖", backward(dy, y, x) "`data_grad = dy · data / out` (L2) or `dy · sign(data)` (L1).";
 }
 
-/// Mean over `axis` (all axes by default), accumulated in f64; the gradient
-/// is `dy / n` broadcast back.
-#[simple_op(blob, kwargs = ReduceAxesParams, pattern = "reduction")]
-pub mod mean {
-    use super::{ReduceAxesParams, Reducer};
-    use simpleop::kernel::RowReduction;
-    use simpleop::prelude::*;
+arg_searches! {
+    /// Index of the maximum along `axis` (of the flattened array when `axis` is
+    /// `None`), as a float of the input dtype; the first one wins on ties. The
+    /// gradient is zero, as MXNet's.
+    argmax: Reducer::ArgMax;
 
-    /// The reduced shape (MXNet rules, see [`ReduceAxesParams`]).
-    pub fn shape(inputs: &[Shape], p: &ReduceAxesParams) -> Result<Shape> {
-        super::reduce_shape("mean", inputs, p)
-    }
-
-    /// A row mean when the trailing axes are reduced.
-    pub fn rows(inputs: &[Shape], p: &ReduceAxesParams) -> Result<Option<RowReduction>> {
-        super::row_reduction("mean", Reducer::Mean, inputs, p)
-    }
-
-    /// `out = Σ data / n` over the reduced axes, honouring `req`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &ReduceAxesParams,
-    ) -> Result<()> {
-        super::reduce_forward("mean", Reducer::Mean, inputs, out, req, p)
-    }
-
-    /// `data_grad = dy / n` broadcast over the reduced axes.
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &ReduceAxesParams,
-    ) -> Result<()> {
-        let src = super::GradSources {
-            dy: dy.0,
-            y: None,
-            x: None,
-        };
-        super::reduce_backward("mean", Reducer::Mean, src, grads, req, p)
-    }
-}
-
-/// Maximum over `axis` (all axes by default); NaN propagates. The gradient
-/// goes to every element equal to the maximum, as in MXNet.
-#[simple_op(
-    blob,
-    kwargs = ReduceAxesParams,
-    pattern = "reduction",
-    alias = "max_axis"
-)]
-pub mod max {
-    use super::{ReduceAxesParams, Reducer};
-    use simpleop::prelude::*;
-
-    /// The reduced shape (MXNet rules, see [`ReduceAxesParams`]).
-    pub fn shape(inputs: &[Shape], p: &ReduceAxesParams) -> Result<Shape> {
-        super::reduce_shape("max", inputs, p)
-    }
-
-    /// `out = max data` over the reduced axes, honouring `req`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &ReduceAxesParams,
-    ) -> Result<()> {
-        super::reduce_forward("max", Reducer::Max, inputs, out, req, p)
-    }
-
-    /// `data_grad = dy · (data == out)`.
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        y: OutValue<&TBlob<'_>>,
-        x: Inputs<&[TBlob<'_>]>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &ReduceAxesParams,
-    ) -> Result<()> {
-        let src = super::GradSources {
-            dy: dy.0,
-            y: Some(y.0),
-            x: x.first(),
-        };
-        super::reduce_backward("max", Reducer::Max, src, grads, req, p)
-    }
-}
-
-/// Minimum over `axis` (all axes by default); NaN propagates. The gradient
-/// goes to every element equal to the minimum, as in MXNet.
-#[simple_op(
-    blob,
-    kwargs = ReduceAxesParams,
-    pattern = "reduction",
-    alias = "min_axis"
-)]
-pub mod min {
-    use super::{ReduceAxesParams, Reducer};
-    use simpleop::prelude::*;
-
-    /// The reduced shape (MXNet rules, see [`ReduceAxesParams`]).
-    pub fn shape(inputs: &[Shape], p: &ReduceAxesParams) -> Result<Shape> {
-        super::reduce_shape("min", inputs, p)
-    }
-
-    /// `out = min data` over the reduced axes, honouring `req`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &ReduceAxesParams,
-    ) -> Result<()> {
-        super::reduce_forward("min", Reducer::Min, inputs, out, req, p)
-    }
-
-    /// `data_grad = dy · (data == out)`.
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        y: OutValue<&TBlob<'_>>,
-        x: Inputs<&[TBlob<'_>]>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &ReduceAxesParams,
-    ) -> Result<()> {
-        let src = super::GradSources {
-            dy: dy.0,
-            y: Some(y.0),
-            x: x.first(),
-        };
-        super::reduce_backward("min", Reducer::Min, src, grads, req, p)
-    }
-}
-
-/// Product over `axis` (all axes by default), in f64. The gradient is `dy`
-/// times the product of the *other* elements, so zeros are exact (MXNet's
-/// `dy · y / x` gives NaN there).
-#[simple_op(blob, kwargs = ReduceAxesParams, pattern = "reduction")]
-pub mod prod {
-    use super::{ReduceAxesParams, Reducer};
-    use simpleop::prelude::*;
-
-    /// The reduced shape (MXNet rules, see [`ReduceAxesParams`]).
-    pub fn shape(inputs: &[Shape], p: &ReduceAxesParams) -> Result<Shape> {
-        super::reduce_shape("prod", inputs, p)
-    }
-
-    /// `out = Π data` over the reduced axes, honouring `req`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &ReduceAxesParams,
-    ) -> Result<()> {
-        super::reduce_forward("prod", Reducer::Prod, inputs, out, req, p)
-    }
-
-    /// `data_grad[i] = dy · Π_{j≠i} data[j]` within each group.
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        x: Inputs<&[TBlob<'_>]>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &ReduceAxesParams,
-    ) -> Result<()> {
-        let src = super::GradSources {
-            dy: dy.0,
-            y: None,
-            x: x.first(),
-        };
-        super::reduce_backward("prod", Reducer::Prod, src, grads, req, p)
-    }
-}
-
-/// The vector norm over `axis` (all axes by default): L2 (`ord=2`, the
-/// default) or L1 (`ord=1`), in f64. The gradient is `dy · x / y` (L2; 0
-/// where the norm is 0) or `dy · sign(x)` (L1).
-#[simple_op(blob, kwargs = NormParams, pattern = "reduction")]
-pub mod norm {
-    use super::{NormParams, Reducer};
-    use simpleop::kernel::RowReduction;
-    use simpleop::prelude::*;
-
-    /// The reduced shape (MXNet rules, see [`NormParams`]).
-    pub fn shape(inputs: &[Shape], p: &NormParams) -> Result<Shape> {
-        if p.out_dtype.is_some() {
-            return Err(Error::BadKwarg {
-                op: "norm".into(),
-                arg: "out_dtype".into(),
-                reason: "only None (the input's dtype) is supported".into(),
-            });
-        }
-        super::reduce_shape("norm", inputs, p)
-    }
-
-    /// A row norm when the trailing axes are reduced.
-    pub fn rows(inputs: &[Shape], p: &NormParams) -> Result<Option<RowReduction>> {
-        super::row_reduction("norm", Reducer::Norm(2), inputs, p)
-    }
-
-    /// `out = ‖data‖` over the reduced axes, honouring `req`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &NormParams,
-    ) -> Result<()> {
-        super::reduce_forward("norm", Reducer::Norm(2), inputs, out, req, p)
-    }
-
-    /// `data_grad = dy · data / out` (L2) or `dy · sign(data)` (L1).
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        y: OutValue<&TBlob<'_>>,
-        x: Inputs<&[TBlob<'_>]>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &NormParams,
-    ) -> Result<()> {
-        let src = super::GradSources {
-            dy: dy.0,
-            y: Some(y.0),
-            x: x.first(),
-        };
-        super::reduce_backward("norm", Reducer::Norm(2), src, grads, req, p)
-    }
-}
-
-/// Index of the maximum along `axis` (of the flattened array when `axis` is
-/// `None`), as a float of the input dtype; the first one wins on ties. The
-/// gradient is zero, as MXNet's.
-#[simple_op(blob, kwargs = ArgReduceParams, pattern = "reduction")]
-pub mod argmax {
-    use super::{ArgReduceParams, Reducer};
-    use simpleop::prelude::*;
-
-    /// The input shape without `axis` (`(1,)` when flattened), or with it
-    /// as 1 under `keepdims`.
-    pub fn shape(inputs: &[Shape], p: &ArgReduceParams) -> Result<Shape> {
-        super::arg_shape("argmax", &inputs[0], p)
-    }
-
-    /// `out = argmax data` along the axis, honouring `req`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &ArgReduceParams,
-    ) -> Result<()> {
-        super::arg_forward("argmax", Reducer::ArgMax, inputs, out, req, p)
-    }
-
-    /// Zero: the index does not change under small perturbations.
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &ArgReduceParams,
-    ) -> Result<()> {
-        super::arg_backward("argmax", Reducer::ArgMax, dy.0, grads, req, p)
-    }
-}
-
-/// Index of the minimum along `axis` (of the flattened array when `axis` is
-/// `None`), as a float of the input dtype; the first one wins on ties. The
-/// gradient is zero, as MXNet's.
-#[simple_op(blob, kwargs = ArgReduceParams, pattern = "reduction")]
-pub mod argmin {
-    use super::{ArgReduceParams, Reducer};
-    use simpleop::prelude::*;
-
-    /// The input shape without `axis` (`(1,)` when flattened), or with it
-    /// as 1 under `keepdims`.
-    pub fn shape(inputs: &[Shape], p: &ArgReduceParams) -> Result<Shape> {
-        super::arg_shape("argmin", &inputs[0], p)
-    }
-
-    /// `out = argmin data` along the axis, honouring `req`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &ArgReduceParams,
-    ) -> Result<()> {
-        super::arg_forward("argmin", Reducer::ArgMin, inputs, out, req, p)
-    }
-
-    /// Zero: the index does not change under small perturbations.
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &ArgReduceParams,
-    ) -> Result<()> {
-        super::arg_backward("argmin", Reducer::ArgMin, dy.0, grads, req, p)
-    }
+    /// Index of the minimum along `axis` (of the flattened array when `axis` is
+    /// `None`), as a float of the input dtype; the first one wins on ties. The
+    /// gradient is zero, as MXNet's.
+    argmin: Reducer::ArgMin;
 }

@@ -147,7 +147,7 @@ pub mod maximum_scalar {
     use simpleop::prelude::*;
     /// `x` if it is NaN or greater, else `s`.
     pub fn forward<T: Float>(x: T, s: T) -> T {
-        if x > s || x.is_nan() { x } else { s }
+        crate::binary::maximum::forward(x, s)
     }
     /// `x >= s ? dy : 0`.
     pub fn backward<T: Float>(dy: OutGrad<T>, x: In0<T>, s: T) -> T {
@@ -167,7 +167,7 @@ pub mod minimum_scalar {
     use simpleop::prelude::*;
     /// `x` if it is NaN or less, else `s`.
     pub fn forward<T: Float>(x: T, s: T) -> T {
-        if x < s || x.is_nan() { x } else { s }
+        crate::binary::minimum::forward(x, s)
     }
     /// `x <= s ? dy : 0`.
     pub fn backward<T: Float>(dy: OutGrad<T>, x: In0<T>, s: T) -> T {

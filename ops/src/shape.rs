@@ -241,127 +241,188 @@ fn copy(op: &str, src: &TBlob<'_>, dst: &mut TBlobMut<'_>, req: OpReqType) -> Re
 
 /// MXNet's `InferReshapeShape`: the new shape from the codes in `p.shape`.
 fn reshape_shape(input: &Shape, p: &ReshapeParams) -> Result<Shape> {
-    const OP: &str = "Reshape";
-    let err = |reason: String| bad(OP, "shape", reason);
-    let mut src: Vec<usize> = input.dims().to_vec();
+    let mut walk = ReshapeWalk {
+        input,
+        spec: &p.shape,
+        src: input.dims().to_vec(),
+        s: 0,
+        out: Vec::new(),
+        infer: None,
+    };
     let mut codes = p.shape.clone();
     if p.reverse {
-        src.reverse();
+        walk.src.reverse();
         codes.reverse();
     }
-    let mut out: Vec<usize> = Vec::new();
-    let mut infer: Option<usize> = None;
-    let mut s = 0usize;
     let mut i = 0usize;
-    let next_src = |s: &mut usize, what: &str| -> Result<usize> {
-        let d = src.get(*s).copied().ok_or_else(|| {
-            err(format!(
-                "{:?}: `{what}` needs input dimension {} but the input {input} has {}",
-                p.shape,
-                *s,
-                input.ndim()
-            ))
-        })?;
-        *s += 1;
-        Ok(d)
-    };
     while i < codes.len() {
-        match codes[i] {
-            0 => out.push(next_src(&mut s, "0")?),
-            -1 => {
-                if infer.is_some() {
-                    return Err(err(format!("{:?}: only one dimension can be -1", p.shape)));
-                }
-                infer = Some(out.len());
-                out.push(1);
-                s += 1;
-            }
-            -2 => {
-                while s < src.len() {
-                    out.push(src[s]);
-                    s += 1;
-                }
-            }
-            -3 => {
-                let a = next_src(&mut s, "-3")?;
-                let b = next_src(&mut s, "-3")?;
-                out.push(a.checked_mul(b).ok_or_else(|| {
-                    err(format!(
-                        "{:?}: -3 merges {a} × {b}, more than usize::MAX",
-                        p.shape
-                    ))
-                })?);
-            }
-            -4 => {
-                let d = next_src(&mut s, "-4")?;
-                let (Some(&a), Some(&b)) = (codes.get(i + 1), codes.get(i + 2)) else {
-                    return Err(err(format!(
-                        "{:?}: -4 must be followed by two dimensions",
-                        p.shape
-                    )));
-                };
-                i += 2;
-                // In u64: `d` may exceed i64::MAX, and `a · b` overflow.
-                let d64 = d as u64;
-                let (a, b) = match (a, b) {
-                    (-1, -1) => {
-                        return Err(err(format!(
-                            "{:?}: the two dimensions after -4 cannot both be -1",
-                            p.shape
-                        )));
-                    }
-                    (-1, b) if b > 0 => ((d64 / b as u64) as i64, b),
-                    (a, -1) if a > 0 => (a, (d64 / a as u64) as i64),
-                    (a, b) => (a, b),
-                };
-                let product = u64::try_from(a)
-                    .ok()
-                    .zip(u64::try_from(b).ok())
-                    .and_then(|(a, b)| a.checked_mul(b));
-                if product != Some(d64) {
-                    return Err(err(format!(
-                        "{:?}: -4 splits dimension {d} into {a} × {b}, which does not match",
-                        p.shape
-                    )));
-                }
-                out.push(a as usize);
-                out.push(b as usize);
-            }
-            d if d > 0 => {
-                out.push(d as usize);
-                s += 1;
-            }
-            d => return Err(err(format!("{:?}: unknown code {d}", p.shape))),
-        }
-        i += 1;
+        i += walk.step(&codes[i..])?;
     }
-    // Element counts checked: a count past usize is never equal to another.
-    let size = input.checked_size();
-    if let Some(k) = infer {
-        let known = Shape::new(out.clone()).checked_size();
-        match (size, known) {
-            (Some(n), Some(known)) if known > 0 && n % known == 0 => out[k] = n / known,
-            _ => {
-                return Err(err(format!(
-                    "cannot infer the -1 dimension of {:?} for the input {input} ({})",
-                    p.shape,
-                    elements(input)
-                )));
-            }
-        }
-    }
+    let mut out = walk.infer_missing()?;
     if p.reverse {
         out.reverse();
     }
     let out = Shape::new(out);
+    // Element counts checked: a count past usize is never equal to another.
+    let size = input.checked_size();
     if size.is_none() || out.checked_size() != size {
-        return Err(err(format!(
+        return Err(reshape_error(format!(
             "cannot reshape the input {input} ({}) to {out} ({})",
             elements(input),
             elements(&out)
         )));
     }
     Ok(out)
+}
+
+fn reshape_error(reason: String) -> Error {
+    bad("Reshape", "shape", reason)
+}
+
+/// [`reshape_shape`]'s walk over the codes: the input dimensions it reads
+/// (reversed under `reverse`, as the codes) and the output so far.
+struct ReshapeWalk<'a> {
+    input: &'a Shape,
+    /// The codes as given, for messages.
+    spec: &'a [i64],
+    src: Vec<usize>,
+    /// The next input dimension to read.
+    s: usize,
+    out: Vec<usize>,
+    /// Where the `-1` dimension stands in `out`.
+    infer: Option<usize>,
+}
+
+impl ReshapeWalk<'_> {
+    /// Reads the next input dimension for the code `what`.
+    fn next_src(&mut self, what: &str) -> Result<usize> {
+        let d = self.src.get(self.s).copied().ok_or_else(|| {
+            reshape_error(format!(
+                "{:?}: `{what}` needs input dimension {} but the input {} has {}",
+                self.spec,
+                self.s,
+                self.input,
+                self.input.ndim()
+            ))
+        })?;
+        self.s += 1;
+        Ok(d)
+    }
+
+    /// Applies the code at the head of `codes`; returns how many codes it
+    /// used (`-4` takes the two after it).
+    fn step(&mut self, codes: &[i64]) -> Result<usize> {
+        match codes[0] {
+            0 => {
+                let d = self.next_src("0")?;
+                self.out.push(d);
+            }
+            -1 => {
+                if self.infer.is_some() {
+                    return Err(reshape_error(format!(
+                        "{:?}: only one dimension can be -1",
+                        self.spec
+                    )));
+                }
+                self.infer = Some(self.out.len());
+                self.out.push(1);
+                self.s += 1;
+            }
+            -2 => {
+                if let Some(rest) = self.src.get(self.s..) {
+                    self.out.extend_from_slice(rest);
+                    self.s = self.src.len();
+                }
+            }
+            -3 => self.merge()?,
+            -4 => {
+                self.split(codes.get(1..3))?;
+                return Ok(3);
+            }
+            d if d > 0 => {
+                self.out.push(d as usize);
+                self.s += 1;
+            }
+            d => {
+                return Err(reshape_error(format!("{:?}: unknown code {d}", self.spec)));
+            }
+        }
+        Ok(1)
+    }
+
+    /// `-3`: the product of the next two input dimensions.
+    fn merge(&mut self) -> Result<()> {
+        let a = self.next_src("-3")?;
+        let b = self.next_src("-3")?;
+        let d = a.checked_mul(b).ok_or_else(|| {
+            reshape_error(format!(
+                "{:?}: -3 merges {a} × {b}, more than usize::MAX",
+                self.spec
+            ))
+        })?;
+        self.out.push(d);
+        Ok(())
+    }
+
+    /// `-4, a, b`: the next input dimension split into `a × b`, one of
+    /// which may be -1.
+    fn split(&mut self, parts: Option<&[i64]>) -> Result<()> {
+        let d = self.next_src("-4")?;
+        let Some(&[a, b]) = parts else {
+            return Err(reshape_error(format!(
+                "{:?}: -4 must be followed by two dimensions",
+                self.spec
+            )));
+        };
+        // In u64: `d` may exceed i64::MAX, and `a · b` overflow.
+        let d64 = d as u64;
+        let (a, b) = match (a, b) {
+            (-1, -1) => {
+                return Err(reshape_error(format!(
+                    "{:?}: the two dimensions after -4 cannot both be -1",
+                    self.spec
+                )));
+            }
+            (-1, b) if b > 0 => ((d64 / b as u64) as i64, b),
+            (a, -1) if a > 0 => (a, (d64 / a as u64) as i64),
+            (a, b) => (a, b),
+        };
+        let product = u64::try_from(a)
+            .ok()
+            .zip(u64::try_from(b).ok())
+            .and_then(|(a, b)| a.checked_mul(b));
+        if product != Some(d64) {
+            return Err(reshape_error(format!(
+                "{:?}: -4 splits dimension {d} into {a} × {b}, which does not match",
+                self.spec
+            )));
+        }
+        self.out.push(a as usize);
+        self.out.push(b as usize);
+        Ok(())
+    }
+
+    /// The output with the `-1` dimension (if any) set so that the element
+    /// counts match.
+    fn infer_missing(mut self) -> Result<Vec<usize>> {
+        let Some(k) = self.infer else {
+            return Ok(self.out);
+        };
+        let size = self.input.checked_size();
+        let known = Shape::new(self.out.clone()).checked_size();
+        match (size, known) {
+            (Some(n), Some(known)) if known > 0 && n % known == 0 => self.out[k] = n / known,
+            _ => {
+                return Err(reshape_error(format!(
+                    "cannot infer the -1 dimension of {:?} for the input {} ({})",
+                    self.spec,
+                    self.input,
+                    elements(self.input)
+                )));
+            }
+        }
+        Ok(self.out)
+    }
 }
 
 /// "N elements", or "more than usize::MAX elements" when the count overflows.
@@ -490,8 +551,38 @@ fn reverse_view(input: &Shape, p: &ReverseParams) -> Result<View> {
     Ok(view)
 }
 
-fn view_shape(view: Result<View>) -> Result<Shape> {
-    Ok(Shape::new(view?.dims))
+/// The view an op of this family takes of an input of the given shape.
+type ViewRule<P> = fn(&Shape, &P) -> Result<View>;
+
+/// The shape of `rule`'s view of `input`.
+fn view_shape<P>(rule: ViewRule<P>, input: &Shape, p: &P) -> Result<Shape> {
+    Ok(Shape::new(rule(input, p)?.dims))
+}
+
+/// Forward: gathers `x` through `rule`'s view, honouring `req`.
+fn view_gather<P>(
+    op: &str,
+    rule: ViewRule<P>,
+    x: &TBlob<'_>,
+    out: &mut TBlobMut<'_>,
+    req: OpReqType,
+    p: &P,
+) -> Result<()> {
+    let view = rule(x.shape(), p)?;
+    strided_copy(op, &view, Dir::Gather, x, out, req)
+}
+
+/// Gradient: scatters `dy` back through the same view.
+fn view_scatter<P>(
+    op: &str,
+    rule: ViewRule<P>,
+    dy: &TBlob<'_>,
+    grads: &mut [TBlobMut<'_>],
+    req: &[OpReqType],
+    p: &P,
+) -> Result<()> {
+    let view = rule(grads[0].shape(), p)?;
+    strided_copy(op, &view, Dir::Scatter, dy, &mut grads[0], req[0])
 }
 
 // ---------------------------------------------------------------------------
@@ -588,123 +679,29 @@ pub mod expand_dims {
     }
 }
 
-/// Permutes the axes: output axis `i` is input axis `axes[i]`; no `axes`
-/// reverses them. The gradient applies the inverse permutation.
-#[simple_op(blob, kwargs = TransposeParams, pattern = "injective")]
-pub mod transpose {
-    use super::{Dir, TransposeParams};
-    use simpleop::prelude::*;
+unary_kwarg_ops! {
+    via (view_shape, view_gather, view_scatter);
 
-    /// The input dimensions, permuted.
-    pub fn shape(inputs: &[Shape], p: &TransposeParams) -> Result<Shape> {
-        super::view_shape(super::transpose_view(&inputs[0], p))
-    }
+    /// Permutes the axes: output axis `i` is input axis `axes[i]`; no `axes`
+    /// reverses them. The gradient applies the inverse permutation.
+    transpose [pattern = "injective"]: TransposeParams = transpose_view,
+        shape "The input dimensions, permuted.",
+        forward "Gathers the permuted elements, honouring `req`.",
+        backward "Scatters `dy` back through the same permutation.";
 
-    /// Gathers the permuted elements, honouring `req`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &TransposeParams,
-    ) -> Result<()> {
-        let view = super::transpose_view(inputs[0].shape(), p)?;
-        super::strided_copy("transpose", &view, Dir::Gather, &inputs[0], out, req)
-    }
+    /// Takes `begin..end` along `axis` (negative indices count from the end;
+    /// `end=None` is the end of the axis). The gradient is `dy` inside the
+    /// slice and 0 outside.
+    slice_axis [pattern = "injective"]: SliceAxisParams = slice_view,
+        shape "The input shape with `axis` of size `end - begin`.",
+        forward "Gathers the slice, honouring `req`.",
+        backward "Scatters `dy` into the slice; the rest is 0 (`WriteTo`) or left
+alone (`AddTo`).";
 
-    /// Scatters `dy` back through the same permutation.
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &TransposeParams,
-    ) -> Result<()> {
-        let view = super::transpose_view(grads[0].shape(), p)?;
-        super::strided_copy(
-            "transpose",
-            &view,
-            Dir::Scatter,
-            dy.0,
-            &mut grads[0],
-            req[0],
-        )
-    }
-}
-
-/// Takes `begin..end` along `axis` (negative indices count from the end;
-/// `end=None` is the end of the axis). The gradient is `dy` inside the
-/// slice and 0 outside.
-#[simple_op(blob, kwargs = SliceAxisParams, pattern = "injective")]
-pub mod slice_axis {
-    use super::{Dir, SliceAxisParams};
-    use simpleop::prelude::*;
-
-    /// The input shape with `axis` of size `end - begin`.
-    pub fn shape(inputs: &[Shape], p: &SliceAxisParams) -> Result<Shape> {
-        super::view_shape(super::slice_view(&inputs[0], p))
-    }
-
-    /// Gathers the slice, honouring `req`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &SliceAxisParams,
-    ) -> Result<()> {
-        let view = super::slice_view(inputs[0].shape(), p)?;
-        super::strided_copy("slice_axis", &view, Dir::Gather, &inputs[0], out, req)
-    }
-
-    /// Scatters `dy` into the slice; the rest is 0 (`WriteTo`) or left
-    /// alone (`AddTo`).
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &SliceAxisParams,
-    ) -> Result<()> {
-        let view = super::slice_view(grads[0].shape(), p)?;
-        super::strided_copy(
-            "slice_axis",
-            &view,
-            Dir::Scatter,
-            dy.0,
-            &mut grads[0],
-            req[0],
-        )
-    }
-}
-
-/// Reverses the order of the elements along each axis in `axis`. The
-/// gradient reverses `dy` the same way.
-#[simple_op(blob, kwargs = ReverseParams, pattern = "injective", alias = "flip")]
-pub mod reverse {
-    use super::{Dir, ReverseParams};
-    use simpleop::prelude::*;
-
-    /// The input shape.
-    pub fn shape(inputs: &[Shape], p: &ReverseParams) -> Result<Shape> {
-        super::view_shape(super::reverse_view(&inputs[0], p))
-    }
-
-    /// Gathers the reversed elements, honouring `req`.
-    pub fn forward(
-        inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
-        p: &ReverseParams,
-    ) -> Result<()> {
-        let view = super::reverse_view(inputs[0].shape(), p)?;
-        super::strided_copy("reverse", &view, Dir::Gather, &inputs[0], out, req)
-    }
-
-    /// Reverses `dy` along the same axes.
-    pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
-        grads: &mut [TBlobMut<'_>],
-        req: &[OpReqType],
-        p: &ReverseParams,
-    ) -> Result<()> {
-        let view = super::reverse_view(grads[0].shape(), p)?;
-        super::strided_copy("reverse", &view, Dir::Scatter, dy.0, &mut grads[0], req[0])
-    }
+    /// Reverses the order of the elements along each axis in `axis`. The
+    /// gradient reverses `dy` the same way.
+    reverse [pattern = "injective", alias = "flip"]: ReverseParams = reverse_view,
+        shape "The input shape.",
+        forward "Gathers the reversed elements, honouring `req`.",
+        backward "Reverses `dy` along the same axes.";
 }
