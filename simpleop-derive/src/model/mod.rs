@@ -18,4 +18,4 @@ mod syntax;
 mod types;
 
 pub use build::build;
-pub use types::{Form, OpModel, Params, Role};
+pub use types::{Backward, Form, Kernel, OpModel, Params, Role};
