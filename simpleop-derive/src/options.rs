@@ -76,217 +76,209 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<syn::Error>) -> Options {
             continue;
         }
         seen.push(key.clone());
-        match key.as_str() {
-            "alias" => {
-                if let Some(s) = lit_str(&meta, errors) {
-                    for a in s
-                        .value()
-                        .split(',')
-                        .map(str::trim)
-                        .filter(|a| !a.is_empty())
-                    {
-                        opts.aliases.push(At {
-                            value: a.to_string(),
-                            span: s.span(),
-                        });
-                    }
-                }
-            }
-            "name" => {
-                if let Some(s) = lit_str(&meta, errors) {
-                    opts.name = Some(At {
-                        value: s.value(),
-                        span: s.span(),
-                    });
-                }
-            }
-            "inplace" => {
-                if let Some(s) = lit_str(&meta, errors) {
-                    parse_inplace(&s, &mut opts, errors);
-                }
-            }
-            "scalar" => {
-                if flag(&meta, errors) {
-                    opts.scalar = Some(span);
-                }
-            }
-            "broadcast" => {
-                if flag(&meta, errors) {
-                    opts.broadcast = Some(span);
-                }
-            }
-            "blob" => {
-                if flag(&meta, errors) {
-                    opts.blob = Some(span);
-                }
-            }
-            "impure" => {
-                if flag(&meta, errors) {
-                    opts.impure = Some(span);
-                }
-            }
-            "kwargs" => {
-                opts.kwargs = path_value(&meta, "a type path: `kwargs = MyParams`", errors);
-            }
-            "vector" => {
-                opts.vector = path_value(
-                    &meta,
-                    "the path of a `VectorForm` constant: `vector = simpleop::kernel::forms::EXP`",
-                    errors,
-                );
-            }
-            "lanes" => {
-                opts.lanes = path_value(
-                    &meta,
-                    "the path of a `LaneOp`: `lanes = simpleop::kernel::LaneOp::Tanh`",
-                    errors,
-                );
-            }
-            "resources" => match &meta {
-                Meta::List(list) => {
-                    match list
-                        .parse_args_with(Punctuated::<syn::Ident, Token![,]>::parse_terminated)
-                    {
-                        Ok(ids) => {
-                            for id in ids {
-                                match id.to_string().as_str() {
-                                    "rng" if opts.rng.is_none() => opts.rng = Some(id.span()),
-                                    "temp" if opts.temp.is_none() => opts.temp = Some(id.span()),
-                                    "rng" | "temp" => errors.push(syn::Error::new(
-                                        id.span(),
-                                        format!("duplicate resource `{id}`"),
-                                    )),
-                                    _ => errors.push(syn::Error::new(
-                                        id.span(),
-                                        format!(
-                                            "unknown resource `{id}`; expected `rng` or `temp`"
-                                        ),
-                                    )),
-                                }
-                            }
-                        }
-                        Err(e) => errors.push(e),
-                    }
-                }
-                _ => errors.push(syn::Error::new(
-                    span,
-                    "`resources` takes a list: `resources(rng, temp)`",
-                )),
-            },
-            "pattern" => {
-                if let Some(s) = lit_str(&meta, errors) {
-                    if PATTERNS.contains(&s.value().as_str()) {
-                        opts.pattern = Some(At {
-                            value: s.value(),
-                            span: s.span(),
-                        });
-                    } else {
-                        errors.push(syn::Error::new(
-                            s.span(),
-                            format!(
-                                "unknown pattern `{}`; expected one of: {}",
-                                s.value(),
-                                PATTERNS.join(", ")
-                            ),
-                        ));
-                    }
-                }
-            }
-            "inputs" => match &meta {
-                Meta::NameValue(nv) => match &nv.value {
-                    Expr::Lit(ExprLit {
-                        lit: Lit::Int(i), ..
-                    }) => match i.base10_parse::<usize>() {
-                        Ok(n) => {
-                            opts.inputs = Some(At {
-                                value: n,
-                                span: i.span(),
-                            })
-                        }
-                        Err(e) => errors.push(e),
-                    },
-                    other => errors.push(syn::Error::new_spanned(
-                        other,
-                        "`inputs` takes an integer: `inputs = 2`",
-                    )),
-                },
-                _ => errors.push(syn::Error::new(
-                    span,
-                    "`inputs` takes an integer: `inputs = 2`",
-                )),
-            },
-            _ => errors.push(syn::Error::new(
+        if !apply(&key, &meta, &mut opts, errors) {
+            errors.push(syn::Error::new(
                 span,
                 format!("unknown option `{key}`; expected one of: {KNOWN}"),
-            )),
+            ));
         }
     }
     opts
+}
+
+/// Reads option `key` into `opts`; `false` when there is no such option.
+/// Each key comes here at most once, so a field is still unset.
+fn apply(key: &str, meta: &Meta, opts: &mut Options, errors: &mut Vec<syn::Error>) -> bool {
+    match key {
+        "alias" => opts.aliases = aliases(meta, errors),
+        "name" => opts.name = lit_str(meta, errors).map(|s| at_str(&s)),
+        "inplace" => {
+            if let Some(s) = lit_str(meta, errors) {
+                parse_inplace(&s, opts, errors);
+            }
+        }
+        "scalar" => opts.scalar = flag(meta, errors),
+        "broadcast" => opts.broadcast = flag(meta, errors),
+        "blob" => opts.blob = flag(meta, errors),
+        "impure" => opts.impure = flag(meta, errors),
+        "kwargs" => opts.kwargs = path_value(meta, "a type path: `kwargs = MyParams`", errors),
+        "vector" => {
+            opts.vector = path_value(
+                meta,
+                "the path of a `VectorForm` constant: `vector = simpleop::kernel::forms::EXP`",
+                errors,
+            );
+        }
+        "lanes" => {
+            opts.lanes = path_value(
+                meta,
+                "the path of a `LaneOp`: `lanes = simpleop::kernel::LaneOp::Tanh`",
+                errors,
+            );
+        }
+        "resources" => parse_resources(meta, opts, errors),
+        "pattern" => opts.pattern = pattern(meta, errors),
+        "inputs" => opts.inputs = inputs(meta, errors),
+        _ => return false,
+    }
+    true
+}
+
+fn at_str(s: &LitStr) -> At<String> {
+    At {
+        value: s.value(),
+        span: s.span(),
+    }
+}
+
+/// `alias = "a, b"`: each name carries the span of the whole string.
+fn aliases(meta: &Meta, errors: &mut Vec<syn::Error>) -> Vec<At<String>> {
+    let Some(s) = lit_str(meta, errors) else {
+        return Vec::new();
+    };
+    s.value()
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(|a| At {
+            value: a.to_string(),
+            span: s.span(),
+        })
+        .collect()
+}
+
+/// `resources(rng, temp)`.
+fn parse_resources(meta: &Meta, opts: &mut Options, errors: &mut Vec<syn::Error>) {
+    let Meta::List(list) = meta else {
+        errors.push(syn::Error::new(
+            meta.path().span(),
+            "`resources` takes a list: `resources(rng, temp)`",
+        ));
+        return;
+    };
+    let ids = match list.parse_args_with(Punctuated::<syn::Ident, Token![,]>::parse_terminated) {
+        Ok(ids) => ids,
+        Err(e) => return errors.push(e),
+    };
+    for id in ids {
+        match id.to_string().as_str() {
+            "rng" if opts.rng.is_none() => opts.rng = Some(id.span()),
+            "temp" if opts.temp.is_none() => opts.temp = Some(id.span()),
+            "rng" | "temp" => errors.push(syn::Error::new(
+                id.span(),
+                format!("duplicate resource `{id}`"),
+            )),
+            _ => errors.push(syn::Error::new(
+                id.span(),
+                format!("unknown resource `{id}`; expected `rng` or `temp`"),
+            )),
+        }
+    }
+}
+
+/// `pattern = "..."`, one of [`PATTERNS`].
+fn pattern(meta: &Meta, errors: &mut Vec<syn::Error>) -> Option<At<String>> {
+    let s = lit_str(meta, errors)?;
+    if PATTERNS.contains(&s.value().as_str()) {
+        return Some(at_str(&s));
+    }
+    errors.push(syn::Error::new(
+        s.span(),
+        format!(
+            "unknown pattern `{}`; expected one of: {}",
+            s.value(),
+            PATTERNS.join(", ")
+        ),
+    ));
+    None
+}
+
+/// `inputs = N` (the blob form's input count).
+fn inputs(meta: &Meta, errors: &mut Vec<syn::Error>) -> Option<At<usize>> {
+    fn pick(value: &Expr) -> Option<&syn::LitInt> {
+        match value {
+            Expr::Lit(ExprLit {
+                lit: Lit::Int(i), ..
+            }) => Some(i),
+            _ => None,
+        }
+    }
+    let message = "`inputs` takes an integer: `inputs = 2`".to_string();
+    let i = option_value(meta, meta.path(), message, pick, errors)?;
+    match i.base10_parse::<usize>() {
+        Ok(n) => Some(At {
+            value: n,
+            span: i.span(),
+        }),
+        Err(e) => {
+            errors.push(e);
+            None
+        }
+    }
+}
+
+/// The value of a `key = value` option when `pick` accepts it; otherwise
+/// `message` is reported at the value, or at `bare` when there is none.
+fn option_value<'a, T>(
+    meta: &'a Meta,
+    bare: &dyn quote::ToTokens,
+    message: String,
+    pick: impl FnOnce(&'a Expr) -> Option<T>,
+    errors: &mut Vec<syn::Error>,
+) -> Option<T> {
+    let (at, picked): (&dyn quote::ToTokens, _) = match meta {
+        Meta::NameValue(nv) => (&nv.value, pick(&nv.value)),
+        _ => (bare, None),
+    };
+    if picked.is_none() {
+        errors.push(syn::Error::new_spanned(at, message));
+    }
+    picked
 }
 
 /// The path of a `key = path` option; otherwise an error saying the option
 /// takes `what`.
 fn path_value(meta: &Meta, what: &str, errors: &mut Vec<syn::Error>) -> Option<At<Path>> {
     let key = quote::ToTokens::to_token_stream(meta.path()).to_string();
-    match meta {
-        Meta::NameValue(nv) => match &nv.value {
-            Expr::Path(p) => Some(At {
-                value: p.path.clone(),
-                span: nv.value.span(),
-            }),
-            other => {
-                errors.push(syn::Error::new_spanned(
-                    other,
-                    format!("`{key}` takes {what}"),
-                ));
-                None
-            }
-        },
-        _ => {
-            errors.push(syn::Error::new(
-                meta.path().span(),
-                format!("`{key}` takes {what}"),
-            ));
-            None
-        }
-    }
+    let pick = |value: &Expr| match value {
+        Expr::Path(p) => Some(At {
+            value: p.path.clone(),
+            span: value.span(),
+        }),
+        _ => None,
+    };
+    option_value(
+        meta,
+        meta.path(),
+        format!("`{key}` takes {what}"),
+        pick,
+        errors,
+    )
 }
 
 fn lit_str(meta: &Meta, errors: &mut Vec<syn::Error>) -> Option<LitStr> {
     let key = quote::ToTokens::to_token_stream(meta.path()).to_string();
-    match meta {
-        Meta::NameValue(nv) => match &nv.value {
-            Expr::Lit(ExprLit {
-                lit: Lit::Str(s), ..
-            }) => Some(s.clone()),
-            other => {
-                errors.push(syn::Error::new_spanned(
-                    other,
-                    format!("`{key}` takes a string: `{key} = \"...\"`"),
-                ));
-                None
-            }
-        },
-        _ => {
-            errors.push(syn::Error::new_spanned(
-                meta,
-                format!("`{key}` takes a string: `{key} = \"...\"`"),
-            ));
-            None
-        }
-    }
+    let pick = |value: &Expr| match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) => Some(s.clone()),
+        _ => None,
+    };
+    let message = format!("`{key}` takes a string: `{key} = \"...\"`");
+    option_value(meta, meta, message, pick, errors)
 }
 
-fn flag(meta: &Meta, errors: &mut Vec<syn::Error>) -> bool {
+/// The span of a flag option (a bare name); an error if it has a value.
+fn flag(meta: &Meta, errors: &mut Vec<syn::Error>) -> Option<Span> {
     match meta {
-        Meta::Path(_) => true,
+        Meta::Path(p) => Some(p.span()),
         _ => {
             let key = quote::ToTokens::to_token_stream(meta.path()).to_string();
             errors.push(syn::Error::new_spanned(
                 meta,
                 format!("`{key}` is a flag and takes no value"),
             ));
-            false
+            None
         }
     }
 }

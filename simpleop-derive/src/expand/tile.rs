@@ -1,0 +1,55 @@
+//! The tile functions of an elementwise op: its kernels over f32 and f64
+//! tiles, for the fused executor, and the lane that computes the same.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+
+use crate::model::{Form, OpModel, Params};
+
+/// `Some(TileFns { .. })` for an elementwise op with inputs and no state,
+/// `None` otherwise.
+pub(super) fn fns(m: &OpModel) -> TokenStream {
+    let arity = m.arity();
+    if m.form != Form::Elementwise || arity == 0 || m.forward.has_state() {
+        return quote!(None);
+    }
+    let bwd = |c: TokenStream| {
+        if m.backward.is_some() {
+            quote!(Some(|env: &::simpleop::EnvArguments, dy: &[#c], y: &[#c], xs: &[&[#c]], grads: &mut [&mut [#c]]| {
+                ::simpleop::__private::tile_backward::<_, #c, #arity>(&__kernel(env)?, dy, y, xs, grads)
+            }))
+        } else {
+            quote!(None)
+        }
+    };
+    let (b32, b64) = (bwd(quote!(f32)), bwd(quote!(f64)));
+    let lane = lane(m);
+    quote!(Some(::simpleop::kernel::TileFns {
+        forward_f32: |env: &::simpleop::EnvArguments, ins: &[&[f32]], out: &mut [f32]| {
+            ::simpleop::__private::tile_forward::<_, f32, #arity>(&__kernel(env)?, ins, out)
+        },
+        forward_f64: |env: &::simpleop::EnvArguments, ins: &[&[f64]], out: &mut [f64]| {
+            ::simpleop::__private::tile_forward::<_, f64, #arity>(&__kernel(env)?, ins, out)
+        },
+        backward_f32: #b32,
+        backward_f64: #b64,
+        lane: #lane,
+    }))
+}
+
+/// The lane of the op's `lanes = ...`, with its scalar, or `None`.
+fn lane(m: &OpModel) -> TokenStream {
+    let Some(op) = &m.lanes else {
+        return quote!(None);
+    };
+    let scalar = if matches!(m.params, Params::Scalar) {
+        quote!(<f32 as ::simpleop::Element>::from_f64(__k.scalar))
+    } else {
+        quote!(0.0)
+    };
+    quote!(Some(|env: &::simpleop::EnvArguments| -> ::core::option::Option<::simpleop::kernel::Lane> {
+        let __k = __kernel(env).ok()?;
+        let _ = &__k;
+        ::core::option::Option::Some(::simpleop::kernel::Lane { op: #op, scalar: #scalar })
+    }))
+}
