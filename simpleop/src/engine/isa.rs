@@ -149,10 +149,6 @@ pub fn set_active(isa: Isa) -> Result<()> {
     Ok(())
 }
 
-/// Holds the process-wide instruction set and cache size for one of the
-/// crate's tests, which run on parallel threads: tests that change them,
-/// or count on them, take turns, and the values come back on drop (after
-/// a panic too).
 /// A loop body compiled once per instruction set. Implementations mark
 /// `run` `#[inline(always)]` so that it is compiled inside the
 /// `#[target_feature]` function that calls it.
