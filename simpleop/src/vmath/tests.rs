@@ -292,15 +292,12 @@ fn split_constants_are_short() {
     assert_eq!(LOG10_2_HI.to_bits() & 0x1ff, 0);
     assert_eq!(PIO2_HI.to_bits() & ((1 << 24) - 1), 0);
     assert!((f64::from(LN2_HI) + f64::from(LN2_LO) - std::f64::consts::LN_2).abs() < 1e-13);
-    assert!(
-        (f64::from(LOG2E_HI) + f64::from(LOG2E_LO) - std::f64::consts::LOG2_E).abs() < 1e-11
-    );
+    assert!((f64::from(LOG2E_HI) + f64::from(LOG2E_LO) - std::f64::consts::LOG2_E).abs() < 1e-11);
     assert!(
         (f64::from(LOG10E_HI) + f64::from(LOG10E_LO) - std::f64::consts::LOG10_E).abs() < 1e-11
     );
     assert!(
-        (f64::from(LOG10_2_HI) + f64::from(LOG10_2_LO) - std::f64::consts::LOG10_2).abs()
-            < 1e-13
+        (f64::from(LOG10_2_HI) + f64::from(LOG10_2_LO) - std::f64::consts::LOG10_2).abs() < 1e-13
     );
     assert!((PIO2_HI + PIO2_LO - std::f64::consts::FRAC_PI_2).abs() < 1e-22);
 }
