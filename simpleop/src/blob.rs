@@ -72,7 +72,19 @@ impl OpReqType {
 
 /// The accessors both blob kinds share.
 macro_rules! blob_metadata {
-    () => {
+    ($ptr:ty) => {
+        /// The blob over `ptr`; the constructors check or require that it
+        /// is valid for `shape` of `dtype`.
+        #[inline]
+        fn over(ptr: $ptr, dtype: DType, shape: Shape) -> Self {
+            Self {
+                ptr,
+                dtype,
+                len: shape.size(),
+                shape,
+                _borrow: PhantomData,
+            }
+        }
         /// The element type.
         #[inline]
         pub fn dtype(&self) -> DType {
@@ -136,13 +148,7 @@ impl<'a> TBlob<'a> {
     pub fn from_slice<T: Element>(data: &'a [T], shape: impl Into<Shape>) -> Result<Self> {
         let shape = shape.into();
         check_len(data.len(), &shape)?;
-        Ok(TBlob {
-            ptr: data.as_ptr().cast(),
-            dtype: T::DTYPE,
-            len: shape.size(),
-            shape,
-            _borrow: PhantomData,
-        })
+        Ok(Self::over(data.as_ptr().cast(), T::DTYPE, shape))
     }
 
     /// Views raw memory.
@@ -152,16 +158,10 @@ impl<'a> TBlob<'a> {
     /// `shape.size()` elements for `'a`, and the memory must follow the
     /// aliasing contract in the type's documentation.
     pub unsafe fn from_raw(ptr: *const u8, dtype: DType, shape: Shape) -> Self {
-        TBlob {
-            ptr,
-            dtype,
-            len: shape.size(),
-            shape,
-            _borrow: PhantomData,
-        }
+        Self::over(ptr, dtype, shape)
     }
 
-    blob_metadata!();
+    blob_metadata!(*const u8);
 
     /// The elements as a typed slice; errors when `T` is not the blob's dtype.
     pub fn as_slice<T: Element>(&self) -> Result<&'a [T]> {
@@ -209,13 +209,7 @@ impl<'a> TBlobMut<'a> {
     pub fn from_slice<T: Element>(data: &'a mut [T], shape: impl Into<Shape>) -> Result<Self> {
         let shape = shape.into();
         check_len(data.len(), &shape)?;
-        Ok(TBlobMut {
-            ptr: data.as_mut_ptr().cast(),
-            dtype: T::DTYPE,
-            len: shape.size(),
-            shape,
-            _borrow: PhantomData,
-        })
+        Ok(Self::over(data.as_mut_ptr().cast(), T::DTYPE, shape))
     }
 
     /// Views raw memory.
@@ -225,16 +219,10 @@ impl<'a> TBlobMut<'a> {
     /// `shape.size()` elements for `'a`, with no other access during `'a`
     /// except the aliasing [`TBlob`] described in its documentation.
     pub unsafe fn from_raw(ptr: *mut u8, dtype: DType, shape: Shape) -> Self {
-        TBlobMut {
-            ptr,
-            dtype,
-            len: shape.size(),
-            shape,
-            _borrow: PhantomData,
-        }
+        Self::over(ptr, dtype, shape)
     }
 
-    blob_metadata!();
+    blob_metadata!(*mut u8);
 
     /// The elements as a typed mutable slice; errors when `T` is not the dtype.
     pub fn as_slice_mut<T: Element>(&mut self) -> Result<&mut [T]> {

@@ -12,6 +12,29 @@ mod types;
 pub use fma::F32Fma;
 pub use types::{DType, Element, Float};
 
+/// The `Float` methods every float type has under the same names: its
+/// infinities, NaN and the NaN test.
+macro_rules! special_floats {
+    ($t:ident) => {
+        #[inline(always)]
+        fn infinity() -> Self {
+            $t::INFINITY
+        }
+        #[inline(always)]
+        fn neg_infinity() -> Self {
+            $t::NEG_INFINITY
+        }
+        #[inline(always)]
+        fn nan() -> Self {
+            $t::NAN
+        }
+        #[inline(always)]
+        fn is_nan(self) -> bool {
+            $t::is_nan(self)
+        }
+    };
+}
+
 macro_rules! native_unary {
     ($t:ident; $($m:ident),*) => {$(
         #[inline(always)]
@@ -82,18 +105,7 @@ macro_rules! impl_native_float {
             fn one() -> Self {
                 1.0
             }
-            #[inline(always)]
-            fn infinity() -> Self {
-                $t::INFINITY
-            }
-            #[inline(always)]
-            fn neg_infinity() -> Self {
-                $t::NEG_INFINITY
-            }
-            #[inline(always)]
-            fn nan() -> Self {
-                $t::NAN
-            }
+            special_floats!($t);
             native_unary!($t; abs, sqrt, cbrt, tan, asin, acos, atan, sinh, cosh, floor, ceil, round, trunc);
             vector_math!($vm; exp, exp_m1, ln, ln_1p, log2, log10, sin, cos, tanh, erf, sigmoid);
             #[inline(always)]
@@ -117,10 +129,6 @@ macro_rules! impl_native_float {
             #[inline(always)]
             fn hypot(self, y: Self) -> Self {
                 $t::hypot(self, y)
-            }
-            #[inline(always)]
-            fn is_nan(self) -> bool {
-                $t::is_nan(self)
             }
         }
     };
@@ -193,18 +201,7 @@ macro_rules! impl_half_float {
             fn one() -> Self {
                 $t::ONE
             }
-            #[inline(always)]
-            fn infinity() -> Self {
-                $t::INFINITY
-            }
-            #[inline(always)]
-            fn neg_infinity() -> Self {
-                $t::NEG_INFINITY
-            }
-            #[inline(always)]
-            fn nan() -> Self {
-                $t::NAN
-            }
+            special_floats!($t);
             half_unary!(
                 abs, sign, sqrt, cbrt, exp, exp_m1, ln, ln_1p, log2, log10, sin, cos, tan, asin,
                 acos, atan, sinh, cosh, tanh, erf, sigmoid, gamma, floor, ceil, round, trunc
@@ -216,10 +213,6 @@ macro_rules! impl_half_float {
             #[inline(always)]
             fn hypot(self, y: Self) -> Self {
                 Self::from_f32(self.to_f32().hypot(y.to_f32()))
-            }
-            #[inline(always)]
-            fn is_nan(self) -> bool {
-                $t::is_nan(self)
             }
         }
     };
@@ -241,25 +234,8 @@ impl_half_float!(bf16, BF16);
 #[macro_export]
 macro_rules! dispatch_float {
     ($dtype:expr, $T:ident => $body:expr, _ => $otherwise:expr) => {
-        match $dtype {
-            $crate::DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            $crate::DType::F64 => {
-                type $T = f64;
-                $body
-            }
-            $crate::DType::F16 => {
-                type $T = $crate::f16;
-                $body
-            }
-            $crate::DType::BF16 => {
-                type $T = $crate::bf16;
-                $body
-            }
-            _ => $otherwise,
-        }
+        $crate::__dispatch_dtype!($dtype, $T => $body,
+            [F32 = f32, F64 = f64, F16 = $crate::f16, BF16 = $crate::bf16], _ => $otherwise)
     };
 }
 
@@ -267,35 +243,26 @@ macro_rules! dispatch_float {
 #[macro_export]
 macro_rules! dispatch_any {
     ($dtype:expr, $T:ident => $body:expr) => {
+        $crate::__dispatch_dtype!($dtype, $T => $body, [
+            F32 = f32, F64 = f64, F16 = $crate::f16, BF16 = $crate::bf16,
+            I32 = i32, I64 = i64, U8 = u8
+        ])
+    };
+}
+
+/// The `match` behind [`dispatch_float!`](crate::dispatch_float) and
+/// [`dispatch_any!`](crate::dispatch_any): one arm per `DType::$variant`
+/// listed, binding `$T` to `$ty`, and `$otherwise` for the rest.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __dispatch_dtype {
+    ($dtype:expr, $T:ident => $body:expr, [$($variant:ident = $ty:ty),* $(,)?] $(, _ => $otherwise:expr)?) => {
         match $dtype {
-            $crate::DType::F32 => {
-                type $T = f32;
+            $($crate::DType::$variant => {
+                type $T = $ty;
                 $body
-            }
-            $crate::DType::F64 => {
-                type $T = f64;
-                $body
-            }
-            $crate::DType::F16 => {
-                type $T = $crate::f16;
-                $body
-            }
-            $crate::DType::BF16 => {
-                type $T = $crate::bf16;
-                $body
-            }
-            $crate::DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            $crate::DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            $crate::DType::U8 => {
-                type $T = u8;
-                $body
-            }
+            })*
+            $(_ => $otherwise,)?
         }
     };
 }

@@ -10,8 +10,8 @@ use std::cell::Cell;
 use smallvec::SmallVec;
 
 use crate::{
-    Attrs, EnvArguments, Error, GradArgs, NDArray, OpCall, OpDef, OpForm, OpReqType, RegisteredOp,
-    Registry, Result, RunContext, Shape, TBlob, TBlobMut,
+    Attrs, DType, EnvArguments, Error, GradArgs, NDArray, OpCall, OpDef, OpForm, OpReqType,
+    RegisteredOp, Registry, Result, RunContext, Shape, TBlob, TBlobMut,
     op::{DTypeFn, ShapeFn, check_blob},
 };
 
@@ -552,56 +552,9 @@ fn run_states(
     let op = entry.def;
     let n_states = op.mutate_inputs.len();
     let n_plain = op.num_inputs() - n_states;
-    let given = inputs.len() + usize::from(target.is_some());
-    if states.len() != n_states || given != n_plain {
-        return Err(Error::Arity {
-            op: op.name.into(),
-            expected: op.num_inputs(),
-            got: given + states.len(),
-        });
-    }
-    if target.is_some() && op.mutate_inputs.contains(&0) {
-        return Err(Error::invalid(
-            op.name,
-            op.input_name(0),
-            "an updated state cannot also be the in-place target",
-        ));
-    }
-    // Input `i` is either state `j` or the next plain input.
-    let mut order: Vec<Result<usize, usize>> = Vec::with_capacity(op.num_inputs());
-    let mut plain = 0;
-    for i in 0..op.num_inputs() {
-        match op.mutate_inputs.iter().position(|&k| k == i) {
-            Some(j) => order.push(Err(j)),
-            None => {
-                order.push(Ok(plain));
-                plain += 1;
-            }
-        }
-    }
-    let plain_arg = |p: usize, target: &Option<&mut NDArray>| -> NDArray {
-        match (target, p) {
-            (Some(t), 0) => (**t).clone(),
-            (Some(_), p) => inputs[p - 1].clone(),
-            (None, p) => inputs[p].clone(),
-        }
-    };
-    // Inference over all inputs, in op order.
-    let all: Vec<NDArray> = order
-        .iter()
-        .map(|o| match *o {
-            Ok(p) => plain_arg(p, &target),
-            Err(j) => (*states[j]).clone(),
-        })
-        .collect();
-    let refs: Vec<&NDArray> = all.iter().collect();
-    let (shape, dtype) = infer(op, &refs, env)?;
-    drop(refs);
-    drop(all);
-    for (j, s) in states.iter().enumerate() {
-        let k = op.mutate_inputs[j];
-        check_blob(op, op.input_name(k), s.shape(), s.dtype(), &shape, dtype)?;
-    }
+    check_state_arity(op, inputs.len(), states.len(), target.is_some())?;
+    let order = input_order(op);
+    let (shape, dtype) = infer_states(op, &order, inputs, target.as_deref(), states, env)?;
     let ctx = RunContext::default();
     let kernels = entry.kernels(ctx.device)?;
     let env = seeded(op, env);
@@ -623,7 +576,9 @@ fn run_states(
     // Handles that keep the plain inputs alive while their blobs are used;
     // none for an in-place target, which is only reached through its pointer.
     let plain_inputs: Vec<Option<NDArray>> = (0..n_plain)
-        .map(|p| (p > 0 || in_place_target.is_none()).then(|| plain_arg(p, &target)))
+        .map(|p| {
+            (p > 0 || in_place_target.is_none()).then(|| plain_arg(inputs, target.as_deref(), p))
+        })
         .collect();
     // SAFETY: each state pointer is the start of a buffer that `states[j]`
     // (borrowed mutably for this call) now owns alone (`make_unique_ptr`),
@@ -668,4 +623,77 @@ fn run_states(
         }
         (_, f) => Ok(f),
     }
+}
+
+/// Checks the counts of plain inputs (`inputs`, plus the in-place target
+/// when there is one) and of `states` against `op`, and that the target is
+/// not an updated state.
+fn check_state_arity(op: &OpDef, inputs: usize, states: usize, has_target: bool) -> Result<()> {
+    let n_states = op.mutate_inputs.len();
+    let given = inputs + usize::from(has_target);
+    if states != n_states || given != op.num_inputs() - n_states {
+        return Err(Error::Arity {
+            op: op.name.into(),
+            expected: op.num_inputs(),
+            got: given + states,
+        });
+    }
+    if has_target && op.mutate_inputs.contains(&0) {
+        return Err(Error::invalid(
+            op.name,
+            op.input_name(0),
+            "an updated state cannot also be the in-place target",
+        ));
+    }
+    Ok(())
+}
+
+/// Plain input `p`: the target first when there is one, then `inputs`.
+fn plain_arg(inputs: &[&NDArray], target: Option<&NDArray>, p: usize) -> NDArray {
+    match (target, p) {
+        (Some(t), 0) => t.clone(),
+        (Some(_), p) => inputs[p - 1].clone(),
+        (None, p) => inputs[p].clone(),
+    }
+}
+
+/// The output shape and dtype, inferred over all inputs in op order
+/// (`order` from [`input_order`]); every state must have them.
+fn infer_states(
+    op: &OpDef,
+    order: &[Result<usize, usize>],
+    inputs: &[&NDArray],
+    target: Option<&NDArray>,
+    states: &[&mut NDArray],
+    env: &EnvArguments,
+) -> Result<(Shape, DType)> {
+    let all: Vec<NDArray> = order
+        .iter()
+        .map(|o| match *o {
+            Ok(p) => plain_arg(inputs, target, p),
+            Err(j) => (*states[j]).clone(),
+        })
+        .collect();
+    let refs: Vec<&NDArray> = all.iter().collect();
+    let (shape, dtype) = infer(op, &refs, env)?;
+    for (j, s) in states.iter().enumerate() {
+        let k = op.mutate_inputs[j];
+        check_blob(op, op.input_name(k), s.shape(), s.dtype(), &shape, dtype)?;
+    }
+    Ok((shape, dtype))
+}
+
+/// Per input of `op`, in order: `Err(j)` for updated state `j`, `Ok(p)`
+/// for plain input `p`.
+fn input_order(op: &OpDef) -> Vec<Result<usize, usize>> {
+    let mut plain = 0;
+    (0..op.num_inputs())
+        .map(|i| match op.mutate_inputs.iter().position(|&k| k == i) {
+            Some(j) => Err(j),
+            None => {
+                plain += 1;
+                Ok(plain - 1)
+            }
+        })
+        .collect()
 }

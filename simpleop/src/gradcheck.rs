@@ -202,6 +202,27 @@ fn numeric_grads(
     Ok(grads)
 }
 
+/// The error for element `index` of `arg`: `got` (analytic) is not
+/// `want` (numeric, or the expected value).
+fn mismatch(
+    op: &OpDef,
+    arg: &str,
+    dtype: DType,
+    req: OpReqType,
+    index: usize,
+    (got, want): (f64, f64),
+) -> Error {
+    Error::GradCheck {
+        op: op.name.into(),
+        arg: arg.into(),
+        dtype,
+        req,
+        index,
+        analytic: got,
+        numeric: want,
+    }
+}
+
 fn compare(
     op: &OpDef,
     arg: &str,
@@ -216,15 +237,7 @@ fn compare(
         let ratio = (a - n).abs() / (atol + rtol * n.abs());
         // NaN ratios fail too.
         if ratio.is_nan() || ratio > 1.0 {
-            return Err(Error::GradCheck {
-                op: op.name.into(),
-                arg: arg.into(),
-                dtype,
-                req,
-                index,
-                analytic: a,
-                numeric: n,
-            });
+            return Err(mismatch(op, arg, dtype, req, index, (a, n)));
         }
         worst = worst.max(ratio);
     }
@@ -242,15 +255,7 @@ fn exact(
     let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
     for (index, (&a, &b)) in g.iter().zip(&w).enumerate() {
         if a != b && !(a.is_nan() && b.is_nan()) {
-            return Err(Error::GradCheck {
-                op: op.name.into(),
-                arg: arg.into(),
-                dtype,
-                req,
-                index,
-                analytic: a,
-                numeric: b,
-            });
+            return Err(mismatch(op, arg, dtype, req, index, (a, b)));
         }
     }
     Ok(0.0)

@@ -274,29 +274,28 @@ impl NDArray {
         dispatch_any!(self.dtype, T => self.typed::<T>().iter().map(|v| v.to_f64()).collect())
     }
 
-    /// Borrows the elements; errors when `T` is not the dtype.
-    pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
+    /// An error (for `op`) when `T` is not the dtype.
+    fn check_element<T: Element>(&self, op: &str) -> Result<()> {
         if T::DTYPE != self.dtype {
             return Err(Error::DTypeMismatch {
-                op: "NDArray::as_slice".into(),
+                op: op.into(),
                 arg: "T".into(),
                 expected: self.dtype.to_string(),
                 got: T::DTYPE,
             });
         }
+        Ok(())
+    }
+
+    /// Borrows the elements; errors when `T` is not the dtype.
+    pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
+        self.check_element::<T>("NDArray::as_slice")?;
         Ok(self.typed::<T>())
     }
 
     /// Mutably borrows the elements, copying first if the storage is shared.
     pub fn as_slice_mut<T: Element>(&mut self) -> Result<&mut [T]> {
-        if T::DTYPE != self.dtype {
-            return Err(Error::DTypeMismatch {
-                op: "NDArray::as_slice_mut".into(),
-                arg: "T".into(),
-                expected: self.dtype.to_string(),
-                got: T::DTYPE,
-            });
-        }
+        self.check_element::<T>("NDArray::as_slice_mut")?;
         Ok(self.typed_mut::<T>())
     }
 

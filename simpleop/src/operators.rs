@@ -22,6 +22,27 @@ fn binary(same: &str, bcast: &str, a: &NDArray, b: &NDArray) -> Result<NDArray> 
     eager::invoke_with(op(name)?, &[a, b], &EnvArguments::none())
 }
 
+/// `target` updated in place by `same` (shapes equal) or `bcast`.
+fn binary_inplace(target: &mut NDArray, other: &NDArray, same: &str, bcast: &str) -> Result<()> {
+    let name = if target.shape() == other.shape() {
+        same
+    } else {
+        bcast
+    };
+    eager::invoke_inplace(op(name)?, target, &[other], &EnvArguments::none())
+}
+
+/// `same` of `other` (shapes equal) accumulated into `target` with
+/// `AddTo`; else `bcast` of `target` and `other`, in place.
+fn accumulate(target: &mut NDArray, other: &NDArray, same: &str, bcast: &str) -> Result<()> {
+    if target.shape() == other.shape() {
+        let env = EnvArguments::none();
+        eager::invoke_into(op(same)?, &[other], &env, target, OpReqType::AddTo)
+    } else {
+        binary_inplace(target, other, same, bcast)
+    }
+}
+
 fn scalar(name: &str, a: &NDArray, s: f64) -> Result<NDArray> {
     eager::invoke_with(op(name)?, &[a], &EnvArguments::scalar(s))
 }
@@ -30,49 +51,19 @@ impl NDArray {
     /// `self += other` as `AddTo`: `other` (same shape) is accumulated into
     /// this buffer; a broadcast `other` goes through `broadcast_add` in place.
     pub fn try_add_assign(&mut self, other: &NDArray) -> Result<()> {
-        if self.shape() == other.shape() {
-            eager::invoke_into(
-                op("_copy")?,
-                &[other],
-                &EnvArguments::none(),
-                self,
-                OpReqType::AddTo,
-            )
-        } else {
-            eager::invoke_inplace(op("broadcast_add")?, self, &[other], &EnvArguments::none())
-        }
+        accumulate(self, other, "_copy", "broadcast_add")
     }
     /// `self -= other`: `-other` accumulated with `AddTo`, or `broadcast_sub` in place.
     pub fn try_sub_assign(&mut self, other: &NDArray) -> Result<()> {
-        if self.shape() == other.shape() {
-            eager::invoke_into(
-                op("negative")?,
-                &[other],
-                &EnvArguments::none(),
-                self,
-                OpReqType::AddTo,
-            )
-        } else {
-            eager::invoke_inplace(op("broadcast_sub")?, self, &[other], &EnvArguments::none())
-        }
+        accumulate(self, other, "negative", "broadcast_sub")
     }
     /// `self *= other`, in place when the storage is not shared.
     pub fn try_mul_assign(&mut self, other: &NDArray) -> Result<()> {
-        let name = if self.shape() == other.shape() {
-            "elemwise_mul"
-        } else {
-            "broadcast_mul"
-        };
-        eager::invoke_inplace(op(name)?, self, &[other], &EnvArguments::none())
+        binary_inplace(self, other, "elemwise_mul", "broadcast_mul")
     }
     /// `self /= other`, in place when the storage is not shared.
     pub fn try_div_assign(&mut self, other: &NDArray) -> Result<()> {
-        let name = if self.shape() == other.shape() {
-            "elemwise_div"
-        } else {
-            "broadcast_div"
-        };
-        eager::invoke_inplace(op(name)?, self, &[other], &EnvArguments::none())
+        binary_inplace(self, other, "elemwise_div", "broadcast_div")
     }
     /// Applies a scalar op (`_plus_scalar`, ...) in place.
     pub fn try_scalar_assign(&mut self, op_name: &str, s: f64) -> Result<()> {

@@ -8,6 +8,7 @@
 use std::collections::BTreeSet;
 
 use super::config::MemoryStats;
+use super::graph::Graph;
 use super::steps::{Loc, Plan, PlanInput, Step, Value, ValueId, splits};
 use crate::{OpForm, OpReqType};
 
@@ -16,85 +17,25 @@ use crate::{OpForm, OpReqType};
 /// Gives every [`Loc::Unplaced`] value a buffer and fills in the plan's
 /// [`MemoryStats`]; `fused_away` are the values lowering kept out of memory.
 pub(crate) fn allocate(plan: &mut Plan, p: &PlanInput<'_>, fused_away: &[ValueId]) {
-    let g = p.graph;
-    let n_values = plan.values.len();
-    let mut last_read: Vec<Option<usize>> = vec![None; n_values];
-    for (s, step) in plan.steps.iter().enumerate() {
-        for v in step.reads() {
-            last_read[v] = Some(s);
-        }
-    }
-    let planned = |v: ValueId, plan: &Plan| plan.values[v].loc == Loc::Unplaced;
+    let last_read = last_reads(plan);
+    let unplanned_bytes = plan
+        .values
+        .iter()
+        .filter(|v| v.loc == Loc::Unplaced)
+        .map(Value::bytes)
+        .sum();
     let mut free = FreeList::default();
     let mut buffers: Vec<usize> = Vec::new();
-    let mut unplanned_bytes = 0usize;
     let mut inplace_writes = 0usize;
-    for v in 0..n_values {
-        if planned(v, plan) {
-            unplanned_bytes += plan.values[v].bytes();
-        }
-    }
     for s in 0..plan.steps.len() {
-        let mut transferred: Option<ValueId> = None;
-        if p.memory_planning {
-            match &mut plan.steps[s] {
-                Step::Forward {
-                    node,
-                    inputs,
-                    out,
-                    in_place,
-                } => {
-                    let op = g.nodes[*node].op.expect("op node");
-                    if op.inplace.forward.is_some()
-                        && op.form == OpForm::Elementwise
-                        && !inputs.is_empty()
-                    {
-                        let src = inputs[0];
-                        let (sv, ov) = (&plan.values[src], &plan.values[*out]);
-                        if let (Loc::Pool(b), Loc::Unplaced) = (sv.loc, ov.loc)
-                            && last_read[src] == Some(s)
-                            && !inputs[1..].contains(&src)
-                            && sv.shape == ov.shape
-                            && sv.dtype == ov.dtype
-                        {
-                            plan.values[*out].loc = Loc::Pool(b);
-                            *in_place = true;
-                            transferred = Some(src);
-                            inplace_writes += 1;
-                        }
-                    }
-                }
-                Step::Backward {
-                    node,
-                    out_grad,
-                    grads,
-                    in_place,
-                    ..
-                } => {
-                    let op = g.nodes[*node].op.expect("op node");
-                    if let Some(Some((g0, OpReqType::WriteTo))) = grads.first().copied()
-                        && op.inplace.gradient.is_some()
-                        && op.form == OpForm::Elementwise
-                        && !splits(grads)
-                    {
-                        let (dv, gv) = (&plan.values[*out_grad], &plan.values[g0]);
-                        if let (Loc::Pool(b), Loc::Unplaced) = (dv.loc, gv.loc)
-                            && last_read[*out_grad] == Some(s)
-                            && dv.shape == gv.shape
-                            && dv.dtype == gv.dtype
-                        {
-                            plan.values[g0].loc = Loc::Pool(b);
-                            *in_place = true;
-                            transferred = Some(*out_grad);
-                            inplace_writes += 1;
-                        }
-                    }
-                }
-                Step::Seed { .. } | Step::Fused(_) => {}
-            }
-        }
+        let transferred = if p.memory_planning {
+            take_in_place(plan, p.graph, s, &last_read)
+        } else {
+            None
+        };
+        inplace_writes += usize::from(transferred.is_some());
         for v in plan.steps[s].writes() {
-            if !planned(v, plan) {
+            if plan.values[v].loc != Loc::Unplaced {
                 continue;
             }
             let need = plan.values[v].bytes();
@@ -120,29 +61,100 @@ pub(crate) fn allocate(plan: &mut Plan, p: &PlanInput<'_>, fused_away: &[ValueId
             }
         }
     }
-    let head_bytes: usize = plan
-        .values
-        .iter()
-        .filter(|v| matches!(v.loc, Loc::Head(_)))
-        .map(Value::bytes)
-        .sum();
-    let n_heads = plan
-        .values
-        .iter()
-        .filter(|v| matches!(v.loc, Loc::Head(_)))
-        .count();
+    plan.stats = memory_stats(plan, &buffers, unplanned_bytes, inplace_writes, fused_away);
+    plan.buffers = buffers;
+}
+
+/// Per value, the last step that reads it.
+fn last_reads(plan: &Plan) -> Vec<Option<usize>> {
+    let mut last_read = vec![None; plan.values.len()];
+    for (s, step) in plan.steps.iter().enumerate() {
+        for v in step.reads() {
+            last_read[v] = Some(s);
+        }
+    }
+    last_read
+}
+
+/// Takes step `s`'s declared in-place option when it applies: the value
+/// it overwrites (its first input, or for a gradient its out_grad) is a
+/// pool buffer read for the last time here, of the result's shape and
+/// dtype. The result then takes that buffer; returns the overwritten value.
+fn take_in_place(
+    plan: &mut Plan,
+    g: &Graph,
+    s: usize,
+    last_read: &[Option<usize>],
+) -> Option<ValueId> {
+    let (src, dst, in_place) = match &mut plan.steps[s] {
+        Step::Forward {
+            node,
+            inputs,
+            out,
+            in_place,
+        } => {
+            let op = g.nodes[*node].op.expect("op node");
+            let &[src, ref rest @ ..] = inputs.as_slice() else {
+                return None;
+            };
+            if op.inplace.forward.is_none() || op.form != OpForm::Elementwise || rest.contains(&src)
+            {
+                return None;
+            }
+            (src, *out, in_place)
+        }
+        Step::Backward {
+            node,
+            out_grad,
+            grads,
+            in_place,
+            ..
+        } => {
+            let op = g.nodes[*node].op.expect("op node");
+            let Some(Some((g0, OpReqType::WriteTo))) = grads.first().copied() else {
+                return None;
+            };
+            if op.inplace.gradient.is_none() || op.form != OpForm::Elementwise || splits(grads) {
+                return None;
+            }
+            (*out_grad, g0, in_place)
+        }
+        Step::Seed { .. } | Step::Fused(_) => return None,
+    };
+    let (sv, dv) = (&plan.values[src], &plan.values[dst]);
+    let (Loc::Pool(b), Loc::Unplaced) = (sv.loc, dv.loc) else {
+        return None;
+    };
+    if last_read[src] != Some(s) || sv.shape != dv.shape || sv.dtype != dv.dtype {
+        return None;
+    }
+    plan.values[dst].loc = Loc::Pool(b);
+    *in_place = true;
+    Some(src)
+}
+
+/// The plan's memory figures: pool `buffers` plus the heads and the sink,
+/// against what a buffer per value (`unplanned_bytes` of pool values)
+/// would take, with the values fusion kept out of memory.
+fn memory_stats(
+    plan: &Plan,
+    buffers: &[usize],
+    unplanned_bytes: usize,
+    inplace_writes: usize,
+    fused_away: &[ValueId],
+) -> MemoryStats {
+    let heads = || plan.values.iter().filter(|v| matches!(v.loc, Loc::Head(_)));
+    let head_bytes: usize = heads().map(Value::bytes).sum();
     let sink = plan.sink.bytes();
-    let fused_bytes = fused_away.iter().map(|&v| plan.values[v].bytes()).sum();
-    plan.stats = MemoryStats {
+    let fused_bytes: usize = fused_away.iter().map(|&v| plan.values[v].bytes()).sum();
+    MemoryStats {
         planned_bytes: buffers.iter().sum::<usize>() + head_bytes + sink,
-        unplanned_bytes: unplanned_bytes + head_bytes + sink,
+        unplanned_bytes: unplanned_bytes + head_bytes + sink + fused_bytes,
         inplace_writes,
-        buffers: buffers.len() + n_heads,
+        buffers: buffers.len() + heads().count(),
         fused_values: fused_away.len(),
         fused_bytes,
-    };
-    plan.stats.unplanned_bytes += fused_bytes;
-    plan.buffers = buffers;
+    }
 }
 
 /// The free buffers, in the order a plain list would hold them (pushed

@@ -12,14 +12,19 @@ use super::graph::Graph;
 use super::group::{self, FusionGroup, Grouping};
 use super::lower;
 use super::slabs::{SlabError, SlabOp, Slabs};
-use super::steps::{self as plan, Instr, Loc, Plan, PlanInput, Step, ValueId};
+use super::steps::{self as plan, Instr, Plan, PlanInput, Step, ValueId};
 use crate::engine::fused::{RowSink, TileInstr, TileProgram, run_program, run_program_reducing};
 use crate::kernel::RowReduction;
 use crate::pool::Buffer;
 use crate::{
-    DType, Device, EnvArguments, Error, GradArgs, KernelRegistration, NDArray, OpCall, OpReqType,
-    Result, RunContext, Shape, TBlob, TBlobMut, dispatch_float,
+    DType, EnvArguments, Error, GradArgs, KernelRegistration, NDArray, OpCall, OpReqType, Result,
+    RunContext, Shape, TBlob, TBlobMut, dispatch_float,
 };
+
+mod accessors;
+mod placed;
+
+use placed::{Placed, view_from};
 
 /// A per-call list (pointers, views), inline up to the usual sizes.
 type Ptrs<T> = SmallVec<[T; 8]>;
@@ -179,134 +184,6 @@ impl Executor {
             shapes,
             dtypes,
         })
-    }
-
-    /// The argument names, in [`super::Symbol::list_arguments`] order.
-    pub fn arg_names(&self) -> &[String] {
-        &self.arg_names
-    }
-
-    fn arg_index(&self, name: &str) -> Option<usize> {
-        self.arg_names.iter().position(|n| n == name)
-    }
-
-    /// An argument's array.
-    pub fn arg(&self, name: &str) -> Option<&NDArray> {
-        self.arg_index(name).map(|k| &self.args[k])
-    }
-
-    /// Mutable access to an argument's array, e.g. to update a parameter in
-    /// place with an optimizer op between steps. `set_arg` shares the
-    /// caller's array with the executor, so updating that copy in place
-    /// copies it first (copy-on-write); updating it here does not, unless
-    /// it is shared elsewhere. Its shape and dtype are checked again
-    /// before use.
-    pub fn arg_mut(&mut self, name: &str) -> Option<&mut NDArray> {
-        self.arg_index(name).map(|k| &mut self.args[k])
-    }
-
-    /// Replaces an argument's values with `value`'s; shape and dtype must
-    /// match the bound ones.
-    pub fn set_arg(&mut self, name: &str, value: &NDArray) -> Result<()> {
-        let k = self
-            .arg_index(name)
-            .ok_or_else(|| Error::argument(name, "not an argument of the graph"))?;
-        self.check_arg(k, value)?;
-        self.args[k] = value.clone();
-        Ok(())
-    }
-
-    /// `value` has argument `k`'s bound shape and dtype.
-    fn check_arg(&self, k: usize, value: &NDArray) -> Result<()> {
-        let node = self.graph.args[k];
-        let (shape, dtype) = (&self.shapes[node], self.dtypes[node]);
-        if value.shape() != shape || value.dtype() != dtype {
-            return Err(Error::argument(
-                &self.arg_names[k],
-                format!(
-                    "is bound as {shape} {dtype}, got {} {}",
-                    value.shape(),
-                    value.dtype()
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// An argument's gradient buffer (when its `grad_req` is not `null`).
-    pub fn grad(&self, name: &str) -> Option<&NDArray> {
-        self.arg_index(name).and_then(|k| self.grads[k].as_ref())
-    }
-
-    /// Mutable access to a gradient buffer, e.g. to zero it between
-    /// `add` steps. Its shape and dtype are checked again before use.
-    pub fn grad_mut(&mut self, name: &str) -> Option<&mut NDArray> {
-        self.arg_index(name).and_then(|k| self.grads[k].as_mut())
-    }
-
-    /// An argument's `grad_req`.
-    pub fn grad_req(&self, name: &str) -> Option<GradReq> {
-        self.arg_index(name).map(|k| self.grad_req[k])
-    }
-
-    /// The outputs of the last forward pass.
-    pub fn outputs(&self) -> &[NDArray] {
-        &self.outputs
-    }
-
-    /// An output by name (`<node>_output`, as [`super::Symbol::list_outputs`]).
-    pub fn output(&self, name: &str) -> Option<&NDArray> {
-        self.graph
-            .heads
-            .iter()
-            .position(|&h| {
-                let node = &self.graph.nodes[h];
-                (node.is_variable() && node.name == name)
-                    || name.strip_suffix("_output") == Some(node.name.as_str())
-            })
-            .map(|i| &self.outputs[i])
-    }
-
-    /// The memory plan of training (forward + backward) when some argument
-    /// asks for a gradient, else of inference.
-    pub fn memory_stats(&self) -> MemoryStats {
-        self.training.as_ref().unwrap_or(&self.inference).stats
-    }
-
-    /// The fusion groups of the forward graph (groups of two or more
-    /// nodes; empty when fusion is off). A group's elementwise members run
-    /// as one tile loop; a reduction that keeps axis 0 runs behind it slab
-    /// by slab (see the README's fusion section for when).
-    pub fn fusion_groups(&self) -> &[FusionGroup] {
-        &self.fusion_groups
-    }
-
-    /// The fused gradient chains of `backward()`: each group's gradient
-    /// steps run as one tile loop, in the listed order (output side
-    /// first). Members are named by their forward nodes. Empty when fusion
-    /// is off or no argument asks for a gradient.
-    pub fn backward_fusion_groups(&self) -> &[FusionGroup] {
-        &self.backward_fusion_groups
-    }
-
-    /// The memory plan of `forward(false)`.
-    pub fn inference_memory_stats(&self) -> MemoryStats {
-        self.inference.stats
-    }
-
-    /// The graph in DOT with shapes, dtypes and the planned buffer of
-    /// every value; in-place writes are marked.
-    pub fn to_dot(&self) -> String {
-        let plan = self.training.as_ref().unwrap_or(&self.inference);
-        super::dot::write(
-            &self.graph,
-            Some(super::dot::Planned {
-                shapes: &self.shapes,
-                dtypes: &self.dtypes,
-                plan,
-                groups: &self.dot_groups,
-            }),
-        )
     }
 
     /// Runs the forward pass. With `is_train`, keeps what backward needs.
@@ -783,11 +660,6 @@ impl Executor {
         }
         Ok(())
     }
-
-    /// The device kernels run on.
-    pub fn device(&self) -> Device {
-        self.ctx.device
-    }
 }
 
 /// Where an output's array comes from after a forward pass.
@@ -845,74 +717,6 @@ fn gradient_calls(grads: &[Option<(ValueId, OpReqType)>]) -> Vec<Vec<usize>> {
         }
     }
     groups
-}
-
-/// Where the values of one plan live during one run (see
-/// [`Executor::place`]).
-struct Placed<'p> {
-    plan: &'p Plan,
-    args: Ptrs<*const u8>,
-    head_grads: Ptrs<*const u8>,
-    outputs: Ptrs<*mut u8>,
-    grads: Ptrs<Option<*mut u8>>,
-    pool: Ptrs<*mut u8>,
-    sink: *mut u8,
-    sink_slot: usize,
-}
-
-impl Placed<'_> {
-    fn ptr(&self, v: ValueId) -> *mut u8 {
-        match self.plan.values[v].loc {
-            Loc::Arg(k) => self.args[k].cast_mut(),
-            Loc::ArgGrad(k) => self.grads[k].expect("planned only with a buffer"),
-            Loc::Head(h) => self.outputs[h],
-            Loc::HeadGrad(h) => self.head_grads[h].cast_mut(),
-            Loc::Pool(b) => self.pool[b],
-            Loc::Unplaced | Loc::Fused => {
-                unreachable!("the planner places every value a step reads or writes")
-            }
-        }
-    }
-
-    fn view(&self, v: ValueId) -> TBlob<'_> {
-        let val = &self.plan.values[v];
-        // SAFETY: see `view_mut`; arguments and head gradients are only
-        // ever viewed here, never written.
-        unsafe { TBlob::from_raw(self.ptr(v), val.dtype, val.shape.clone()) }
-    }
-
-    fn view_mut(&self, v: ValueId) -> TBlobMut<'_> {
-        let val = &self.plan.values[v];
-        // SAFETY: every pointer is the start of a live, 64-byte aligned
-        // allocation owned by the executor (arguments, outputs, gradient
-        // buffers, pool, sink) or by the run's head gradients, none of
-        // which is resized or dropped while `self` lives; each is at least
-        // as large as the value viewed there (pool buffers are sized by the
-        // planner to the largest value placed in them). The planner gives a
-        // value being written a buffer no live value occupies, except the
-        // exact alias of a declared in-place option, which the kernel
-        // contract allows: the elementwise driver reads each tile before
-        // writing it.
-        unsafe { TBlobMut::from_raw(self.ptr(v), val.dtype, val.shape.clone()) }
-    }
-
-    /// Scratch for a gradient no one asked for: slot `i` of the sink.
-    fn sink_slot(&self, i: usize, dtype: DType, shape: &Shape) -> TBlobMut<'_> {
-        // SAFETY: the sink has a slot for every input of the widest
-        // backward step, each `sink_slot` bytes: at least the size of every
-        // `Null` input, and of every input of a step whose gradients split
-        // into several calls (`SinkLayout`), the only inputs that land
-        // here. Slot `i` is this call's alone, and no array lives there, so
-        // an op that writes it anyway harms nothing.
-        unsafe { TBlobMut::from_raw(self.sink.add(i * self.sink_slot), dtype, shape.clone()) }
-    }
-}
-
-fn view_from<'a>(ptr: *const u8, like: &plan::Value) -> TBlob<'a> {
-    // SAFETY: `ptr` is the start of a head gradient array, checked in
-    // `backward_with` to have the output's shape and dtype, which is the
-    // gradient value's; it outlives the step.
-    unsafe { TBlob::from_raw(ptr, like.dtype, like.shape.clone()) }
 }
 
 /// `dst = src` or `dst += src`.

@@ -122,8 +122,65 @@ impl Dsu {
 /// Groups the op nodes of `g`. `tile[n]`: node `n` has tile entry points.
 pub(crate) fn group(g: &Graph, shapes: &[Shape], dtypes: &[DType], tile: &[bool]) -> Grouping {
     let n_nodes = g.nodes.len();
-    let pattern: Vec<Option<Pattern>> = g
-        .nodes
+    let pattern = node_patterns(g, tile);
+    let consumers = g.consumers();
+    let ipdom = post_dominators(g, &consumers);
+    // Marks of the path walks below, cleared after each walk (a fresh
+    // vector per node would make a long chain quadratic).
+    let mut seen = vec![false; n_nodes];
+    let mut dsu = Dsu {
+        parent: (0..n_nodes).collect(),
+        pattern: pattern
+            .iter()
+            .map(|p| p.unwrap_or(Pattern::Opaque))
+            .collect(),
+        size: vec![1; n_nodes],
+    };
+    for n in 0..n_nodes {
+        if pattern[n].is_none() {
+            continue;
+        }
+        let d = ipdom[n];
+        if d == n_nodes {
+            continue;
+        }
+        let (gn, gd) = (dsu.find(n), dsu.find(d));
+        if gn == gd {
+            continue;
+        }
+        let same = |m: usize| shapes[m] == shapes[n] && dtypes[m] == dtypes[n];
+        let pd = pattern[d].unwrap_or(Pattern::Opaque);
+        if !may_join(dsu.pattern[gn], dsu.pattern[gd], pd, same(d)) {
+            continue;
+        }
+        let on_path = simple_path(&mut dsu, &consumers, &mut seen, n, d, same);
+        if let Some(on_path) = on_path
+            && merged_size(&mut dsu, &on_path, gd) <= MAX_FUSED
+        {
+            for m in on_path {
+                dsu.union_into(m, d);
+            }
+        }
+    }
+    let mut by_root: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (n, p) in pattern.iter().enumerate() {
+        if p.is_some() {
+            let r = dsu.find(n);
+            by_root.entry(r).or_default().push(n);
+        }
+    }
+    let mut groups: Vec<Vec<usize>> = by_root
+        .into_values()
+        .filter(|m| m.len() > 1 && convex(g, m))
+        .collect();
+    groups.sort_by_key(|m| m[0]);
+    Grouping { groups, pattern }
+}
+
+/// Per node, its op's pattern (`None` for a variable); a simple op
+/// without tile entry points counts as opaque.
+fn node_patterns(g: &Graph, tile: &[bool]) -> Vec<Option<Pattern>> {
+    g.nodes
         .iter()
         .enumerate()
         .map(|(n, node)| {
@@ -135,13 +192,17 @@ pub(crate) fn group(g: &Graph, shapes: &[Shape], dtypes: &[DType], tile: &[bool]
                 }
             })
         })
-        .collect();
-    let consumers = g.consumers();
+        .collect()
+}
+
+/// Per node, its immediate post-dominator; `g.nodes.len()` is the virtual
+/// sink, the post-dominator of heads and of nodes nothing reads.
+fn post_dominators(g: &Graph, consumers: &[Vec<usize>]) -> Vec<usize> {
+    let n_nodes = g.nodes.len();
     let mut is_head = vec![false; n_nodes];
     for &h in &g.heads {
         is_head[h] = true;
     }
-    // Immediate post-dominators; `n_nodes` is the virtual sink.
     let sink = n_nodes;
     let mut ipdom = vec![sink; n_nodes + 1];
     let mut depth = vec![0usize; n_nodes + 1];
@@ -165,83 +226,56 @@ pub(crate) fn group(g: &Graph, shapes: &[Shape], dtypes: &[DType], tile: &[bool]
         ipdom[n] = d;
         depth[n] = depth[d] + 1;
     }
-    // Marks of the path walks below, cleared after each walk (a fresh
-    // vector per node would make a long chain quadratic).
-    let mut seen = vec![false; n_nodes];
-    let mut dsu = Dsu {
-        parent: (0..n_nodes).collect(),
-        pattern: pattern
-            .iter()
-            .map(|p| p.unwrap_or(Pattern::Opaque))
-            .collect(),
-        size: vec![1; n_nodes],
-    };
-    for n in 0..n_nodes {
-        if pattern[n].is_none() {
-            continue;
-        }
-        let d = ipdom[n];
-        if d == sink {
-            continue;
-        }
-        let (gn, gd) = (dsu.find(n), dsu.find(d));
-        if gn == gd {
-            continue;
-        }
-        let (gp, dp) = (dsu.pattern[gn], dsu.pattern[gd]);
-        let pd = pattern[d].unwrap_or(Pattern::Opaque);
-        let same = |m: usize| shapes[m] == shapes[n] && dtypes[m] == dtypes[n];
-        let sink_ok = if gp == Pattern::OutElemwiseFusable {
-            simple(pd) && simple(dp) && same(d)
-        } else if simple(gp) {
-            (simple(pd) && (simple(dp) || dp == Pattern::OutElemwiseFusable) && same(d))
-                || (pd == Pattern::Reduction && dp == Pattern::Reduction)
-        } else {
-            false
-        };
-        if !sink_ok {
-            continue;
-        }
-        // Every node strictly between n and d must be a simple group.
-        let mut on_path = vec![n];
-        let mut stack = consumers[n].clone();
-        let mut ok = true;
-        while let Some(c) = stack.pop() {
-            if c == d || std::mem::replace(&mut seen[c], true) {
-                continue;
-            }
-            on_path.push(c);
-            let gc = dsu.find(c);
-            // A longer path would make too big a group anyway: stop, so a
-            // wide region is not walked once per node.
-            if !(simple(dsu.pattern[gc]) && same(c)) || on_path.len() >= MAX_FUSED {
-                ok = false;
-                break;
-            }
-            stack.extend(&consumers[c]);
-        }
-        for &c in &on_path[1..] {
-            seen[c] = false;
-        }
-        if ok && merged_size(&mut dsu, &on_path, gd) <= MAX_FUSED {
-            for m in on_path {
-                dsu.union_into(m, d);
-            }
-        }
+    ipdom
+}
+
+/// Whether a node's group (pattern `gp`) may join the group (pattern `dp`)
+/// of its post-dominator (own pattern `pd`; `same`: of the node's shape
+/// and dtype).
+fn may_join(gp: Pattern, dp: Pattern, pd: Pattern, same: bool) -> bool {
+    if gp == Pattern::OutElemwiseFusable {
+        simple(pd) && simple(dp) && same
+    } else if simple(gp) {
+        (simple(pd) && (simple(dp) || dp == Pattern::OutElemwiseFusable) && same)
+            || (pd == Pattern::Reduction && dp == Pattern::Reduction)
+    } else {
+        false
     }
-    let mut by_root: HashMap<usize, Vec<usize>> = HashMap::new();
-    for (n, p) in pattern.iter().enumerate() {
-        if p.is_some() {
-            let r = dsu.find(n);
-            by_root.entry(r).or_default().push(n);
+}
+
+/// `n` and every node strictly between it and its post-dominator `d`, or
+/// `None` unless all of those are in simple groups and `same` (of `n`'s
+/// shape and dtype) and there are fewer than [`MAX_FUSED`]. `seen` is
+/// all false before and after.
+fn simple_path(
+    dsu: &mut Dsu,
+    consumers: &[Vec<usize>],
+    seen: &mut [bool],
+    n: usize,
+    d: usize,
+    same: impl Fn(usize) -> bool,
+) -> Option<Vec<usize>> {
+    let mut on_path = vec![n];
+    let mut stack = consumers[n].clone();
+    let mut ok = true;
+    while let Some(c) = stack.pop() {
+        if c == d || std::mem::replace(&mut seen[c], true) {
+            continue;
         }
+        on_path.push(c);
+        let gc = dsu.find(c);
+        // A longer path would make too big a group anyway: stop, so a
+        // wide region is not walked once per node.
+        if !(simple(dsu.pattern[gc]) && same(c)) || on_path.len() >= MAX_FUSED {
+            ok = false;
+            break;
+        }
+        stack.extend(&consumers[c]);
     }
-    let mut groups: Vec<Vec<usize>> = by_root
-        .into_values()
-        .filter(|m| m.len() > 1 && convex(g, m))
-        .collect();
-    groups.sort_by_key(|m| m[0]);
-    Grouping { groups, pattern }
+    for &c in &on_path[1..] {
+        seen[c] = false;
+    }
+    ok.then_some(on_path)
 }
 
 /// The size of the group that merging `members`' groups into root `to`'s

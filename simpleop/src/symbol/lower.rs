@@ -5,6 +5,8 @@
 
 use std::collections::HashMap;
 
+use crate::{DType, OpReqType, Pattern, Shape};
+
 use super::graph::Graph;
 use super::group::{FusionGroup, Grouping, MAX_FUSED, convex, simple};
 use super::steps::{
@@ -20,7 +22,6 @@ pub(crate) fn lower(plan: &mut Plan, p: &PlanInput<'_>, grouping: &Grouping) -> 
     }
     fused_away
 }
-use crate::{DType, OpReqType, Pattern, Shape};
 
 /// Elements per slab of a [`ReduceTail`]: the reduction's input slab
 /// (1 MB in f32, 2 MB in f64) stays in L2 between the program writing it
@@ -274,11 +275,31 @@ fn tile_backward(
             .all(|&i| shapes[i] == shapes[n] && dtypes[i] == dtypes[n])
 }
 
+/// A fusion group that lowers into one fused step: its elementwise members
+/// (in order), and the reduction behind or the op ahead of them that runs
+/// slab by slab.
+struct ForwardGroup {
+    members: Vec<usize>,
+    tail: Option<ReduceTail>,
+    head: Option<SlabHead>,
+}
+
+/// What the lowering reads while it rewrites the steps: the plan's values,
+/// the graph, its grouping, and per-value counts of reading and writing
+/// steps over the plan before rewriting.
+struct Lowering<'a> {
+    plan: &'a Plan,
+    g: &'a Graph,
+    grouping: &'a Grouping,
+    reads: &'a [usize],
+    writes: &'a [usize],
+}
+
 /// Rewrites `plan.steps` (before allocation): each group's elementwise
 /// members become one fused step at the last member's position; runs of
 /// adjacent elementwise gradient steps whose intermediate gradient is read
 /// by the next alone become one fused step. Returns the values fused away.
-pub(crate) fn rewrite(
+fn rewrite(
     plan: &mut Plan,
     g: &Graph,
     grouping: &Grouping,
@@ -287,122 +308,187 @@ pub(crate) fn rewrite(
     dtypes: &[DType],
 ) -> Vec<ValueId> {
     let (reads, writes) = counts(plan);
-    let mut fused_away = Vec::new();
-    // Forward groups.
-    let consumers = g.consumers();
-    type Parts = (Vec<usize>, Option<ReduceTail>, Option<SlabHead>);
-    let mut group_at: HashMap<usize, Parts> = HashMap::new();
-    let mut member = vec![false; g.nodes.len()];
-    // Per node, the group (index + 1) it is a simple member of; 0 for none.
-    let mut simple_group = vec![0usize; g.nodes.len()];
-    for (k, m) in grouping.groups.iter().enumerate() {
-        let simple_members: Vec<usize> = m
-            .iter()
-            .copied()
-            .filter(|&n| grouping.pattern[n].is_some_and(simple))
-            .collect();
-        let Some(&last) = simple_members.last() else {
-            continue;
-        };
-        for &n in &simple_members {
-            simple_group[n] = k + 1;
-        }
-        // The step runs at the last member's place: every value read
-        // outside must be read after it (TVM's rules guarantee this).
-        let late_readers = simple_members.iter().all(|&n| {
-            consumers[n]
-                .iter()
-                .all(|&c| c > last || simple_group[c] == k + 1)
-        });
-        let tail = reduce_tail(plan, g, grouping, m, &simple_members, &reads, &writes);
-        let head = slab_head(plan, g, grouping, m, &simple_members, &reads, &writes);
-        if (simple_members.len() < 2 && tail.is_none() && head.is_none())
-            || !late_readers
-            || !convex(g, &simple_members)
-        {
-            continue;
-        }
-        for &n in &simple_members {
-            member[n] = true;
-        }
-        if let Some(t) = &tail {
-            member[t.node] = true;
-        }
-        if let Some(h) = &head {
-            member[h.node] = true;
-        }
-        group_at.insert(last, (simple_members, tail, head));
-    }
-    let mut steps = Vec::with_capacity(plan.steps.len());
     let old = std::mem::take(&mut plan.steps);
-    let mut forward_step = vec![None; g.nodes.len()];
-    for (s, st) in old.iter().enumerate() {
-        if let Step::Forward { node, .. } = st {
-            forward_step[*node] = Some(s);
-        }
-    }
-    let mut backward_start = plan.backward_start;
-    for (s, step) in old.iter().enumerate() {
-        match step {
-            Step::Forward { node, .. } if member[*node] => {
-                if s < plan.backward_start {
-                    backward_start -= 1;
-                }
-                let Some((nodes, tail, head)) = group_at.get(node) else {
-                    continue;
-                };
-                let mut b = Builder::new(plan, &reads, &writes);
-                for &n in nodes {
-                    let Some(Step::Forward { inputs, out, .. }) = forward_step[n].map(|s| &old[s])
-                    else {
-                        continue;
-                    };
-                    let ins = inputs.iter().map(|&v| b.read(v)).collect();
-                    let o = b.write(*out, OpReqType::WriteTo);
-                    b.f.nodes.push(n);
-                    b.f.instrs.push(Instr::Forward {
-                        node: n,
-                        ins,
-                        out: o,
-                    });
-                }
-                let (mut f, internal) = b.finish();
-                fused_away.extend(internal);
-                if let Some(t) = tail {
-                    fused_away.push(t.scratch);
-                    f.reduce = Some(t.clone());
-                }
-                if let Some(h) = head {
-                    fused_away.push(h.scratch);
-                    f.head = Some(h.clone());
-                }
-                steps.push(Step::Fused(f));
-                if s < plan.backward_start {
-                    backward_start += 1;
-                }
-            }
-            _ => steps.push(step.clone()),
-        }
-    }
-    plan.backward_start = backward_start;
-    // Backward chains.
+    let lowering = Lowering {
+        plan,
+        g,
+        grouping,
+        reads: &reads,
+        writes: &writes,
+    };
+    let mut fused_away = Vec::new();
+    let (steps, backward_start) = lowering.fuse_forward_groups(&old, &mut fused_away);
     let fusable = |st: &Step| match st {
         Step::Backward { node, .. } => {
             tile_backward(g, *node, grouping, backward_tile, shapes, dtypes)
         }
         _ => false,
     };
-    let mut out = Vec::with_capacity(steps.len());
-    let mut s = 0;
-    while s < steps.len() {
-        if s < plan.backward_start || !fusable(&steps[s]) {
-            out.push(steps[s].clone());
-            s += 1;
-            continue;
+    let steps = lowering.fuse_backward_chains(&steps, backward_start, fusable, &mut fused_away);
+    plan.steps = steps;
+    plan.backward_start = backward_start;
+    fused_away
+}
+
+impl Lowering<'_> {
+    /// The groups that lower into a fused step, keyed by the node whose
+    /// step they replace (the last member), and per node whether it is a
+    /// member of one of them.
+    fn forward_groups(&self) -> (HashMap<usize, ForwardGroup>, Vec<bool>) {
+        let (g, grouping) = (self.g, self.grouping);
+        let consumers = g.consumers();
+        let mut group_at = HashMap::new();
+        let mut member = vec![false; g.nodes.len()];
+        // Per node, the group (index + 1) it is a simple member of; 0 for none.
+        let mut simple_group = vec![0usize; g.nodes.len()];
+        for (k, m) in grouping.groups.iter().enumerate() {
+            let members: Vec<usize> = m
+                .iter()
+                .copied()
+                .filter(|&n| grouping.pattern[n].is_some_and(simple))
+                .collect();
+            let Some(&last) = members.last() else {
+                continue;
+            };
+            for &n in &members {
+                simple_group[n] = k + 1;
+            }
+            // The step runs at the last member's place: every value read
+            // outside must be read after it (TVM's rules guarantee this).
+            let late_readers = members.iter().all(|&n| {
+                consumers[n]
+                    .iter()
+                    .all(|&c| c > last || simple_group[c] == k + 1)
+            });
+            let tail = self.reduce_tail(m, &members);
+            let head = self.slab_head(m, &members);
+            if (members.len() < 2 && tail.is_none() && head.is_none())
+                || !late_readers
+                || !convex(g, &members)
+            {
+                continue;
+            }
+            let slabbed = tail
+                .iter()
+                .map(|t| t.node)
+                .chain(head.iter().map(|h| h.node));
+            for n in members.iter().copied().chain(slabbed) {
+                member[n] = true;
+            }
+            group_at.insert(
+                last,
+                ForwardGroup {
+                    members,
+                    tail,
+                    head,
+                },
+            );
         }
-        // Extend while the next step's out_grad is a single-write WriteTo
-        // gradient of the chain, and it reads nothing else the chain wrote.
-        let mut end = s + 1;
+        (group_at, member)
+    }
+
+    /// `old` with each forward group's steps replaced by one fused step at
+    /// the last member's place, and where the backward steps now start.
+    fn fuse_forward_groups(
+        &self,
+        old: &[Step],
+        fused_away: &mut Vec<ValueId>,
+    ) -> (Vec<Step>, usize) {
+        let (group_at, member) = self.forward_groups();
+        let mut forward_step = vec![None; self.g.nodes.len()];
+        for (s, st) in old.iter().enumerate() {
+            if let Step::Forward { node, .. } = st {
+                forward_step[*node] = Some(s);
+            }
+        }
+        let mut steps = Vec::with_capacity(old.len());
+        let mut backward_start = self.plan.backward_start;
+        for (s, step) in old.iter().enumerate() {
+            match step {
+                Step::Forward { node, .. } if member[*node] => {
+                    if s < self.plan.backward_start {
+                        backward_start -= 1;
+                    }
+                    let Some(group) = group_at.get(node) else {
+                        continue;
+                    };
+                    let fused = self.fuse_group(group, |n| forward_step[n].map(|s| &old[s]));
+                    steps.push(Step::Fused(fused.collect_into(fused_away)));
+                    if s < self.plan.backward_start {
+                        backward_start += 1;
+                    }
+                }
+                _ => steps.push(step.clone()),
+            }
+        }
+        (steps, backward_start)
+    }
+
+    /// One forward group as a fused step: its members' programs, with the
+    /// slabbed reduction or op (whose scratch value is fused away).
+    fn fuse_group<'s>(
+        &self,
+        group: &ForwardGroup,
+        forward_step: impl Fn(usize) -> Option<&'s Step>,
+    ) -> FusedStep {
+        let mut b = Builder::new(self.plan, self.reads, self.writes);
+        for &n in &group.members {
+            let Some(Step::Forward { inputs, out, .. }) = forward_step(n) else {
+                continue;
+            };
+            let ins = inputs.iter().map(|&v| b.read(v)).collect();
+            let o = b.write(*out, OpReqType::WriteTo);
+            b.f.nodes.push(n);
+            b.f.instrs.push(Instr::Forward {
+                node: n,
+                ins,
+                out: o,
+            });
+        }
+        let (mut f, mut internal) = b.finish();
+        if let Some(t) = &group.tail {
+            internal.push(t.scratch);
+            f.reduce = Some(t.clone());
+        }
+        if let Some(h) = &group.head {
+            internal.push(h.scratch);
+            f.head = Some(h.clone());
+        }
+        FusedStep { f, internal }
+    }
+
+    /// `steps` with each run of fusable gradient steps (from
+    /// `backward_start` on) that forms a chain replaced by one fused step.
+    fn fuse_backward_chains(
+        &self,
+        steps: &[Step],
+        backward_start: usize,
+        fusable: impl Fn(&Step) -> bool,
+        fused_away: &mut Vec<ValueId>,
+    ) -> Vec<Step> {
+        let mut out = Vec::with_capacity(steps.len());
+        let mut s = 0;
+        while s < steps.len() {
+            let end = if s < backward_start || !fusable(&steps[s]) {
+                s + 1
+            } else {
+                self.chain_end(steps, s, &fusable)
+            };
+            if end - s < 2 {
+                out.push(steps[s].clone());
+            } else {
+                let fused = self.fuse_chain(&steps[s..end]);
+                out.push(Step::Fused(fused.collect_into(fused_away)));
+            }
+            s = end;
+        }
+        out
+    }
+
+    /// The end of the gradient chain starting at the fusable step `s`: it
+    /// extends while the next step's out_grad is a single-write `WriteTo`
+    /// gradient of the chain, and it reads nothing else the chain wrote.
+    fn chain_end(&self, steps: &[Step], s: usize, fusable: impl Fn(&Step) -> bool) -> usize {
         // Values the chain wrote: whether some write was a `WriteTo`.
         let mut written: HashMap<ValueId, bool> = HashMap::new();
         let record = |st: &Step, written: &mut HashMap<ValueId, bool>| {
@@ -411,6 +497,7 @@ pub(crate) fn rewrite(
             }
         };
         record(&steps[s], &mut written);
+        let mut end = s + 1;
         while end < steps.len() && end - s < MAX_FUSED && fusable(&steps[end]) {
             let Step::Backward {
                 out_grad,
@@ -422,8 +509,8 @@ pub(crate) fn rewrite(
                 break;
             };
             let link = written.get(out_grad) == Some(&true)
-                && writes[*out_grad] == 1
-                && plan.values[*out_grad].loc == Loc::Unplaced;
+                && self.writes[*out_grad] == 1
+                && self.plan.values[*out_grad].loc == Loc::Unplaced;
             let others_clean = output
                 .iter()
                 .chain(inputs.iter().flatten())
@@ -434,13 +521,13 @@ pub(crate) fn rewrite(
             record(&steps[end], &mut written);
             end += 1;
         }
-        if end - s < 2 {
-            out.push(steps[s].clone());
-            s += 1;
-            continue;
-        }
-        let mut b = Builder::new(plan, &reads, &writes);
-        for st in &steps[s..end] {
+        end
+    }
+
+    /// A chain of gradient steps as one fused step.
+    fn fuse_chain(&self, chain: &[Step]) -> FusedStep {
+        let mut b = Builder::new(self.plan, self.reads, self.writes);
+        for st in chain {
             let Step::Backward {
                 node,
                 out_grad,
@@ -472,98 +559,95 @@ pub(crate) fn rewrite(
             });
         }
         let (f, internal) = b.finish();
-        fused_away.extend(internal);
-        out.push(Step::Fused(f));
-        s = end;
+        FusedStep { f, internal }
     }
-    plan.steps = out;
-    fused_away
+
+    /// The first node of group `m` with pattern `pattern`.
+    fn group_node(&self, m: &[usize], pattern: Pattern) -> Option<usize> {
+        m.iter()
+            .copied()
+            .find(|&n| self.grouping.pattern[n] == Some(pattern))
+    }
+
+    /// The reduction of group `m` that can run slab by slab behind the
+    /// group's program: its one input is made by the program and read by
+    /// nothing else in the plan, and it keeps axis 0 ([`row_separable`]).
+    fn reduce_tail(&self, m: &[usize], simple_members: &[usize]) -> Option<ReduceTail> {
+        let (plan, g) = (self.plan, self.g);
+        let r = self.group_node(m, Pattern::Reduction)?;
+        let &[input] = g.nodes[r].inputs.as_slice() else {
+            return None;
+        };
+        if !simple_members.contains(&input) {
+            return None;
+        }
+        let (v, out) = (plan.forward_value[input], plan.forward_value[r]);
+        let value = &plan.values[v];
+        let alone = self.reads[v] == 1 && self.writes[v] == 1 && value.loc == Loc::Unplaced;
+        let in_shape = std::slice::from_ref(&value.shape);
+        if !alone || !row_separable(g, r, in_shape, &plan.values[out].shape) {
+            return None;
+        }
+        Some(ReduceTail {
+            node: r,
+            scratch: v,
+            out,
+            rows: slab_rows(&value.shape)?,
+        })
+    }
+
+    /// The out-elementwise-fusable op of group `m` that can run slab by slab
+    /// ahead of the group's program: its output is read by the program alone
+    /// (not by a gradient, not a graph output), none of its inputs is made by
+    /// the program, and it keeps axis 0 ([`row_separable`]).
+    fn slab_head(&self, m: &[usize], simple_members: &[usize]) -> Option<SlabHead> {
+        let (plan, g) = (self.plan, self.g);
+        let h = self.group_node(m, Pattern::OutElemwiseFusable)?;
+        let node_inputs = &g.nodes[h].inputs;
+        if node_inputs.iter().any(|i| simple_members.contains(i)) {
+            return None;
+        }
+        let v = plan.forward_value[h];
+        let member_reads: usize = simple_members
+            .iter()
+            .map(|&n| g.nodes[n].inputs.iter().filter(|&&i| i == h).count())
+            .sum();
+        let value = &plan.values[v];
+        let alone = member_reads > 0
+            && self.reads[v] == member_reads
+            && self.writes[v] == 1
+            && value.loc == Loc::Unplaced;
+        let inputs: Vec<ValueId> = node_inputs.iter().map(|&i| plan.forward_value[i]).collect();
+        let in_shapes: Vec<Shape> = inputs
+            .iter()
+            .map(|&i| plan.values[i].shape.clone())
+            .collect();
+        if !alone || !row_separable(g, h, &in_shapes, &value.shape) {
+            return None;
+        }
+        let first = &in_shapes[0];
+        Some(SlabHead {
+            node: h,
+            inputs,
+            scratch: v,
+            rows: slab_rows(&value.shape)?,
+            cost: first.size() / first.dims()[0],
+        })
+    }
 }
 
-/// The reduction of group `m` that can run slab by slab behind the
-/// group's program: its one input is made by the program and read by
-/// nothing else in the plan, and it keeps axis 0 ([`row_separable`]).
-fn reduce_tail(
-    plan: &Plan,
-    g: &Graph,
-    grouping: &Grouping,
-    m: &[usize],
-    simple_members: &[usize],
-    reads: &[usize],
-    writes: &[usize],
-) -> Option<ReduceTail> {
-    let r = m
-        .iter()
-        .copied()
-        .find(|&n| grouping.pattern[n] == Some(Pattern::Reduction))?;
-    let &[input] = g.nodes[r].inputs.as_slice() else {
-        return None;
-    };
-    if !simple_members.contains(&input) {
-        return None;
-    }
-    let (v, out) = (plan.forward_value[input], plan.forward_value[r]);
-    let value = &plan.values[v];
-    let alone = reads[v] == 1 && writes[v] == 1 && value.loc == Loc::Unplaced;
-    let in_shape = std::slice::from_ref(&value.shape);
-    if !alone || !row_separable(g, r, in_shape, &plan.values[out].shape) {
-        return None;
-    }
-    Some(ReduceTail {
-        node: r,
-        scratch: v,
-        out,
-        rows: slab_rows(&value.shape)?,
-    })
+/// A fused step just built, and the values that live only in its tiles.
+struct FusedStep {
+    f: Fused,
+    internal: Vec<ValueId>,
 }
 
-/// The out-elementwise-fusable op of group `m` that can run slab by slab
-/// ahead of the group's program: its output is read by the program alone
-/// (not by a gradient, not a graph output), none of its inputs is made by
-/// the program, and it keeps axis 0 ([`row_separable`]).
-fn slab_head(
-    plan: &Plan,
-    g: &Graph,
-    grouping: &Grouping,
-    m: &[usize],
-    simple_members: &[usize],
-    reads: &[usize],
-    writes: &[usize],
-) -> Option<SlabHead> {
-    let h = m
-        .iter()
-        .copied()
-        .find(|&n| grouping.pattern[n] == Some(Pattern::OutElemwiseFusable))?;
-    let node_inputs = &g.nodes[h].inputs;
-    if node_inputs.iter().any(|i| simple_members.contains(i)) {
-        return None;
+impl FusedStep {
+    /// The step, its tile-only values added to `fused_away`.
+    fn collect_into(self, fused_away: &mut Vec<ValueId>) -> Fused {
+        fused_away.extend(self.internal);
+        self.f
     }
-    let v = plan.forward_value[h];
-    let member_reads: usize = simple_members
-        .iter()
-        .map(|&n| g.nodes[n].inputs.iter().filter(|&&i| i == h).count())
-        .sum();
-    let value = &plan.values[v];
-    let alone = member_reads > 0
-        && reads[v] == member_reads
-        && writes[v] == 1
-        && value.loc == Loc::Unplaced;
-    let inputs: Vec<ValueId> = node_inputs.iter().map(|&i| plan.forward_value[i]).collect();
-    let in_shapes: Vec<Shape> = inputs
-        .iter()
-        .map(|&i| plan.values[i].shape.clone())
-        .collect();
-    if !alone || !row_separable(g, h, &in_shapes, &value.shape) {
-        return None;
-    }
-    let first = &in_shapes[0];
-    Some(SlabHead {
-        node: h,
-        inputs,
-        scratch: v,
-        rows: slab_rows(&value.shape)?,
-        cost: first.size() / first.dims()[0],
-    })
 }
 
 /// The fused gradient chains of a training plan, as the API reports them.

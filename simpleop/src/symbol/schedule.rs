@@ -121,9 +121,67 @@ fn backward_steps(
     steps: &mut Vec<Step>,
 ) -> Result<()> {
     let g = p.graph;
-    let n_nodes = g.nodes.len();
-    // Which node outputs need a gradient: a path to an argument asking one.
-    let mut needs = vec![false; n_nodes];
+    let needs = gradient_needs(p, arg_index)?;
+    gradient_values(p, arg_index, &needs, grad_value, values);
+    // Contributions made so far to each node's gradient.
+    let mut written = vec![0usize; g.nodes.len()];
+    let req_for = |n: usize, written: &mut [usize]| -> OpReqType {
+        let first = written[n] == 0;
+        written[n] += 1;
+        let add = match arg_index[n] {
+            Some(k) => p.grad_req[k] == GradReq::Add,
+            None => false,
+        };
+        if add || !first {
+            OpReqType::AddTo
+        } else {
+            OpReqType::WriteTo
+        }
+    };
+    for (h, &n) in g.heads.iter().enumerate() {
+        let Some(dst) = grad_value[n] else { continue };
+        if values[dst].loc == Loc::HeadGrad(h) {
+            continue;
+        }
+        let req = req_for(n, &mut written);
+        steps.push(Step::Seed { head: h, dst, req });
+    }
+    for n in (0..g.nodes.len()).rev() {
+        let node = &g.nodes[n];
+        let Some(op) = node.op else { continue };
+        if !needs[n] {
+            continue;
+        }
+        let spec = op.gradient.expect("checked above");
+        let out_grad = grad_value[n].expect("needed");
+        let grads = node
+            .inputs
+            .iter()
+            .map(|&i| grad_value[i].map(|v| (v, req_for(i, &mut written))))
+            .collect();
+        steps.push(Step::Backward {
+            node: n,
+            out_grad,
+            output: spec.needs_output.then_some(forward_value[n]),
+            inputs: node
+                .inputs
+                .iter()
+                .enumerate()
+                .map(|(i, &src)| spec.needs_input(i).then_some(forward_value[src]))
+                .collect(),
+            grads,
+            in_place: false,
+        });
+    }
+    Ok(())
+}
+
+/// Which node outputs need a gradient: those with a path to an argument
+/// asking for one. An error when such a gradient would flow through an op
+/// without one, or start at a head of an integer dtype.
+fn gradient_needs(p: &PlanInput<'_>, arg_index: &[Option<usize>]) -> Result<Vec<bool>> {
+    let g = p.graph;
+    let mut needs = vec![false; g.nodes.len()];
     for (n, node) in g.nodes.iter().enumerate() {
         needs[n] = match arg_index[n] {
             Some(k) => p.grad_req[k] != GradReq::Null,
@@ -162,14 +220,23 @@ fn backward_steps(
             )));
         }
     }
+    Ok(needs)
+}
+
+/// Adds a gradient value for each node in `needs`: the user's buffer for
+/// an argument; a head gradient read directly when it is the only
+/// contribution; planned otherwise.
+fn gradient_values(
+    p: &PlanInput<'_>,
+    arg_index: &[Option<usize>],
+    needs: &[bool],
+    grad_value: &mut [Option<ValueId>],
+    values: &mut Vec<Value>,
+) {
+    let g = p.graph;
     let consumers = g.consumers();
     let heads_of = head_refs(g);
-    // Gradient values: the user's buffers for arguments; a head gradient
-    // read directly when it is the only contribution; planned otherwise.
-    for n in 0..n_nodes {
-        if !needs[n] {
-            continue;
-        }
+    for n in (0..g.nodes.len()).filter(|&n| needs[n]) {
         let loc = match arg_index[n] {
             Some(k) => Loc::ArgGrad(k),
             None => match heads_of[n].as_slice() {
@@ -184,57 +251,6 @@ fn backward_steps(
         });
         grad_value[n] = Some(values.len() - 1);
     }
-    // Contributions made so far to each node's gradient.
-    let mut written = vec![0usize; n_nodes];
-    let req_for = |n: usize, written: &mut [usize]| -> OpReqType {
-        let first = written[n] == 0;
-        written[n] += 1;
-        let add = match arg_index[n] {
-            Some(k) => p.grad_req[k] == GradReq::Add,
-            None => false,
-        };
-        if add || !first {
-            OpReqType::AddTo
-        } else {
-            OpReqType::WriteTo
-        }
-    };
-    for (h, &n) in g.heads.iter().enumerate() {
-        let Some(dst) = grad_value[n] else { continue };
-        if values[dst].loc == Loc::HeadGrad(h) {
-            continue;
-        }
-        let req = req_for(n, &mut written);
-        steps.push(Step::Seed { head: h, dst, req });
-    }
-    for n in (0..n_nodes).rev() {
-        let node = &g.nodes[n];
-        let Some(op) = node.op else { continue };
-        if !needs[n] {
-            continue;
-        }
-        let spec = op.gradient.expect("checked above");
-        let out_grad = grad_value[n].expect("needed");
-        let grads = node
-            .inputs
-            .iter()
-            .map(|&i| grad_value[i].map(|v| (v, req_for(i, &mut written))))
-            .collect();
-        steps.push(Step::Backward {
-            node: n,
-            out_grad,
-            output: spec.needs_output.then_some(forward_value[n]),
-            inputs: node
-                .inputs
-                .iter()
-                .enumerate()
-                .map(|(i, &src)| spec.needs_input(i).then_some(forward_value[src]))
-                .collect(),
-            grads,
-            in_place: false,
-        });
-    }
-    Ok(())
 }
 
 /// Per node, the heads (output indices) it is, in order.

@@ -80,6 +80,16 @@ impl Slabs<'_> {
         }
     }
 
+    /// The sizes of the arrays the program's outputs are slabs of (the
+    /// slab buffer, read again at once, counts as itself: 0).
+    fn whole_outputs(&self) -> Vec<usize> {
+        let values = &self.plan.values;
+        self.outputs
+            .iter()
+            .map(|o| o.map_or(0, |(v, _)| values[v].shape.size()))
+            .collect()
+    }
+
     /// Rows `rows` of every value, slab by slab, on this thread.
     fn run_rows(&self, rows: std::ops::Range<usize>) -> std::result::Result<(), SlabError> {
         let values = &self.plan.values;
@@ -119,13 +129,7 @@ impl Slabs<'_> {
         let buffer_view_mut = |rows: usize| unsafe {
             TBlobMut::from_raw(buffer_ptr, space.dtype, slab(&space.shape, rows))
         };
-        // The arrays the program's outputs are slabs of (the slab buffer,
-        // read again at once, counts as itself).
-        let whole: Vec<usize> = self
-            .outputs
-            .iter()
-            .map(|o| o.map_or(0, |(v, _)| values[v].shape.size()))
-            .collect();
+        let whole = self.whole_outputs();
         let mut r0 = rows.start;
         while r0 < rows.end {
             let r1 = (r0 + self.rows).min(rows.end);
