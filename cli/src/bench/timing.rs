@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use simpleop::{Result, Tuning};
 
-use super::{Options, Row};
+use super::report::{Options, Row};
 
 /// Median wall time of `f` in ms over `reps` runs after one warm-up.
 pub(super) fn time_ms(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {

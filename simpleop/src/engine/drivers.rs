@@ -23,10 +23,7 @@
 //! Every check happens before the first write, so a failing call writes
 //! nothing.
 
-use crate::blob::overlaps;
-use crate::engine::buffers::{
-    DisjointMut, Indexer, Src, TILE, store, with_buffers, with_tile_buffers,
-};
+use crate::engine::buffers::{DisjointMut, Src, TILE, store, with_buffers, with_tile_buffers};
 use crate::engine::chunks::for_each_chunk;
 use crate::engine::half_io::TileIo;
 use crate::engine::hints::{StreamFence, streams_past_caches};
@@ -36,8 +33,8 @@ use crate::engine::tiles::StreamMap;
 use crate::engine::tiles::{ConvertMap, GradTile, MapTile, MapTileMut};
 use crate::kernel::{MapFn, MapGrad, SourceFn};
 use crate::{
-    DType, Element, Error, Float, GradArgs, OpCall, OpDef, OpReqType, Result, Rng, Shape, TBlob,
-    TBlobMut, dispatch_float,
+    DType, Element, Error, Float, OpCall, OpReqType, Result, Rng, Shape, TBlob, TBlobMut,
+    dispatch_float,
 };
 use smallvec::SmallVec;
 use std::ops::Range;

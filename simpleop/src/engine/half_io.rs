@@ -277,6 +277,10 @@ fn f32_to_f16(src: &[f32], dst: &mut [half::f16]) {
     }
 }
 
+/// A vectorised conversion loop: how many leading elements it converted.
+#[cfg(target_arch = "x86_64")]
+type ConvertLoop<A, B> = unsafe fn(&[A], &mut [B]) -> usize;
+
 /// A conversion over the common length of `src` and `dst`: the leading
 /// elements by the active instruction set's loop (`avx512`, `avx2`; each
 /// returns how many it converted), the rest by `one`.
@@ -285,10 +289,7 @@ fn f32_to_f16(src: &[f32], dst: &mut [half::f16]) {
 fn by_isa<A: Copy, B>(
     src: &[A],
     dst: &mut [B],
-    (avx512, avx2): (
-        unsafe fn(&[A], &mut [B]) -> usize,
-        unsafe fn(&[A], &mut [B]) -> usize,
-    ),
+    (avx512, avx2): (ConvertLoop<A, B>, ConvertLoop<A, B>),
     one: impl Fn(A) -> B,
 ) {
     let n = src.len().min(dst.len());

@@ -401,8 +401,11 @@ fn fused_form(name: &str) -> fn(f32) -> f32 {
     }
 }
 
+/// A function's name, the function, an input and its exact result.
+type SpecialValue = (&'static str, fn(f32) -> f32, f32, f32);
+
 /// Per function, an input and its exact result (a NaN matches any NaN).
-const SPECIAL_VALUES: &[(&str, fn(f32) -> f32, f32, f32)] = {
+const SPECIAL_VALUES: &[SpecialValue] = {
     const INF: f32 = f32::INFINITY;
     const NAN: f32 = f32::NAN;
     const TINY: f32 = f32::from_bits(1);

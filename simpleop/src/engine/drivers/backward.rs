@@ -7,14 +7,14 @@ use smallvec::SmallVec;
 
 use super::checks::{Checked, DstInfo, alias_of, check_float, check_input, source_for, tiles_of};
 use crate::blob::overlaps;
-use crate::engine::buffers::{DisjointMut, Src, TILE, store, with_buffers};
+use crate::engine::buffers::{DisjointMut, Indexer, Src, TILE, store, with_buffers};
 use crate::engine::chunks::for_each_chunk;
 use crate::engine::half_io::TileIo;
 use crate::engine::isa as simd;
 use crate::engine::tiles::GradTile;
 use crate::kernel::MapGrad;
 use crate::{
-    Error, Float, GradArgs, OpCall, OpDef, OpReqType, Result, Shape, TBlob, TBlobMut,
+    Element, Error, Float, GradArgs, OpCall, OpDef, OpReqType, Result, Shape, TBlob, TBlobMut,
     dispatch_float,
 };
 
@@ -220,8 +220,8 @@ impl<K: MapGrad<N>, const N: usize> BackwardRun<'_, '_, K, N> {
         }
         let n = shape.size();
         let mut temps: Vec<Vec<S::Compute>> = Vec::with_capacity(N);
-        for i in 0..N {
-            let wanted = reqs[i] != OpReqType::Null && !self.direct[i];
+        for (&req, &direct) in reqs[..N].iter().zip(self.direct) {
+            let wanted = req != OpReqType::Null && !direct;
             temps.push(if wanted {
                 zeroed_temp::<S::Compute>(n)?
             } else {

@@ -202,18 +202,22 @@ where
     r
 }
 
+/// A `Backward` instruction's operands: the gradient function, its
+/// arguments, and the slots of `dy`, `y`, the inputs and the gradients.
+type BackwardStep<'a, C> = (
+    crate::kernel::TileBackwardFn<C>,
+    &'a EnvArguments,
+    usize,
+    Option<usize>,
+    &'a [Option<usize>],
+    &'a [usize],
+);
+
 /// A `Backward` step: `slots[grads..] = op'(slots[dy], slots[y],
 /// slots[xs..])`, with the zero tile for values not given.
 #[inline(always)]
 fn run_backward<C: Compute>(
-    (f, env, dy, y, xs, grads): (
-        crate::kernel::TileBackwardFn<C>,
-        &EnvArguments,
-        usize,
-        Option<usize>,
-        &[Option<usize>],
-        &[usize],
-    ),
+    (f, env, dy, y, xs, grads): BackwardStep<'_, C>,
     slots: &mut [&mut [C]],
     ext: &[Option<&[C]>],
     zero: &[C],

@@ -211,6 +211,14 @@ where
     Ok(())
 }
 
+/// Where a tile's inputs go: the slots they are filled into, the
+/// contiguous inputs read in place, and the next tiles to ask for.
+type InputSlots<'s, 't, 'a, S> = (
+    &'s mut [&'t mut [<S as crate::Float>::Compute]],
+    &'s mut [Option<&'a [<S as crate::Float>::Compute]>],
+    &'s mut SmallVec<[&'a [S]; 8]>,
+);
+
 /// This tile (`start`, `len`) of every input: read where it lies when it
 /// is contiguous in the compute type (`ext`), else filled into its slot;
 /// each contiguous input's `next` tile goes to `ahead`, to be asked for
@@ -218,11 +226,7 @@ where
 #[inline(always)]
 fn load_inputs<'a, S: TileIo>(
     srcs: &[Src<'a, S>],
-    (slots, ext, ahead): (
-        &mut [&mut [S::Compute]],
-        &mut [Option<&'a [S::Compute]>],
-        &mut SmallVec<[&'a [S]; 8]>,
-    ),
+    (slots, ext, ahead): InputSlots<'_, '_, 'a, S>,
     tiles: &[&mut [S]],
     (start, len): (usize, usize),
     next: Range<usize>,
