@@ -81,6 +81,30 @@ macro_rules! reductions {
         $(rows $rows:literal,)? forward $fdoc:literal,
         backward($($src:ident),*) $bdoc:literal;
     )*) => {$(
+        reductions!(@sources ($($src),*)
+            [$(#[$doc])* $name [$($opt)*]: $params, $reducer, $(rows $rows,)? forward $fdoc,]
+            $bdoc);
+    )*};
+    // What the gradient reads decides its parameters, which
+    // `#[simple_op]` reads to learn what to keep for backward, so they
+    // are spelled out here, before the module exists (an attribute sees
+    // a macro call in the module, not what the call would expand to).
+    (@sources (dy) [$($op:tt)*] $bdoc:literal) => {
+        reductions!(@module $($op)* backward [] None, None, $bdoc);
+    };
+    (@sources (dy, x) [$($op:tt)*] $bdoc:literal) => {
+        reductions!(@module $($op)*
+            backward [x: Inputs<&[TBlob<'_>]>,] None, x.first(), $bdoc);
+    };
+    (@sources (dy, y, x) [$($op:tt)*] $bdoc:literal) => {
+        reductions!(@module $($op)*
+            backward [y: OutValue<&TBlob<'_>>, x: Inputs<&[TBlob<'_>]>,] Some(y.0), x.first(), $bdoc);
+    };
+    (@module
+        $(#[$doc:meta])* $name:ident [$($opt:tt)*]: $params:ident, $reducer:expr,
+        $(rows $rows:literal,)? forward $fdoc:literal,
+        backward [$($grad_params:tt)*] $y:expr, $x:expr, $bdoc:literal
+    ) => {
         $(#[$doc])*
         #[simple_op(blob, kwargs = $params, pattern = "reduction", $($opt)*)]
         pub mod $name {
@@ -111,46 +135,17 @@ macro_rules! reductions {
                 super::reduce_forward(stringify!($name), $reducer, inputs, out, req, p)
             }
 
-            reductions!(@backward $name, $params, $reducer, $bdoc, $($src),*);
-        }
-    )*};
-    (@backward $name:ident, $params:ident, $reducer:expr, $bdoc:literal, dy) => {
-        #[doc = $bdoc]
-        pub fn backward(
-            dy: OutGrad<&TBlob<'_>>,
-            grads: &mut [TBlobMut<'_>],
-            req: &[OpReqType],
-            p: &$params,
-        ) -> Result<()> {
-            let src = super::GradSources { dy: dy.0, y: None, x: None };
-            super::reduce_backward(stringify!($name), $reducer, src, grads, req, p)
-        }
-    };
-    (@backward $name:ident, $params:ident, $reducer:expr, $bdoc:literal, dy, x) => {
-        #[doc = $bdoc]
-        pub fn backward(
-            dy: OutGrad<&TBlob<'_>>,
-            x: Inputs<&[TBlob<'_>]>,
-            grads: &mut [TBlobMut<'_>],
-            req: &[OpReqType],
-            p: &$params,
-        ) -> Result<()> {
-            let src = super::GradSources { dy: dy.0, y: None, x: x.first() };
-            super::reduce_backward(stringify!($name), $reducer, src, grads, req, p)
-        }
-    };
-    (@backward $name:ident, $params:ident, $reducer:expr, $bdoc:literal, dy, y, x) => {
-        #[doc = $bdoc]
-        pub fn backward(
-            dy: OutGrad<&TBlob<'_>>,
-            y: OutValue<&TBlob<'_>>,
-            x: Inputs<&[TBlob<'_>]>,
-            grads: &mut [TBlobMut<'_>],
-            req: &[OpReqType],
-            p: &$params,
-        ) -> Result<()> {
-            let src = super::GradSources { dy: dy.0, y: Some(y.0), x: x.first() };
-            super::reduce_backward(stringify!($name), $reducer, src, grads, req, p)
+            #[doc = $bdoc]
+            pub fn backward(
+                dy: OutGrad<&TBlob<'_>>,
+                $($grad_params)*
+                grads: &mut [TBlobMut<'_>],
+                req: &[OpReqType],
+                p: &$params,
+            ) -> Result<()> {
+                let src = super::GradSources { dy: dy.0, y: $y, x: $x };
+                super::reduce_backward(stringify!($name), $reducer, src, grads, req, p)
+            }
         }
     };
 }
