@@ -338,7 +338,7 @@ fn run_executor(case: &Case, memory_planning: bool) -> std::result::Result<(), F
             let buffer = match (req, case.grad_init.get(name)) {
                 (GradReq::Null, _) => continue,
                 (GradReq::Add, Some(init)) => init.to_ndarray()?,
-                _ => NDArray::zeros(a.shape().clone(), a.dtype()),
+                _ => zeros_like(a),
             };
             grads.insert(name.clone(), buffer);
         }
