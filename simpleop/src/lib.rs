@@ -56,7 +56,8 @@
 //! - [`gradcheck::GradCheck`] for checking gradients (the `simpleop-cli`
 //!   crate checks ops against MXNet's own results);
 //! - [`Symbol`] and [`symbol::Executor`] for graphs, and [`Tuning`] for
-//!   the engine's settings.
+//!   the engine's settings;
+//! - [`params`] for weights: MXNet's `.params` files and safetensors.
 //!
 //! Layers, each depending only on those below it: [`dtype`] and [`shape`] →
 //! [`blob`] → [`ndarray`] and [`pool`] → [`kernel`] (over a crate-private
@@ -82,6 +83,7 @@ pub mod npy;
 pub mod op;
 mod operand;
 pub mod operators;
+pub mod params;
 pub mod pool;
 pub mod registry;
 pub mod symbol;
@@ -101,6 +103,7 @@ pub use op::{
     InplaceOptions, OpCall, OpDef, OpForm, ParamKind, Pattern, Resources,
 };
 pub use operand::Operand;
+pub use params::ParamFile;
 pub use registry::{KernelRegistration, OpRegistration, RegisteredOp, Registry};
 pub use simpleop_derive::simple_op;
 pub use symbol::Symbol;
