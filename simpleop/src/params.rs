@@ -12,6 +12,11 @@
 //! - [`NDArray::load_safetensors`] / [`NDArray::save_safetensors`] (and
 //!   the stream forms) read and write safetensors files, the header
 //!   handled by the `safetensors` crate.
+//! - [`Executor::named_args`](crate::symbol::Executor::named_args),
+//!   [`Executor::save_params`](crate::symbol::Executor::save_params) and
+//!   [`Executor::load_params`](crate::symbol::Executor::load_params) take
+//!   a bound graph's weights out and put them back, with the
+//!   [`LoadOptions`] of Gluon's `allow_missing` and `ignore_extra`.
 //!
 //! Both formats hold float32, float64, float16, bfloat16, int32, int64 and
 //! uint8 arrays, bit for bit. Other dtypes in a file (MXNet's int8 and
@@ -117,4 +122,24 @@ impl ParamFile {
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         NDArray::save_params(path, &self.to_entries())
     }
+}
+
+/// How [`Executor::load_params`](crate::symbol::Executor::load_params)
+/// matches a list of named arrays to a graph's arguments, as Gluon's
+/// `load_parameters` and `SymbolBlock.imports` do.
+///
+/// The default is strict: every argument that is not an input must be
+/// given, and every name must be an argument.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LoadOptions<'a> {
+    /// The graph's inputs (`data`, labels): arguments that are not
+    /// parameters, so a file need not hold them (an entry for one is still
+    /// loaded).
+    pub inputs: &'a [&'a str],
+    /// Parameters the list does not name keep their values (Gluon's
+    /// `allow_missing`); otherwise each one missing is an error.
+    pub allow_missing: bool,
+    /// Names that are no argument of the graph are skipped (Gluon's
+    /// `ignore_extra`); otherwise each one is an error.
+    pub ignore_extra: bool,
 }

@@ -1,6 +1,7 @@
 //! Weight files: round trips of every dtype, bit for bit; files written by
 //! MXNet 1.9.1 (`tests/conformance/gen_params.py`) read as MXNet reads them
-//! and written back byte for byte; the legacy layouts; bad files.
+//! and written back byte for byte; the legacy layouts; bad files; the
+//! executor's weights out and in.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -8,7 +9,9 @@ use std::path::PathBuf;
 
 use super::ParamFile;
 use super::io::CHUNK_BYTES;
-use crate::{DType, NDArray, Shape, bf16, dispatch_any, f16};
+use crate::params::LoadOptions;
+use crate::symbol::Symbol;
+use crate::{DType, Error, NDArray, Shape, bf16, dispatch_any, f16};
 
 /// `tests/data/params/NAME` in the workspace.
 pub(super) fn data_file(name: &str) -> PathBuf {
@@ -561,4 +564,140 @@ fn safetensors_files_match_the_crate_and_bad_ones_fail() {
     let x = NDArray::zeros([1], DType::F32);
     let err = NDArray::write_safetensors(Vec::new(), &[("__metadata__", &x)]).unwrap_err();
     assert!(err.to_string().contains("reserved"), "{err}");
+}
+
+/// A graph of variables only (the core has no ops of its own): binding it
+/// gives an executor whose arguments are `w`, `b` and `data`.
+fn executor() -> crate::symbol::Executor {
+    let g = Symbol::group(&[Symbol::var("w"), Symbol::var("b"), Symbol::var("data")]);
+    let args = HashMap::from([
+        ("w".to_owned(), NDArray::zeros([2, 3], DType::F32)),
+        ("b".to_owned(), NDArray::zeros([3], DType::F16)),
+        ("data".to_owned(), NDArray::zeros([4, 2], DType::F32)),
+    ]);
+    g.bind(args, HashMap::new(), HashMap::new()).unwrap()
+}
+
+#[test]
+fn an_executor_hands_its_weights_out_and_takes_them_back() {
+    let mut exe = executor();
+    let w = NDArray::from_vec(
+        vec![1.0f32, -0.0, f32::from_bits(0x7fc0_0001), 4.0, 5.0, 6.0],
+        [2, 3],
+    )
+    .unwrap();
+    let b = NDArray::from_vec(
+        [0x3c00u16, 0x8000, 0x0001].map(f16::from_bits).to_vec(),
+        [3],
+    )
+    .unwrap();
+    exe.set_arg("w", &w).unwrap();
+    exe.set_arg("b", &b).unwrap();
+
+    let named = exe.named_args();
+    let names: Vec<&str> = named.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["w", "b", "data"]);
+    let params = exe.params(&["data"]);
+    let names: Vec<&str> = params.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["arg:w", "arg:b"]);
+
+    let dir = TempDir::new("exe");
+    let path = dir.0.join("m.params");
+    exe.save_params(&path, &["data"]).unwrap();
+    let loaded = NDArray::load_params(&path).unwrap();
+    let mut fresh = executor();
+    let strict = LoadOptions {
+        inputs: &["data"],
+        ..LoadOptions::default()
+    };
+    fresh.load_params(&loaded, &strict).unwrap();
+    assert_eq!(le_bytes(fresh.arg("w").unwrap()), le_bytes(&w));
+    assert_eq!(le_bytes(fresh.arg("b").unwrap()), le_bytes(&b));
+    // The handed-out copies keep their values when the executor changes.
+    let mut exe = exe;
+    exe.arg_mut("w").unwrap().as_slice_mut::<f32>().unwrap()[0] = 9.0;
+    assert_eq!(named[0].1.to_vec::<f32>().unwrap()[0], 1.0);
+
+    // Bare names (Gluon's) work as well.
+    let bare: Vec<(String, NDArray)> = vec![("w".into(), w.clone()), ("b".into(), b.clone())];
+    executor().load_params(&bare, &strict).unwrap();
+}
+
+#[test]
+fn loading_weights_checks_everything_before_changing_anything() {
+    let w = NDArray::ones([2, 3], DType::F32);
+    let b = NDArray::ones([3], DType::F16);
+    let strict = LoadOptions {
+        inputs: &["data"],
+        ..LoadOptions::default()
+    };
+    let load = |entries: Vec<(&str, &NDArray)>, options: &LoadOptions<'_>| {
+        let mut exe = executor();
+        let r = exe.load_params(&entries, options);
+        (exe, r)
+    };
+    let unchanged = |exe: &crate::symbol::Executor| {
+        exe.arg("w").unwrap().to_f64_vec().iter().all(|&v| v == 0.0)
+    };
+
+    // Missing: an error naming every missing parameter, unless allowed.
+    let (exe, r) = load(vec![("arg:w", &w)], &strict);
+    let err = r.unwrap_err().to_string();
+    assert!(
+        err.contains("argument `b`: is missing") && err.contains("missing: b)"),
+        "{err}"
+    );
+    assert!(unchanged(&exe));
+    let (exe, r) = load(vec![("arg:w", &w)], &LoadOptions::default());
+    assert!(r.unwrap_err().to_string().contains("missing: b, data"));
+    assert!(unchanged(&exe));
+    let (exe, r) = load(
+        vec![("arg:w", &w)],
+        &LoadOptions {
+            allow_missing: true,
+            ..strict
+        },
+    );
+    r.unwrap();
+    assert!(!unchanged(&exe));
+
+    // Extra names, aux states among them: errors unless ignored.
+    for extra in ["arg:nope", "aux:bn_moving_mean", "nope"] {
+        let (exe, r) = load(vec![("arg:w", &w), ("arg:b", &b), (extra, &b)], &strict);
+        let err = r.unwrap_err().to_string();
+        assert!(
+            err.contains(&format!(
+                "`{extra}`: is in the parameter list but is no argument"
+            )),
+            "{err}"
+        );
+        assert!(unchanged(&exe));
+        let (exe, r) = load(
+            vec![("arg:w", &w), ("arg:b", &b), (extra, &b)],
+            &LoadOptions {
+                ignore_extra: true,
+                ..strict
+            },
+        );
+        r.unwrap();
+        assert!(!unchanged(&exe));
+    }
+
+    // A shape or dtype that differs from the bound one; a name twice.
+    let (exe, r) = load(vec![("arg:w", &w), ("arg:b", &w)], &strict);
+    assert!(matches!(r, Err(Error::Argument { ref arg, .. }) if arg == "b"));
+    assert!(unchanged(&exe));
+    let b32 = NDArray::ones([3], DType::F32);
+    let (_, r) = load(vec![("arg:w", &w), ("arg:b", &b32)], &strict);
+    assert!(
+        r.unwrap_err()
+            .to_string()
+            .contains("is bound as (3,) float16, got (3,) float32")
+    );
+    let (_, r) = load(vec![("arg:w", &w), ("w", &w), ("arg:b", &b)], &strict);
+    assert!(
+        r.unwrap_err()
+            .to_string()
+            .contains("argument `w` is given twice")
+    );
 }

@@ -1,7 +1,13 @@
 //! The executor's public accessors: its arguments, gradient buffers and
-//! outputs by name, and what binding planned (memory, fusion, DOT).
+//! outputs by name, its weights in and out as named lists, and what
+//! binding planned (memory, fusion, DOT).
+
+use std::borrow::Borrow;
+use std::collections::HashSet;
+use std::path::Path;
 
 use super::Executor;
+use crate::params::{ARG_PREFIX, AUX_PREFIX, LoadOptions};
 use crate::symbol::config::{GradReq, MemoryStats};
 use crate::symbol::dot;
 use crate::symbol::group::FusionGroup;
@@ -56,6 +62,143 @@ impl Executor {
                     value.dtype()
                 ),
             ));
+        }
+        Ok(())
+    }
+
+    /// Every argument with its name, in [`Executor::arg_names`] order.
+    /// The arrays share storage with the executor's copy-on-write, so they
+    /// cost nothing and keep these values when the executor's arguments
+    /// change afterwards.
+    pub fn named_args(&self) -> Vec<(String, NDArray)> {
+        self.arg_names
+            .iter()
+            .cloned()
+            .zip(self.args.iter().cloned())
+            .collect()
+    }
+
+    /// The weights as MXNet names them in a `.params` file: `arg:NAME` for
+    /// every argument not in `inputs` (the data and labels), in argument
+    /// order. (Auxiliary states, `aux:NAME`, will follow them once graphs
+    /// have any.)
+    pub fn params(&self, inputs: &[&str]) -> Vec<(String, NDArray)> {
+        self.arg_names
+            .iter()
+            .zip(&self.args)
+            .filter(|(name, _)| !inputs.contains(&name.as_str()))
+            .map(|(name, a)| (format!("{ARG_PREFIX}{name}"), a.clone()))
+            .collect()
+    }
+
+    /// Writes [`Executor::params`] to an MXNet `.params` file at `path`
+    /// (see [`NDArray::save_params`]): `mx.model.load_checkpoint`, Gluon's
+    /// `SymbolBlock.imports` and [`Executor::load_params`] read it back,
+    /// bit for bit.
+    ///
+    /// ```
+    /// use std::collections::HashMap;
+    /// use simpleop::params::LoadOptions;
+    /// use simpleop::symbol::{GradReq, Symbol};
+    /// use simpleop::{DType, NDArray, Shape};
+    /// # fn main() -> simpleop::Result<()> {
+    /// simpleop_ops::link();
+    /// let y = (&Symbol::var("x") * &Symbol::var("w"))?;
+    /// let shapes = HashMap::from([("x".to_owned(), Shape::new(vec![3])), ("w".to_owned(), Shape::new(vec![3]))]);
+    /// let reqs = HashMap::from([("w".to_owned(), GradReq::Write)]);
+    /// let mut exe = y.simple_bind(&shapes, &HashMap::new(), reqs.clone())?;
+    /// exe.set_arg("w", &NDArray::from_vec(vec![0.1f32, 0.2, 0.3], [3])?)?;
+    /// exe.set_arg("x", &NDArray::from_vec(vec![1.0f32, 2.0, 3.0], [3])?)?;
+    /// // A training step: w -= 0.5 * dy/dw.
+    /// exe.forward(true)?;
+    /// exe.backward(&[])?;
+    /// let grad = exe.grad("w").unwrap().to_vec::<f32>()?;
+    /// for (w, g) in exe.arg_mut("w").unwrap().as_slice_mut::<f32>()?.iter_mut().zip(grad) {
+    ///     *w -= 0.5 * g;
+    /// }
+    /// let dir = std::env::temp_dir().join(format!("simpleop-doc-exe-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir).unwrap();
+    /// let path = dir.join("model-0001.params");
+    /// exe.save_params(&path, &["x"])?;
+    ///
+    /// // A fresh executor gets the trained weights back, bit for bit.
+    /// let mut fresh = y.simple_bind(&shapes, &HashMap::new(), reqs)?;
+    /// let params = NDArray::load_params(&path)?;
+    /// fresh.load_params(&params, &LoadOptions { inputs: &["x"], ..Default::default() })?;
+    /// std::fs::remove_dir_all(&dir).unwrap();
+    /// let (a, b) = (exe.arg("w").unwrap(), fresh.arg("w").unwrap());
+    /// assert_eq!(a.as_slice::<f32>()?, b.as_slice::<f32>()?);
+    /// # Ok(()) }
+    /// ```
+    pub fn save_params(&self, path: impl AsRef<Path>, inputs: &[&str]) -> Result<()> {
+        NDArray::save_params(path, &self.params(inputs))
+    }
+
+    /// Sets the arguments named in `entries` (as [`NDArray::load_params`]
+    /// returns them: `arg:NAME`, or a bare `NAME` as Gluon's
+    /// `save_parameters` writes it), each checked against the bound shape
+    /// and dtype. Nothing changes unless every check passes.
+    ///
+    /// With the default `options` it is an error when a name is not an
+    /// argument (`ignore_extra` skips those) and when an argument that is
+    /// not one of `options.inputs` is not given (`allow_missing` leaves
+    /// those as they are). `aux:NAME` entries name auxiliary states, which
+    /// graphs do not have yet: they count as extra.
+    pub fn load_params<S: AsRef<str>, A: Borrow<NDArray>>(
+        &mut self,
+        entries: &[(S, A)],
+        options: &LoadOptions<'_>,
+    ) -> Result<()> {
+        let mut updates: Vec<(usize, &NDArray)> = Vec::new();
+        let mut given = HashSet::new();
+        for (name, value) in entries {
+            let (name, value) = (name.as_ref(), value.borrow());
+            let target = match name.strip_prefix(AUX_PREFIX) {
+                // No graph has auxiliary states yet: their place is here.
+                Some(_) => None,
+                None => self.arg_index(name.strip_prefix(ARG_PREFIX).unwrap_or(name)),
+            };
+            let Some(k) = target else {
+                if options.ignore_extra {
+                    continue;
+                }
+                return Err(Error::argument(
+                    name,
+                    "is in the parameter list but is no argument of the graph \
+                     (LoadOptions::ignore_extra skips such names)",
+                ));
+            };
+            if !given.insert(k) {
+                return Err(Error::argument(
+                    name,
+                    format!(
+                        "argument `{}` is given twice in the parameter list",
+                        self.arg_names[k]
+                    ),
+                ));
+            }
+            self.check_arg(k, value)?;
+            updates.push((k, value));
+        }
+        if !options.allow_missing {
+            let missing: Vec<&str> = (0..self.args.len())
+                .filter(|k| !given.contains(k))
+                .map(|k| self.arg_names[k].as_str())
+                .filter(|name| !options.inputs.contains(name))
+                .collect();
+            if let Some(first) = missing.first() {
+                return Err(Error::argument(
+                    *first,
+                    format!(
+                        "is missing from the parameter list (missing: {}); name the graph's \
+                         inputs in LoadOptions::inputs, or set allow_missing",
+                        missing.join(", ")
+                    ),
+                ));
+            }
+        }
+        for (k, value) in updates {
+            self.args[k] = value.clone();
         }
         Ok(())
     }
