@@ -56,6 +56,8 @@ mod mxnet;
 mod safetensors;
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod tests;
 
 /// The prefix of an argument's name in a symbolic model's `.params` file.
