@@ -39,6 +39,9 @@ pub struct Options {
     pub broadcast: Option<Span>,
     pub blob: Option<Span>,
     pub inputs: Option<At<usize>>,
+    /// The input names `inputs = ["data", "weight"]` gives (MXNet's
+    /// `ListArguments`); `None` for `inputs = N`.
+    pub input_names: Option<Vec<String>>,
     pub vector: Option<At<Path>>,
     pub lanes: Option<At<Path>>,
     pub impure: Option<Span>,
@@ -118,7 +121,7 @@ fn apply(key: &str, meta: &Meta, opts: &mut Options, errors: &mut Vec<syn::Error
         }
         "resources" => parse_resources(meta, opts, errors),
         "pattern" => opts.pattern = pattern(meta, errors),
-        "inputs" => opts.inputs = inputs(meta, errors),
+        "inputs" => (opts.inputs, opts.input_names) = inputs(meta, errors),
         _ => return false,
     }
     true
@@ -193,28 +196,76 @@ fn pattern(meta: &Meta, errors: &mut Vec<syn::Error>) -> Option<At<String>> {
     None
 }
 
-/// `inputs = N` (the blob form's input count).
-fn inputs(meta: &Meta, errors: &mut Vec<syn::Error>) -> Option<At<usize>> {
-    fn pick(value: &Expr) -> Option<&syn::LitInt> {
+/// `inputs = N` (the blob form's input count), or `inputs = ["data",
+/// "weight"]`: the count and the names.
+fn inputs(meta: &Meta, errors: &mut Vec<syn::Error>) -> (Option<At<usize>>, Option<Vec<String>>) {
+    enum Given<'a> {
+        Count(&'a syn::LitInt),
+        Names(&'a syn::ExprArray),
+    }
+    fn pick(value: &Expr) -> Option<Given<'_>> {
         match value {
             Expr::Lit(ExprLit {
                 lit: Lit::Int(i), ..
-            }) => Some(i),
+            }) => Some(Given::Count(i)),
+            Expr::Array(a) => Some(Given::Names(a)),
             _ => None,
         }
     }
-    let message = "`inputs` takes an integer: `inputs = 2`".to_string();
-    let i = option_value(meta, meta.path(), message, pick, errors)?;
-    match i.base10_parse::<usize>() {
-        Ok(n) => Some(At {
-            value: n,
-            span: i.span(),
-        }),
-        Err(e) => {
-            errors.push(e);
-            None
+    let message =
+        "`inputs` takes an integer or a list of names: `inputs = 2`, `inputs = [\"data\", \"weight\"]`"
+            .to_string();
+    match option_value(meta, meta.path(), message, pick, errors) {
+        None => (None, None),
+        Some(Given::Count(i)) => match i.base10_parse::<usize>() {
+            Ok(n) => (
+                Some(At {
+                    value: n,
+                    span: i.span(),
+                }),
+                None,
+            ),
+            Err(e) => {
+                errors.push(e);
+                (None, None)
+            }
+        },
+        Some(Given::Names(a)) => input_names(a, errors),
+    }
+}
+
+/// The names of `inputs = ["data", "weight"]`: string literals, distinct.
+fn input_names(
+    a: &syn::ExprArray,
+    errors: &mut Vec<syn::Error>,
+) -> (Option<At<usize>>, Option<Vec<String>>) {
+    let mut names: Vec<String> = Vec::new();
+    for e in &a.elems {
+        match e {
+            Expr::Lit(ExprLit {
+                lit: Lit::Str(s), ..
+            }) if syn::parse_str::<syn::Ident>(&s.value()).is_ok()
+                && !names.contains(&s.value()) =>
+            {
+                names.push(s.value())
+            }
+            Expr::Lit(ExprLit {
+                lit: Lit::Str(s), ..
+            }) => errors.push(syn::Error::new(
+                s.span(),
+                "input names must be distinct, and each a Rust identifier (the typed function's parameters)",
+            )),
+            other => errors.push(syn::Error::new(
+                other.span(),
+                "an input name is a string literal: `inputs = [\"data\", \"weight\"]`",
+            )),
         }
     }
+    let count = At {
+        value: names.len(),
+        span: a.span(),
+    };
+    (Some(count), Some(names))
 }
 
 /// The value of a `key = value` option when `pick` accepts it; otherwise

@@ -5,6 +5,7 @@ use proc_macro2::Span;
 use syn::spanned::Spanned;
 use syn::{Ident, ItemFn, Type};
 
+use super::elementwise::RESERVED;
 use super::roles::{collect_roles, common_role, gradient, has_role, kernel, no_duplicates};
 use super::syntax::{args, err, is_f64, last_segment, named, reference, slice_ref_of};
 use super::types::{Backward, Kernel, Kernels, Params, Role};
@@ -83,12 +84,25 @@ fn forward(
         );
     }
     let n = opts.inputs.as_ref().map_or(1, |i| i.value);
+    if let (Some(names), Some(at)) = (&opts.input_names, &opts.inputs)
+        && let Some(taken) = names.iter().find(|n| RESERVED.contains(&n.as_str()))
+    {
+        err(
+            errors,
+            at.span,
+            format!(
+                "input name `{taken}` is taken by the generated eager functions ({}); choose another",
+                RESERVED.join(", ")
+            ),
+        );
+    }
     let names = (0..n)
         .map(|i| {
-            let s = match (n, i) {
-                (1, _) => "data".to_string(),
-                (2, 0) => "lhs".to_string(),
-                (2, _) => "rhs".to_string(),
+            let s = match (&opts.input_names, n, i) {
+                (Some(names), _, _) => names[i].clone(),
+                (None, 1, _) => "data".to_string(),
+                (None, 2, 0) => "lhs".to_string(),
+                (None, 2, _) => "rhs".to_string(),
                 _ => format!("arg{i}"),
             };
             Ident::new(&s, f.sig.ident.span())

@@ -15,7 +15,7 @@ use crate::options::Options;
 const MAX_INPUTS: usize = 8;
 
 /// Parameter names of the generated eager functions; inputs cannot use them.
-const RESERVED: [&str; 4] = ["out", "req", "scalar", "params"];
+pub(super) const RESERVED: [&str; 4] = ["out", "req", "scalar", "params"];
 
 /// The forward and gradient of an elementwise op.
 pub(super) fn kernels(
