@@ -1,4 +1,5 @@
-//! Matrix products: [`dot()`] and [`batch_dot()`], on the `gemm` crate.
+//! Matrix products: [`dot()`], [`batch_dot()`] and MXNet's dense layer
+//! [`fully_connected`] (`FullyConnected`), on the `gemm` crate.
 //!
 //! Every product here is `dst (M×N) (=|+=) op(A) (M×K) · op(B) (K×N)` over
 //! row-major storage, where `op` is the identity or a transpose. A transpose
@@ -17,7 +18,9 @@
 //! converted to f32 in temporary space, multiplied, and rounded back once.
 
 use serde::{Deserialize, Serialize};
-use simpleop::{DType, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, bf16, simple_op};
+use simpleop::{
+    DType, Element, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, bf16, simple_op,
+};
 
 /// Keyword arguments of [`dot()`] and [`batch_dot()`].
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -599,6 +602,258 @@ its input's transpose flag.";
 contracted sizes.",
         forward "`out[b] (=|+=) op(lhs[b]) · op(rhs[b])`.",
         backward "Per batch: `lhs_grad = dy · op(rhs)ᵀ`, `rhs_grad = op(lhs)ᵀ · dy`.";
+}
+
+/// Keyword arguments of [`fully_connected`] (MXNet's `FullyConnectedParam`).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+pub struct FullyConnectedParams {
+    /// The number of outputs per row: `weight` is `(num_hidden, K)`.
+    pub num_hidden: usize,
+    /// MXNet drops the `bias` input when true. Inputs here are fixed, so
+    /// only `false` (the default) is accepted.
+    #[serde(default)]
+    pub no_bias: bool,
+    /// Flatten all axes after the first into `K` (the default); when false,
+    /// only the last axis is contracted and the others are kept.
+    #[serde(default = "flatten_default")]
+    pub flatten: bool,
+}
+
+fn flatten_default() -> bool {
+    true
+}
+
+impl Default for FullyConnectedParams {
+    fn default() -> Self {
+        FullyConnectedParams {
+            num_hidden: 0,
+            no_bias: false,
+            flatten: true,
+        }
+    }
+}
+
+const FC: &str = "FullyConnected";
+
+/// `(M, K)`, the rows and the contracted size of `data`, and the output
+/// shape; checks `weight` is `(num_hidden, K)` and `bias` `(num_hidden,)`.
+fn fc_geometry(
+    data: &Shape,
+    weight: &Shape,
+    bias: &Shape,
+    p: &FullyConnectedParams,
+) -> Result<(usize, usize, Shape)> {
+    if p.no_bias {
+        return Err(Error::BadKwarg {
+            op: FC.into(),
+            arg: "no_bias".into(),
+            reason: "only `False` is supported: the op always takes `bias` (pass zeros)".into(),
+        });
+    }
+    let h = p.num_hidden;
+    if h == 0 {
+        return Err(Error::BadKwarg {
+            op: FC.into(),
+            arg: "num_hidden".into(),
+            reason: "expected a positive number of outputs".into(),
+        });
+    }
+    let dims = data.dims();
+    let (rows, k, mut out) = match (p.flatten, dims) {
+        (_, []) => {
+            let want = "an array with at least one axis".to_string();
+            return Err(shape_error(FC, "data", want, data));
+        }
+        (true, [b, rest @ ..]) => (*b, product_of(rest), vec![*b]),
+        (false, [lead @ .., k]) => (product_of(lead), *k, lead.to_vec()),
+    };
+    out.push(h);
+    if weight.dims() != [h, k] {
+        let want = format!("({h}, {k}): (num_hidden, the size contracted from `data` {data})");
+        return Err(shape_error(FC, "weight", want, weight));
+    }
+    if bias.dims() != [h] {
+        return Err(shape_error(
+            FC,
+            "bias",
+            format!("({h},): (num_hidden,)"),
+            bias,
+        ));
+    }
+    Ok((rows, k, Shape::new(out)))
+}
+
+/// The product `data (M×K) · weightᵀ (K×H)` of a [`fully_connected`].
+fn fc_product(rows: usize, k: usize, h: usize) -> Product {
+    Product {
+        batch: 1,
+        m: rows,
+        n: h,
+        k,
+        a: Layout::stored(rows, k, false),
+        b: Layout::stored(h, k, true),
+        c: Layout::stored(rows, h, false),
+    }
+}
+
+/// The three inputs of a [`fully_connected`] kernel, checked.
+fn fc_inputs<'a, 'b>(inputs: &'a [TBlob<'b>]) -> Result<&'a [TBlob<'b>; 3]> {
+    inputs.try_into().map_err(|_| Error::Arity {
+        op: FC.into(),
+        expected: 3,
+        got: inputs.len(),
+    })
+}
+
+/// Every row of `out` (`rows × bias.len()`) set to `bias` (`overwrite`) or
+/// added it, in the output's dtype.
+fn bias_rows(out: &mut TBlobMut<'_>, bias: &TBlob<'_>, overwrite: bool) -> Result<()> {
+    if bias.dtype() != out.dtype() {
+        return Err(Error::DTypeMismatch {
+            op: FC.into(),
+            arg: "bias".into(),
+            expected: format!("{} (the dtype of `data`)", out.dtype()),
+            got: bias.dtype(),
+        });
+    }
+    simpleop::dispatch_float!(out.dtype(), T => {
+        let b: &[T] = bias.as_slice()?;
+        if b.is_empty() {
+            return Ok(());
+        }
+        for row in out.as_slice_mut::<T>()?.chunks_exact_mut(b.len()) {
+            if overwrite {
+                row.copy_from_slice(b);
+            } else {
+                for (d, &v) in row.iter_mut().zip(b) {
+                    OpReqType::AddTo.assign(d, v.to_compute());
+                }
+            }
+        }
+        Ok(())
+    }, _ => Err(Error::DTypeMismatch {
+        op: FC.into(),
+        arg: "data".into(),
+        expected: "a float dtype (float32, float64, float16, bfloat16)".into(),
+        got: out.dtype(),
+    }))
+}
+
+/// `bias_grad (=|+=) Σ_rows dy`, summed in f64 and rounded once.
+fn bias_grad(dy: &TBlob<'_>, grad: &mut TBlobMut<'_>, req: OpReqType) -> Result<()> {
+    if req == OpReqType::Null {
+        return Ok(());
+    }
+    check_shape(FC, "bias_grad", grad.shape(), &Shape::new([grad.len()]))?;
+    simpleop::dispatch_float!(dy.dtype(), T => {
+        let g: &mut [T] = grad.as_slice_mut()?;
+        let mut sums = vec![0f64; g.len()];
+        if !sums.is_empty() {
+            for row in dy.as_slice::<T>()?.chunks_exact(sums.len()) {
+                for (s, v) in sums.iter_mut().zip(row) {
+                    *s += v.to_f64();
+                }
+            }
+        }
+        let add = req == OpReqType::AddTo;
+        for (d, s) in g.iter_mut().zip(sums) {
+            *d = T::from_f64(if add { d.to_f64() + s } else { s });
+        }
+        Ok(())
+    }, _ => Err(Error::DTypeMismatch {
+        op: FC.into(),
+        arg: "out_grad".into(),
+        expected: "a float dtype (float32, float64, float16, bfloat16)".into(),
+        got: dy.dtype(),
+    }))
+}
+
+fn check_shape(op: &str, arg: &str, got: &Shape, want: &Shape) -> Result<()> {
+    if got != want {
+        return Err(shape_error(op, arg, want.to_string(), got));
+    }
+    Ok(())
+}
+
+/// MXNet's `FullyConnected`: `out = data · weightᵀ + bias`, with `data`
+/// flattened to `(batch, K)` (or, with `flatten = False`, contracted over
+/// its last axis only), `weight` `(num_hidden, K)` and `bias`
+/// `(num_hidden,)`. The gradients are products of the same kind, through
+/// the weight's transpose, and the bias gradient sums `dy` over the rows.
+#[simple_op(
+    blob,
+    name = "FullyConnected",
+    inputs = ["data", "weight", "bias"],
+    kwargs = FullyConnectedParams,
+    pattern = "out_elemwise_fusable",
+    resources(temp)
+)]
+pub mod fully_connected {
+    use super::FullyConnectedParams;
+    use simpleop::prelude::*;
+
+    /// `(batch, num_hidden)`, or `data`'s shape with its last axis
+    /// replaced by `num_hidden` when `flatten` is false.
+    pub fn shape(inputs: &[Shape], p: &FullyConnectedParams) -> Result<Shape> {
+        Ok(super::fc_geometry(&inputs[0], &inputs[1], &inputs[2], p)?.2)
+    }
+
+    /// The bias goes in first, then the product accumulates onto it, so
+    /// each output is rounded once.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &FullyConnectedParams,
+        env: &EnvArguments,
+    ) -> Result<()> {
+        let [x, w, b] = super::fc_inputs(inputs)?;
+        let (rows, k, shape) = super::fc_geometry(x.shape(), w.shape(), b.shape(), p)?;
+        super::check_shape(super::FC, "output", out.shape(), &shape)?;
+        if req == OpReqType::Null {
+            return Ok(());
+        }
+        super::bias_rows(out, b, req != OpReqType::AddTo)?;
+        let mm = super::fc_product(rows, k, p.num_hidden).forward();
+        let names = ["output", "data", "weight"];
+        super::gemm_blobs(super::FC, names, &mm, out, x, w, OpReqType::AddTo, env)
+    }
+
+    /// `data_grad = dy · weight`, `weight_grad = dyᵀ · data`, `bias_grad =
+    /// Σ_rows dy`.
+    pub fn backward(
+        dy: OutGrad<&TBlob<'_>>,
+        x: Inputs<&[TBlob<'_>]>,
+        grads: &mut [TBlobMut<'_>],
+        req: &[OpReqType],
+        p: &FullyConnectedParams,
+        env: &EnvArguments,
+    ) -> Result<()> {
+        let [data, w, b] = super::fc_inputs(&x)?;
+        let (rows, k, _) = super::fc_geometry(data.shape(), w.shape(), b.shape(), p)?;
+        let product = super::fc_product(rows, k, p.num_hidden);
+        let [gx, gw, gb] = grads else {
+            return Err(Error::Arity {
+                op: super::FC.into(),
+                expected: 3,
+                got: grads.len(),
+            });
+        };
+        let names = ["data_grad", "out_grad", "weight"];
+        super::gemm_blobs(super::FC, names, &product.grad_a(), gx, &dy, w, req[0], env)?;
+        let names = ["weight_grad", "data", "out_grad"];
+        super::gemm_blobs(
+            super::FC,
+            names,
+            &product.grad_b(),
+            gw,
+            data,
+            &dy,
+            req[1],
+            env,
+        )?;
+        super::bias_grad(&dy, gb, req[2])
+    }
 }
 
 #[cfg(test)]

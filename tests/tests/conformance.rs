@@ -48,6 +48,20 @@ fn extra_cases_match_mxnet_on_every_path() {
     assert!(report.ok(), "{}", failures.join("\n"));
 }
 
+/// `FullyConnected` cases `tests/conformance/gen_dense.py` made with MXNet
+/// 1.9.1: flattened and not, float64, `add` requests, a relu after it
+/// (fused onto the product), and no gradient for the data.
+#[test]
+fn dense_cases_match_mxnet_on_every_path() {
+    simpleop_ops::link();
+    let cases = include_str!("../conformance/mxnet-dense.jsonl");
+    let cases = conformance::parse_cases(cases).expect("case file parses");
+    assert_eq!(cases.len(), 6);
+    let report = conformance::check_paths(&cases, &EVERY_PATH);
+    let failures: Vec<String> = report.failures.iter().map(ToString::to_string).collect();
+    assert!(report.ok(), "{}", failures.join("\n"));
+}
+
 #[test]
 fn a_wrong_expectation_fails_with_the_worst_element() {
     simpleop_ops::link();

@@ -655,3 +655,96 @@ fn random_normal_is_deterministic_for_a_seed() {
     .to_string();
     assert!(e.contains("`dtype`"), "{e}");
 }
+
+// ---------------------------------------------------------- FullyConnected
+
+#[test]
+fn fully_connected_gradients() {
+    simpleop_ops::link();
+    // flatten: (2, 3, 2) data is (2, 6) against a (4, 6) weight
+    check(
+        GradCheck::new("FullyConnected")
+            .attr("num_hidden", 4)
+            .shapes(&[&[2, 3, 2], &[4, 6], &[4]]),
+    );
+    // flatten = False: the last axis is contracted, the others kept
+    check(
+        GradCheck::new("FullyConnected")
+            .attr("num_hidden", 3)
+            .attr("flatten", "False")
+            .shapes(&[&[2, 2, 5], &[3, 5], &[3]]),
+    );
+}
+
+/// `out[r, h] = Σ_k x[r, k] · w[h, k] + b[h]`, in f64.
+fn naive_dense(x: &[f64], w: &[f64], b: &[f64], rows: usize, k: usize) -> Vec<f64> {
+    let h = b.len();
+    let mut out = vec![0.0; rows * h];
+    for r in 0..rows {
+        for j in 0..h {
+            let dot: f64 = (0..k).map(|i| x[r * k + i] * w[j * k + i]).sum();
+            out[r * h + j] = dot + b[j];
+        }
+    }
+    out
+}
+
+#[test]
+fn fully_connected_matches_naive_loops_and_honours_requests() {
+    simpleop_ops::link();
+    let (rows, k, h) = (5, 7, 3);
+    let (x, w, b) = (random(&[rows, k], 1), random(&[h, k], 2), random(&[h], 3));
+    let attrs = Attrs::new().with("num_hidden", h);
+    for dtype in DType::FLOATS {
+        let arr = |d: &[f64], s: &[usize]| NDArray::from_f64(d, s.to_vec(), dtype).unwrap();
+        let (xa, wa, ba) = (arr(&x, &[rows, k]), arr(&w, &[h, k]), arr(&b, &[h]));
+        // The reference sees the inputs as rounded to `dtype`.
+        let (xr, wr, br) = (xa.to_f64_vec(), wa.to_f64_vec(), ba.to_f64_vec());
+        let want = naive_dense(&xr, &wr, &br, rows, k);
+        let inputs = [&xa, &wa, &ba];
+        let out = eager::invoke("FullyConnected", &inputs, &attrs).unwrap();
+        assert_eq!(out.shape().dims(), [rows, h]);
+        let tol = tolerance(dtype, k);
+        assert_close(&out.to_f64_vec(), &want, tol, &format!("{dtype} write"));
+        // AddTo adds the layer onto what the output held.
+        let mut acc = NDArray::full(vec![rows, h], 1.0, dtype);
+        eager::invoke_into_by_name(
+            "FullyConnected",
+            &inputs,
+            &attrs,
+            &mut acc,
+            OpReqType::AddTo,
+        )
+        .unwrap();
+        let plus_one: Vec<f64> = want.iter().map(|v| v + 1.0).collect();
+        assert_close(&acc.to_f64_vec(), &plus_one, tol, &format!("{dtype} add"));
+    }
+}
+
+#[test]
+fn fully_connected_errors_name_the_argument() {
+    simpleop_ops::link();
+    let x = NDArray::zeros(vec![2, 6], DType::F32);
+    let w = NDArray::zeros(vec![4, 5], DType::F32);
+    let b = NDArray::zeros(vec![4], DType::F32);
+    let attrs = Attrs::new().with("num_hidden", 4);
+    let e = eager::invoke("FullyConnected", &[&x, &w, &b], &attrs).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("FullyConnected") && msg.contains("weight") && msg.contains("(4, 6)"),
+        "{msg}"
+    );
+    let w = NDArray::zeros(vec![4, 6], DType::F32);
+    let e = eager::invoke(
+        "FullyConnected",
+        &[&x, &w, &b],
+        &attrs.clone().with("no_bias", "True"),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("no_bias"), "{e}");
+    let e = eager::invoke("FullyConnected", &[&x, &w, &b], &Attrs::new()).unwrap_err();
+    assert!(e.to_string().contains("num_hidden"), "{e}");
+    let short = NDArray::zeros(vec![3], DType::F32);
+    let e = eager::invoke("FullyConnected", &[&x, &w, &short], &attrs).unwrap_err();
+    assert!(e.to_string().contains("bias"), "{e}");
+}

@@ -103,6 +103,7 @@ const STANDARD_OPS: &[&str] = &[
     "flip",
     "dot",
     "batch_dot",
+    "FullyConnected",
     // neural network
     "softmax",
     "log_softmax",
