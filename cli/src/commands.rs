@@ -10,6 +10,9 @@
 //!   hints) it binds the graph and draws the memory plan.
 //! * `bench [--quick] [--json]` times the kernels against same-run
 //!   baselines ([`crate::bench`]).
+//! * `run MODEL-symbol.json [--params FILE] --input NAME=X.npy... [--train]
+//!   [-o OUT.npy] [--json]` runs a model and writes its outputs (and
+//!   gradients) as `.npy` ([`crate::run`]).
 //!
 //! Input files (case files, graph JSON) larger than [`max_file_bytes`]
 //! (default [`DEFAULT_MAX_FILE_BYTES`], or `SIMPLEOP_MAX_FILE_BYTES`, or
@@ -75,6 +78,31 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+    /// Run a model: bind it with shapes from its weights and inputs, run
+    /// forward (and backward with --train), write outputs and gradients
+    /// as .npy.
+    Run {
+        /// MXNet symbol JSON (`model-symbol.json`).
+        file: PathBuf,
+        /// Weights: an MXNet `.params` file or a `.safetensors` file.
+        #[arg(long, value_name = "FILE")]
+        params: Option<PathBuf>,
+        /// An input, `NAME=FILE.npy` (repeatable).
+        #[arg(long = "input", value_name = "NAME=FILE")]
+        inputs: Vec<String>,
+        /// Run forward in training mode, then backward with head gradients
+        /// of ones, and write every float argument's gradient.
+        #[arg(long)]
+        train: bool,
+        /// Where the output goes; several outputs go to `STEM-0.npy`, ...,
+        /// gradients to `STEM-grad-NAME.npy` beside it.
+        #[arg(short, long, default_value = "output.npy")]
+        output: PathBuf,
+        /// Print one JSON object: timings, output shapes, memory stats and
+        /// the files written.
+        #[arg(long)]
+        json: bool,
+    },
     /// Time the kernels against baselines measured in the same run.
     Bench {
         /// 4M elements and 5 repetitions instead of 16M and 15.
@@ -136,6 +164,25 @@ where
             graph(&text, &shapes, &dtypes, train, output.as_deref(), out).map(|()| 0)
         }
         Command::Bench { quick, json } => bench(quick, json, out).map(|()| 0),
+        Command::Run {
+            file,
+            params,
+            inputs,
+            train,
+            output,
+            json,
+        } => {
+            let text = read_text(&file, cap)?;
+            let args = crate::run::RunArgs {
+                symbol_json: &text,
+                params: params.as_deref(),
+                inputs: &inputs,
+                train,
+                output: &output,
+                json,
+            };
+            crate::run::run_model(&args, out).map(|()| 0)
+        }
     }
 }
 

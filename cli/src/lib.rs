@@ -22,5 +22,6 @@
 pub mod bench;
 mod commands;
 pub mod conformance;
+mod run;
 
 pub use commands::{DEFAULT_MAX_FILE_BYTES, main, max_file_bytes, read_text, run};
