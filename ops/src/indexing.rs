@@ -490,8 +490,11 @@ fn take_backward(
 
 const PICK: &str = "pick";
 
+/// `data` as `(before, len, after)` around an axis.
+type Split = (usize, usize, usize);
+
 /// The output shape, the index shapes allowed, and the split of `data`.
-fn pick_shape(data: &Shape, p: &PickParams) -> Result<(Shape, [Shape; 2], (usize, usize, usize))> {
+fn pick_shape(data: &Shape, p: &PickParams) -> Result<(Shape, [Shape; 2], Split)> {
     let Some(axis) = p.axis else {
         return Err(bad_kwarg(
             PICK,

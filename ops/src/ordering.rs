@@ -332,7 +332,7 @@ mod tests {
 
     #[test]
     fn nan_sorts_last_ascending_and_zeros_tie() {
-        let mut v = vec![2.0, f64::NAN, -0.0, 0.0, -1.0];
+        let mut v = [2.0, f64::NAN, -0.0, 0.0, -1.0];
         v.sort_by(|a, b| ascending(*a, *b));
         assert_eq!(v[0], -1.0);
         assert!(v[1] == 0.0 && v[1].is_sign_negative() && v[2] == 0.0 && v[2].is_sign_positive());

@@ -30,8 +30,7 @@ fn check_with(g: GradCheck, first_is_output: bool) {
         .iter()
         .filter(|(_, r, _)| *r == OpReqType::WriteInplace)
         .count();
-    let declared =
-        op.inplace.gradient.is_some() as usize + op.inplace.forward.is_some() as usize;
+    let declared = op.inplace.gradient.is_some() as usize + op.inplace.forward.is_some() as usize;
     let want = if first_is_output { 4 * declared } else { 0 };
     assert_eq!(inplace_rows, want, "{}: in-place rows", report.op);
 }
@@ -157,10 +156,17 @@ fn indexing_gradients() {
 /// checked with the output dtype set to it.
 fn check_per_dtype(make: impl Fn(DType) -> GradCheck) {
     for dtype in DType::FLOATS {
-        let report = make(dtype).dtypes(&[dtype]).run().unwrap_or_else(|e| panic!("{e}"));
+        let report = make(dtype)
+            .dtypes(&[dtype])
+            .run()
+            .unwrap_or_else(|e| panic!("{e}"));
         for req in [OpReqType::Null, OpReqType::WriteTo, OpReqType::AddTo] {
             assert_eq!(
-                report.rows.iter().filter(|(d, r, _)| *d == dtype && *r == req).count(),
+                report
+                    .rows
+                    .iter()
+                    .filter(|(d, r, _)| *d == dtype && *r == req)
+                    .count(),
                 2,
                 "{}: forward and backward rows for {dtype} {req:?}",
                 report.op
@@ -214,7 +220,9 @@ fn fill_ops_honour_forward_requests() {
     simpleop_ops::link();
     for (op, value) in [("_zeros", None), ("_ones", None), ("_full", Some(2.5))] {
         for dtype in ["float32", "float64", "float16", "bfloat16"] {
-            let mut g = GradCheck::new(op).attr("shape", "(3, 4)").attr("dtype", dtype);
+            let mut g = GradCheck::new(op)
+                .attr("shape", "(3, 4)")
+                .attr("dtype", dtype);
             if let Some(v) = value {
                 g = g.attr("value", v);
             }
@@ -223,8 +231,12 @@ fn fill_ops_honour_forward_requests() {
             assert_eq!(g.run().unwrap().rows.len(), 3 * 4, "{op} {dtype}");
         }
     }
-    let y = eager::invoke("_full", &[], &Attrs::from([("shape", "(2, 3)"), ("value", "-1.5")]))
-        .unwrap();
+    let y = eager::invoke(
+        "_full",
+        &[],
+        &Attrs::from([("shape", "(2, 3)"), ("value", "-1.5")]),
+    )
+    .unwrap();
     assert_eq!(y.dtype(), DType::F32);
     assert_eq!(y.to_f64_vec(), vec![-1.5; 6]);
 }
@@ -238,7 +250,10 @@ fn integer_outputs() {
         &Attrs::from([("shape", "(2, 2)"), ("dtype", "int32")]),
     )
     .unwrap();
-    assert_eq!((ones.dtype(), ones.to_f64_vec()), (DType::I32, vec![1.0; 4]));
+    assert_eq!(
+        (ones.dtype(), ones.to_f64_vec()),
+        (DType::I32, vec![1.0; 4])
+    );
     let idx = NDArray::from_f64(&[0.0, 2.9, -1.0, 7.0], [4], DType::F32).unwrap();
     let oh = eager::invoke(
         "one_hot",
@@ -253,9 +268,16 @@ fn integer_outputs() {
     );
     let x = NDArray::from_f64(&[3.0, 1.0, 2.0, 1.0], [4], DType::F32).unwrap();
     let a = eager::invoke("argsort", &[&x], &Attrs::from([("dtype", "int32")])).unwrap();
-    assert_eq!((a.dtype(), a.to_f64_vec()), (DType::I32, vec![1.0, 3.0, 2.0, 0.0]));
+    assert_eq!(
+        (a.dtype(), a.to_f64_vec()),
+        (DType::I32, vec![1.0, 3.0, 2.0, 0.0])
+    );
     let d = eager::invoke("argsort", &[&x], &Attrs::from([("is_ascend", "False")])).unwrap();
-    assert_eq!(d.to_f64_vec(), vec![0.0, 2.0, 1.0, 3.0], "ties keep their order");
+    assert_eq!(
+        d.to_f64_vec(),
+        vec![0.0, 2.0, 1.0, 3.0],
+        "ties keep their order"
+    );
 }
 
 // ------------------------------------------------------------ loss heads
@@ -298,13 +320,20 @@ fn check_loss_head(
         // forward requests
         let mut o = NDArray::full(y.shape().clone(), 7.0, dtype);
         eager::invoke_into(def, &[&x, &l], &env, &mut o, OpReqType::Null).unwrap();
-        assert!(o.to_f64_vec().iter().all(|&v| v == 7.0), "{op} {dtype} Null");
+        assert!(
+            o.to_f64_vec().iter().all(|&v| v == 7.0),
+            "{op} {dtype} Null"
+        );
         eager::invoke_into(def, &[&x, &l], &env, &mut o, OpReqType::AddTo).unwrap();
         let plus: Vec<f64> = want_out.iter().map(|v| v + 7.0).collect();
         close(&o.to_f64_vec(), &plus, "output AddTo");
         let dy = NDArray::random_uniform(y.shape().clone(), -1.0, 1.0, dtype, 5).unwrap();
         for req in [OpReqType::WriteTo, OpReqType::AddTo, OpReqType::Null] {
-            let start = if req == OpReqType::WriteTo { f64::NAN } else { 0.5 };
+            let start = if req == OpReqType::WriteTo {
+                f64::NAN
+            } else {
+                0.5
+            };
             let mut grads = vec![
                 NDArray::full(x.shape().clone(), start, dtype),
                 NDArray::full(l.shape().clone(), start, dtype),
@@ -318,7 +347,10 @@ fn check_loss_head(
             };
             close(&grads[0].to_f64_vec(), &want, &format!("data_grad {req:?}"));
             let lg = grads[1].to_f64_vec();
-            assert!(lg.iter().all(|&v| v == want_label), "{op} {dtype} label_grad {req:?}: {lg:?}");
+            assert!(
+                lg.iter().all(|&v| v == want_label),
+                "{op} {dtype} label_grad {req:?}: {lg:?}"
+            );
         }
     }
 }
@@ -336,7 +368,9 @@ fn softmax_rows(x: &[f64], cols: usize) -> Vec<f64> {
 #[test]
 fn softmax_output_gradients_for_every_dtype_and_request() {
     simpleop_ops::link();
-    let x = [0.5, -1.0, 2.0, 0.25, 1.5, 0.0, -0.5, 1.0, 0.75, -2.0, 0.5, 1.25];
+    let x = [
+        0.5, -1.0, 2.0, 0.25, 1.5, 0.0, -0.5, 1.0, 0.75, -2.0, 0.5, 1.25,
+    ];
     let sm = softmax_rows(&x, 4);
     let labels = [2.0, -1.0, 0.0];
     // plain: softmax − one_hot; the -1 label matches no class
@@ -354,7 +388,14 @@ fn softmax_output_gradients_for_every_dtype_and_request() {
         ("normalization", "valid"),
         ("grad_scale", "3"),
     ]);
-    check_loss_head("SoftmaxOutput", &attrs, (&[3, 4], &x), (&[3], &labels), &sm, &g2);
+    check_loss_head(
+        "SoftmaxOutput",
+        &attrs,
+        (&[3, 4], &x),
+        (&[3], &labels),
+        &sm,
+        &g2,
+    );
     // smoothing: target 1 − α at the label, α/(C−1) elsewhere
     let alpha = 0.3f32 as f64;
     let smooth = (0.3f32 / 3.0) as f64;
@@ -362,7 +403,14 @@ fn softmax_output_gradients_for_every_dtype_and_request() {
     g3[2] = sm[2] - (1.0 - alpha);
     g3[8] = sm[8] - (1.0 - alpha);
     let attrs = Attrs::from([("smooth_alpha", "0.3")]);
-    check_loss_head("SoftmaxOutput", &attrs, (&[3, 4], &x), (&[3], &labels), &sm, &g3);
+    check_loss_head(
+        "SoftmaxOutput",
+        &attrs,
+        (&[3, 4], &x),
+        (&[3], &labels),
+        &sm,
+        &g3,
+    );
     // out_grad multiplies by the head gradient: checked apart (random dy)
 }
 
@@ -376,14 +424,22 @@ fn softmax_output_out_grad_multiplies_the_head_gradient() {
     let env = (def.parse)(def, &attrs).unwrap();
     let y = eager::invoke_with(def, &[&x, &l], &env).unwrap();
     let dy = NDArray::from_f64(&[2.0, 3.0, -1.0, 0.5], [2, 2], DType::F64).unwrap();
-    let mut grads = vec![NDArray::zeros([2, 2], DType::F64), NDArray::zeros([0], DType::F64)];
-    eager::invoke_backward(def, &env, &dy, Some(&y), &[&x, &l], &mut grads, &[
-        OpReqType::WriteTo,
-        OpReqType::Null,
-    ])
+    let mut grads = vec![
+        NDArray::zeros([2, 2], DType::F64),
+        NDArray::zeros([0], DType::F64),
+    ];
+    eager::invoke_backward(
+        def,
+        &env,
+        &dy,
+        Some(&y),
+        &[&x, &l],
+        &mut grads,
+        &[OpReqType::WriteTo, OpReqType::Null],
+    )
     .unwrap();
     let s = y.to_f64_vec();
-    let want = [s[0] * 2.0, (s[1] - 1.0) * 3.0, (s[2] - 1.0) * -1.0, s[3] * 0.5];
+    let want = [s[0] * 2.0, (s[1] - 1.0) * 3.0, -(s[2] - 1.0), s[3] * 0.5];
     for (g, w) in grads[0].to_f64_vec().iter().zip(want) {
         assert!((g - w).abs() < 1e-12, "{g} vs {w}");
     }
@@ -399,14 +455,28 @@ fn regression_output_gradients_for_every_dtype_and_request() {
     // MXNet's factor grad_scale / m, in f32
     let k = f64::from(2.0f32 / 3.0);
     let lin: Vec<f64> = x.iter().zip(&label).map(|(o, l)| (o - l) * k).collect();
-    check_loss_head("LinearRegressionOutput", &attrs, (&[2, 3], &x), (&[2, 3], &label), &x, &lin);
+    check_loss_head(
+        "LinearRegressionOutput",
+        &attrs,
+        (&[2, 3], &x),
+        (&[2, 3], &label),
+        &x,
+        &lin,
+    );
     // MAE: +k above the label, −k at or below (the ties at 1 and 4)
     let mae: Vec<f64> = x
         .iter()
         .zip(&label)
         .map(|(o, l)| if o - l > 0.0 { k } else { -k })
         .collect();
-    check_loss_head("MAERegressionOutput", &attrs, (&[2, 3], &x), (&[2, 3], &label), &x, &mae);
+    check_loss_head(
+        "MAERegressionOutput",
+        &attrs,
+        (&[2, 3], &x),
+        (&[2, 3], &label),
+        &x,
+        &mae,
+    );
     let sig: Vec<f64> = x.iter().map(|v| 1.0 / (1.0 + (-v).exp())).collect();
     let lab01: Vec<f64> = label.iter().map(|l| l.abs() / 2.0).collect();
     let logi: Vec<f64> = sig.iter().zip(&lab01).map(|(o, l)| (o - l) * k).collect();
@@ -445,21 +515,36 @@ fn errors_name_op_argument_and_expectation() {
     simpleop_ops::link();
     let x = NDArray::zeros([2, 3], DType::F32);
     let e = err("LeakyReLU", &[&x], &[("act_type", "prelu")]);
-    assert!(e.contains("LeakyReLU") && e.contains("act_type") && e.contains("gamma"), "{e}");
+    assert!(
+        e.contains("LeakyReLU") && e.contains("act_type") && e.contains("gamma"),
+        "{e}"
+    );
     let e = err("Activation", &[&x], &[("act_type", "swish")]);
     assert!(e.contains("Activation") && e.contains("act_type"), "{e}");
     let e = err("Activation", &[&x], &[]);
     assert!(e.contains("act_type"), "{e}");
-    let (g, b) = (NDArray::zeros([3], DType::F32), NDArray::zeros([3], DType::F32));
+    let (g, b) = (
+        NDArray::zeros([3], DType::F32),
+        NDArray::zeros([3], DType::F32),
+    );
     let e = err("LayerNorm", &[&x, &g, &b], &[("output_mean_var", "True")]);
-    assert!(e.contains("LayerNorm") && e.contains("output_mean_var"), "{e}");
+    assert!(
+        e.contains("LayerNorm") && e.contains("output_mean_var"),
+        "{e}"
+    );
     let e = err("LayerNorm", &[&x, &g, &b], &[("axis", "0")]);
     assert!(e.contains("gamma") && e.contains("(2,)"), "{e}");
     let e = err("InstanceNorm", &[&x, &g, &b], &[]);
-    assert!(e.contains("InstanceNorm") && e.contains("data") && e.contains("3 dimensions"), "{e}");
+    assert!(
+        e.contains("InstanceNorm") && e.contains("data") && e.contains("3 dimensions"),
+        "{e}"
+    );
     let idx = NDArray::from_f64(&[0.0, 3.0], [2], DType::F32).unwrap();
     let e = err("take", &[&x, &idx], &[("mode", "raise")]);
-    assert!(e.contains("take") && e.contains("indices") && e.contains("raise"), "{e}");
+    assert!(
+        e.contains("take") && e.contains("indices") && e.contains("raise"),
+        "{e}"
+    );
     let e = err("take", &[&x, &idx], &[("axis", "2")]);
     assert!(e.contains("axis"), "{e}");
     let e = err("pick", &[&x, &idx], &[("axis", "None")]);
@@ -468,28 +553,52 @@ fn errors_name_op_argument_and_expectation() {
     let e = err("pick", &[&x, &idx3], &[]);
     assert!(e.contains("pick") && e.contains("index"), "{e}");
     let w = NDArray::zeros([4, 2], DType::F32);
-    let e = err("Embedding", &[&idx, &w], &[("input_dim", "5"), ("output_dim", "2")]);
-    assert!(e.contains("Embedding") && e.contains("weight") && e.contains("(5, 2)"), "{e}");
     let e = err(
         "Embedding",
         &[&idx, &w],
-        &[("input_dim", "4"), ("output_dim", "2"), ("sparse_grad", "True")],
+        &[("input_dim", "5"), ("output_dim", "2")],
+    );
+    assert!(
+        e.contains("Embedding") && e.contains("weight") && e.contains("(5, 2)"),
+        "{e}"
+    );
+    let e = err(
+        "Embedding",
+        &[&idx, &w],
+        &[
+            ("input_dim", "4"),
+            ("output_dim", "2"),
+            ("sparse_grad", "True"),
+        ],
     );
     assert!(e.contains("sparse_grad"), "{e}");
     let d3 = NDArray::zeros([2, 3, 4], DType::F32);
     let l3 = NDArray::zeros([2, 3], DType::F32);
     let e = err("SoftmaxOutput", &[&d3, &l3], &[]);
-    assert!(e.contains("SoftmaxOutput") && e.contains("multi_output"), "{e}");
+    assert!(
+        e.contains("SoftmaxOutput") && e.contains("multi_output"),
+        "{e}"
+    );
     let e = err("SoftmaxOutput", &[&x, &idx3], &[]);
     assert!(e.contains("label") && e.contains("(2,)"), "{e}");
-    let e = err("SoftmaxOutput", &[&d3, &idx], &[("multi_output", "True"), ("smooth_alpha", "0.1")]);
+    let e = err(
+        "SoftmaxOutput",
+        &[&d3, &idx],
+        &[("multi_output", "True"), ("smooth_alpha", "0.1")],
+    );
     assert!(e.contains("smooth_alpha"), "{e}");
     let e = err("LinearRegressionOutput", &[&x, &idx], &[]);
-    assert!(e.contains("LinearRegressionOutput") && e.contains("label"), "{e}");
+    assert!(
+        e.contains("LinearRegressionOutput") && e.contains("label"),
+        "{e}"
+    );
     let e = err("one_hot", &[&idx], &[("depth", "-1")]);
     assert!(e.contains("one_hot") && e.contains("depth"), "{e}");
     let e = err("_zeros", &[], &[("shape", "(2,)"), ("dtype", "int8")]);
-    assert!(e.contains("_zeros") && e.contains("dtype") && e.contains("int8"), "{e}");
+    assert!(
+        e.contains("_zeros") && e.contains("dtype") && e.contains("int8"),
+        "{e}"
+    );
     let long = NDArray::zeros([3000], DType::F32);
     let e = err("argsort", &[&long], &[("dtype", "float16")]);
     assert!(e.contains("argsort") && e.contains("float16"), "{e}");
@@ -505,9 +614,15 @@ fn attributes_round_trip_through_json() {
     let x = Symbol::var("x");
     for (op, attrs) in [
         ("Activation", Attrs::from([("act_type", "softrelu")])),
-        ("LeakyReLU", Attrs::from([("act_type", "gelu"), ("slope", "0.1")])),
+        (
+            "LeakyReLU",
+            Attrs::from([("act_type", "gelu"), ("slope", "0.1")]),
+        ),
         ("SwapAxis", Attrs::from([("dim1", "0"), ("dim2", "1")])),
-        ("sort", Attrs::from([("axis", "None"), ("is_ascend", "False")])),
+        (
+            "sort",
+            Attrs::from([("axis", "None"), ("is_ascend", "False")]),
+        ),
     ] {
         let s = Symbol::invoke(op, &[&x], &attrs).unwrap();
         let back = Symbol::from_json(&s.to_json()).unwrap();
