@@ -14,6 +14,7 @@
 // First: the family macros must be defined before the modules that use them.
 #[macro_use]
 mod families;
+mod common;
 
 pub mod activation;
 pub mod arith;
@@ -22,11 +23,17 @@ pub mod broadcast;
 pub mod clip;
 pub mod compare;
 pub mod gradient;
+pub mod indexing;
+pub mod init;
+pub mod layers;
 pub mod linalg;
 pub mod loss;
 pub mod math;
 pub mod nn;
+pub mod norm;
 pub mod optim;
+pub mod ordering;
+pub mod output;
 pub mod random;
 pub mod reduce;
 pub mod scalar;
@@ -40,11 +47,17 @@ pub use broadcast::*;
 pub use clip::*;
 pub use compare::*;
 pub use gradient::*;
+pub use indexing::*;
+pub use init::*;
+pub use layers::*;
 pub use linalg::*;
 pub use loss::*;
 pub use math::*;
 pub use nn::*;
+pub use norm::*;
 pub use optim::*;
+pub use ordering::*;
+pub use output::*;
 pub use random::*;
 pub use reduce::*;
 pub use scalar::*;

@@ -1,5 +1,6 @@
 //! Shape manipulation: `Reshape`, `Flatten`, `expand_dims` (copies under a
-//! new shape), `transpose`, `slice_axis` and `reverse` (strided views).
+//! new shape), `transpose`, `SwapAxis`, `slice_axis` and `reverse` (strided
+//! views).
 //!
 //! The copies and views share one kernel, `strided_copy`: a row-major walk
 //! over a shape with arbitrary (possibly negative) input strides, used to
@@ -50,6 +51,16 @@ pub struct SliceAxisParams {
     /// One past the last index (negative counts from the end); `None` is
     /// the end of the axis.
     pub end: Option<i64>,
+}
+
+/// Keyword arguments of [`swap_axis()`] (MXNet's `SwapAxisParam`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default)]
+pub struct SwapAxisParams {
+    /// The first axis (default 0; negative counts from the end).
+    pub dim1: i64,
+    /// The second axis (default 0; negative counts from the end).
+    pub dim2: i64,
 }
 
 /// Keyword arguments of [`reverse()`]; `axis` is required.
@@ -498,6 +509,18 @@ fn transpose_view(input: &Shape, p: &TransposeParams) -> Result<View> {
     })
 }
 
+/// The view of `input` that `SwapAxis` reads: `transpose` with two axes
+/// exchanged.
+fn swap_view(input: &Shape, p: &SwapAxisParams) -> Result<View> {
+    let nd = input.ndim();
+    let a = resolve_axis("SwapAxis", "dim1", p.dim1, nd, 0)?;
+    let b = resolve_axis("SwapAxis", "dim2", p.dim2, nd, 0)?;
+    let mut view = View::contiguous(input);
+    view.dims.swap(a, b);
+    view.strides.swap(a, b);
+    Ok(view)
+}
+
 /// The view of `input` that `slice_axis` reads.
 fn slice_view(input: &Shape, p: &SliceAxisParams) -> Result<View> {
     const OP: &str = "slice_axis";
@@ -697,6 +720,13 @@ unary_kwarg_ops! {
         forward "Gathers the slice, honouring `req`.",
         backward "Scatters `dy` into the slice; the rest is 0 (`WriteTo`) or left
 alone (`AddTo`).";
+
+    /// Exchanges axes `dim1` and `dim2` (MXNet's `SwapAxis`, also
+    /// `swapaxes`). The gradient exchanges them back.
+    swap_axis [name = "SwapAxis", alias = "swapaxes", pattern = "injective"]: SwapAxisParams = swap_view,
+        shape "The input shape with `dim1` and `dim2` exchanged.",
+        forward "Gathers the swapped elements, honouring `req`.",
+        backward "Scatters `dy` back through the same swap.";
 
     /// Reverses the order of the elements along each axis in `axis`. The
     /// gradient reverses `dy` the same way.

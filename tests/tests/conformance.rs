@@ -62,6 +62,24 @@ fn dense_cases_match_mxnet_on_every_path() {
     assert!(report.ok(), "{}", failures.join("\n"));
 }
 
+/// Cases `tests/conformance/gen_layers.py` made with MXNet 1.9.1 for the
+/// layer, loss-head, indexing, init and ordering ops of issue 34
+/// (`Activation`, `LeakyReLU`, `SoftmaxOutput`, the regression outputs,
+/// `Embedding`, `take`, `pick`, `one_hot`, `SwapAxis`, `_zeros`, `_ones`,
+/// `_full`, `sort`, `argsort`, `InstanceNorm`, `LayerNorm`), alone, with
+/// float64 and float16 where MXNet has them, and in small graphs.
+#[test]
+fn layer_cases_match_mxnet_on_every_path() {
+    simpleop_ops::link();
+    let layers = include_str!("../conformance/mxnet-layers.jsonl");
+    let cases = conformance::parse_cases(layers).expect("case file parses");
+    assert_eq!(cases.len(), 105);
+    let report = conformance::check_paths(&cases, &EVERY_PATH);
+    let failures: Vec<String> = report.failures.iter().map(ToString::to_string).collect();
+    assert!(report.ok(), "{}", failures.join("\n"));
+    assert_eq!(report.summary(), "105 passed, 0 failed");
+}
+
 #[test]
 fn a_wrong_expectation_fails_with_the_worst_element() {
     simpleop_ops::link();
