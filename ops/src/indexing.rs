@@ -220,7 +220,7 @@ fn embedding_rows(data: &TBlob<'_>, p: &EmbeddingParams) -> Result<Vec<usize>> {
 /// The weight gradient is dense, the head gradient's rows summed into the
 /// rows they came from; `data` gets a zero gradient (MXNet refuses to
 /// compute one).
-#[simple_op(name = "Embedding", blob, inputs = 2, kwargs = EmbeddingParams, pattern = "injective")]
+#[simple_op(name = "Embedding", blob, inputs = ["data", "weight"], kwargs = EmbeddingParams, pattern = "injective")]
 pub mod embedding {
     use super::EmbeddingParams;
     use simpleop::prelude::*;
@@ -378,7 +378,7 @@ fn take_indices(idx: &TBlob<'_>, len: usize, mode: TakeMode) -> Result<Vec<usize
 ///
 /// `a`'s gradient sums the head gradient's slices into the slices they
 /// came from; `indices` gets a zero gradient.
-#[simple_op(blob, inputs = 2, kwargs = TakeParams, pattern = "injective")]
+#[simple_op(blob, inputs = ["a", "indices"], kwargs = TakeParams, pattern = "injective")]
 pub mod take {
     use super::TakeParams;
     use simpleop::prelude::*;
@@ -573,7 +573,7 @@ fn pick_indices(index: &TBlob<'_>, len: usize, mode: PickMode) -> Result<Vec<usi
 ///
 /// `data`'s gradient is the head gradient at the picked positions and 0
 /// elsewhere; `index` gets a zero gradient.
-#[simple_op(blob, inputs = 2, kwargs = PickParams, alias = "choose_element_0index", pattern = "injective")]
+#[simple_op(blob, inputs = ["data", "index"], kwargs = PickParams, alias = "choose_element_0index", pattern = "injective")]
 pub mod pick {
     use super::PickParams;
     use simpleop::prelude::*;

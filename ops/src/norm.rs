@@ -319,7 +319,7 @@ fn norm_backward(
 /// channel)` of `data` `(N, C, ...)` is normalised over its spatial
 /// elements, then scaled and shifted by the channel's `gamma` and `beta`
 /// `(C,)`. Gradients for all three inputs.
-#[simple_op(name = "InstanceNorm", blob, inputs = 3, kwargs = InstanceNormParams)]
+#[simple_op(name = "InstanceNorm", blob, inputs = ["data", "gamma", "beta"], kwargs = InstanceNormParams)]
 pub mod instance_norm {
     use super::InstanceNormParams;
     use simpleop::prelude::*;
@@ -363,7 +363,7 @@ pub mod instance_norm {
 /// `gamma` and `beta` (both of that axis's size). Gradients for all three
 /// inputs. `output_mean_var=True` is refused (its extra outputs need
 /// multi-output ops).
-#[simple_op(name = "LayerNorm", blob, inputs = 3, kwargs = LayerNormParams)]
+#[simple_op(name = "LayerNorm", blob, inputs = ["data", "gamma", "beta"], kwargs = LayerNormParams)]
 pub mod layer_norm {
     use super::LayerNormParams;
     use simpleop::prelude::*;

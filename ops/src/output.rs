@@ -309,7 +309,7 @@ fn so_gradient(
 /// `preserve_shape`, and `smooth_alpha` with `multi_output` is refused
 /// (MXNet flattens such data but reads labels of another shape, and ignores
 /// the smoothing, respectively).
-#[simple_op(name = "SoftmaxOutput", alias = "Softmax", blob, inputs = 2, kwargs = SoftmaxOutputParams)]
+#[simple_op(name = "SoftmaxOutput", alias = "Softmax", blob, inputs = ["data", "label"], kwargs = SoftmaxOutputParams)]
 pub mod softmax_output {
     use super::SoftmaxOutputParams;
     use simpleop::prelude::*;
@@ -542,7 +542,7 @@ macro_rules! regression_outputs {
         forward $fdoc:literal, backward $bdoc:literal;
     )*) => {$(
         $(#[$doc])*
-        #[simple_op(name = $name, blob, inputs = 2, kwargs = RegressionOutputParams)]
+        #[simple_op(name = $name, blob, inputs = ["data", "label"], kwargs = RegressionOutputParams)]
         pub mod $module {
             use super::{Regression, RegressionOutputParams};
             use simpleop::prelude::*;

@@ -1,0 +1,274 @@
+//! `simpleop run` and weights: a Gluon MLP exported by MXNet 1.9.1
+//! (`tests/data/models`, made by `tests/conformance/gen_dense.py`) loads
+//! with its `.params` and matches MXNet's output and every parameter's
+//! gradient; a graph built here round-trips its weights through `.params`
+//! and safetensors and `simpleop run` agrees with the executor bitwise.
+
+use std::path::{Path, PathBuf};
+
+use simpleop::symbol::Symbol;
+use simpleop::{Attrs, DType, NDArray};
+
+const MODELS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/models");
+
+fn run(args: &[&str]) -> String {
+    simpleop_ops::link();
+    let mut out = Vec::new();
+    let argv = std::iter::once("simpleop").chain(args.iter().copied());
+    let code = simpleop_cli::run(argv, &mut out).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(code, 0);
+    String::from_utf8(out).unwrap()
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("simpleop-run-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn assert_close(got: &[f64], want: &[f64], tol: f64, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (a, e)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (a - e).abs() <= tol * (1.0 + e.abs()),
+            "{what}: element {i}: got {a}, expected {e}"
+        );
+    }
+}
+
+fn floats(v: &serde_json::Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
+/// MXNet's expectations for the MLP export: its output for
+/// `mlp-input.npy`, and each parameter's gradient of `sum(output · head)`.
+fn mlp_expect() -> serde_json::Value {
+    let text = std::fs::read_to_string(Path::new(MODELS).join("mlp-expect.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn gluon_mlp_export_runs_and_matches_mxnet() {
+    let dir = temp_dir("mlp");
+    let out = dir.join("y.npy");
+    let symbol = format!("{MODELS}/mlp-symbol.json");
+    let params = format!("{MODELS}/mlp-0000.params");
+    let input = format!("data={MODELS}/mlp-input.npy");
+    let o = out.to_str().unwrap();
+    let printed = run(&[
+        "run", &symbol, "--params", &params, "--input", &input, "-o", o,
+    ]);
+    assert_eq!(printed.trim(), o);
+    let expect = mlp_expect();
+    let y = NDArray::load_npy(&out).unwrap();
+    assert_eq!(y.shape().dims(), [4, 3]);
+    assert_close(&y.to_f64_vec(), &floats(&expect["output"]), 1e-5, "output");
+}
+
+#[test]
+fn gluon_mlp_export_trains_with_mxnet_gradients() {
+    // MXNet's gradients are of sum(output · head); the executor is bound
+    // here directly so that head can be given.
+    simpleop_ops::link();
+    let expect = mlp_expect();
+    let sym =
+        Symbol::from_json(&std::fs::read_to_string(format!("{MODELS}/mlp-symbol.json")).unwrap())
+            .unwrap();
+    let weights = NDArray::load_params(format!("{MODELS}/mlp-0000.params")).unwrap();
+    let x = NDArray::load_npy(format!("{MODELS}/mlp-input.npy")).unwrap();
+    let mut shapes = std::collections::HashMap::new();
+    shapes.insert("data".to_string(), x.shape().clone());
+    for (name, w) in &weights {
+        shapes.insert(
+            name.trim_start_matches("arg:").to_string(),
+            w.shape().clone(),
+        );
+    }
+    let reqs = sym
+        .list_arguments()
+        .into_iter()
+        .filter(|a| a != "data")
+        .map(|a| (a, simpleop::symbol::GradReq::Write))
+        .collect();
+    let mut exec = sym.simple_bind(&shapes, &Default::default(), reqs).unwrap();
+    let options = simpleop::params::LoadOptions {
+        inputs: &["data"],
+        ..Default::default()
+    };
+    exec.load_params(&weights, &options).unwrap();
+    exec.set_arg("data", &x).unwrap();
+    exec.forward(true).unwrap();
+    let head = NDArray::from_f64(&floats(&expect["head"]), vec![4, 3], DType::F32).unwrap();
+    exec.backward(&[head]).unwrap();
+    let grads = expect["grads"].as_object().unwrap();
+    assert_eq!(grads.len(), 6);
+    for (name, want) in grads {
+        let got = exec
+            .grad(name)
+            .unwrap_or_else(|| panic!("no gradient for {name}"));
+        assert_close(&got.to_f64_vec(), &floats(want), 1e-4, name);
+    }
+}
+
+/// `relu(FullyConnected(x, w, b))` with weights saved here.
+fn dense_relu() -> (Symbol, Vec<(String, NDArray)>, NDArray) {
+    simpleop_ops::link();
+    let (x, w, b) = (Symbol::var("x"), Symbol::var("w"), Symbol::var("b"));
+    let fc = Symbol::invoke(
+        "FullyConnected",
+        &[&x, &w, &b],
+        &Attrs::new().with("num_hidden", 5),
+    )
+    .unwrap();
+    let y = Symbol::invoke("relu", &[&fc], &Attrs::new()).unwrap();
+    let weights = vec![
+        (
+            "arg:w".to_string(),
+            NDArray::random_uniform(vec![5, 6], -1.0, 1.0, DType::F32, 1).unwrap(),
+        ),
+        (
+            "arg:b".to_string(),
+            NDArray::random_uniform(vec![5], -1.0, 1.0, DType::F32, 2).unwrap(),
+        ),
+    ];
+    let input = NDArray::random_uniform(vec![3, 6], -1.0, 1.0, DType::F32, 3).unwrap();
+    (y, weights, input)
+}
+
+#[test]
+fn run_agrees_with_the_eager_ops_bitwise_from_params_and_safetensors() {
+    let (sym, weights, x) = dense_relu();
+    let dir = temp_dir("dense");
+    let symbol = dir.join("model-symbol.json");
+    std::fs::write(&symbol, sym.to_json()).unwrap();
+    let input = dir.join("x.npy");
+    x.save_npy(&input).unwrap();
+    let params = dir.join("model-0000.params");
+    NDArray::save_params(&params, &weights).unwrap();
+    let bare: Vec<(String, NDArray)> = weights
+        .iter()
+        .map(|(n, a)| (n.trim_start_matches("arg:").to_string(), a.clone()))
+        .collect();
+    let safetensors = dir.join("model.safetensors");
+    NDArray::save_safetensors(&safetensors, &bare).unwrap();
+    let fc = simpleop::eager::invoke(
+        "FullyConnected",
+        &[&x, &weights[0].1, &weights[1].1],
+        &Attrs::new().with("num_hidden", 5),
+    )
+    .unwrap();
+    let want = simpleop::eager::invoke("relu", &[&fc], &Attrs::new()).unwrap();
+    for file in [&params, &safetensors] {
+        let out = dir.join("y.npy");
+        let input = format!("x={}", input.display());
+        run(&[
+            "run",
+            symbol.to_str().unwrap(),
+            "--params",
+            file.to_str().unwrap(),
+            "--input",
+            &input,
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        let y = NDArray::load_npy(&out).unwrap();
+        assert_eq!(
+            y.to_vec::<f32>().unwrap(),
+            want.to_vec::<f32>().unwrap(),
+            "{}",
+            file.display()
+        );
+    }
+}
+
+#[test]
+fn run_trains_and_reports_json() {
+    let (sym, weights, x) = dense_relu();
+    let dir = temp_dir("train");
+    let symbol = dir.join("model-symbol.json");
+    std::fs::write(&symbol, sym.to_json()).unwrap();
+    let input = dir.join("x.npy");
+    x.save_npy(&input).unwrap();
+    let params = dir.join("model-0000.params");
+    NDArray::save_params(&params, &weights).unwrap();
+    let out = dir.join("y.npy");
+    let input = format!("x={}", input.display());
+    let printed = run(&[
+        "run",
+        symbol.to_str().unwrap(),
+        "--params",
+        params.to_str().unwrap(),
+        "--input",
+        &input,
+        "--train",
+        "--json",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let summary: serde_json::Value = serde_json::from_str(printed.trim()).unwrap();
+    assert_eq!(summary["train"], true);
+    assert_eq!(summary["outputs"], serde_json::json!([[3, 5]]));
+    assert!(summary["forward_ms"].as_f64().unwrap() >= 0.0);
+    assert!(summary["backward_ms"].as_f64().unwrap() >= 0.0);
+    assert!(summary["memory"]["planned_bytes"].as_u64().unwrap() > 0);
+    let files: Vec<&str> = summary["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert_eq!(files.len(), 4, "{files:?}"); // the output and x, w, b gradients
+    // The bias gradient of sum(relu(fc)) counts the rows where each unit is active.
+    let y = NDArray::load_npy(&out).unwrap().to_vec::<f32>().unwrap();
+    let gb = NDArray::load_npy(dir.join("y-grad-b.npy"))
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    for (j, g) in gb.iter().enumerate() {
+        let active = (0..3).filter(|r| y[r * 5 + j] > 0.0).count();
+        assert_eq!(*g, active as f32, "unit {j}");
+    }
+}
+
+#[test]
+fn run_errors_name_what_is_wrong() {
+    simpleop_ops::link();
+    let (sym, weights, x) = dense_relu();
+    let dir = temp_dir("errors");
+    let symbol = dir.join("model-symbol.json");
+    std::fs::write(&symbol, sym.to_json()).unwrap();
+    let input = dir.join("x.npy");
+    x.save_npy(&input).unwrap();
+    let params = dir.join("short.params");
+    NDArray::save_params(&params, &weights[..1]).unwrap();
+    let err = |args: &[&str]| {
+        let argv = std::iter::once("simpleop").chain(args.iter().copied());
+        simpleop_cli::run(argv, &mut Vec::new())
+            .unwrap_err()
+            .to_string()
+    };
+    let s = symbol.to_str().unwrap();
+    let xin = format!("x={}", input.display());
+    // the bias is missing from the weights
+    let e = err(&[
+        "run",
+        s,
+        "--params",
+        params.to_str().unwrap(),
+        "--input",
+        &xin,
+    ]);
+    assert!(e.contains('b') && e.contains("missing"), "{e}");
+    // an input that is no argument
+    let e = err(&["run", s, "--input", &format!("nope={}", input.display())]);
+    assert!(e.contains("nope") && e.contains("no argument"), "{e}");
+    // a weight file that is not one
+    let bad = dir.join("bad.params");
+    std::fs::write(&bad, b"not a params file").unwrap();
+    let e = err(&["run", s, "--params", bad.to_str().unwrap(), "--input", &xin]);
+    assert!(e.contains("bad.params"), "{e}");
+}
