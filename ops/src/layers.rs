@@ -61,7 +61,8 @@ pub mod activation {
 
     /// The function `act_type` names.
     #[inline(always)]
-    pub fn forward<T: Float>(x: T, p: &ActivationParams) -> T {
+    pub fn forward<T: Float>(data: T, p: &ActivationParams) -> T {
+        let x = data;
         match p.act_type {
             ActType::Relu => crate::activation::relu::forward(x),
             ActType::Sigmoid => x.sigmoid(),
@@ -205,8 +206,8 @@ pub mod leaky_relu {
 
     /// The function `act_type` names.
     #[inline(always)]
-    pub fn forward<T: Float>(x: T, p: &LeakyReLUParams) -> T {
-        let zero = T::zero();
+    pub fn forward<T: Float>(data: T, p: &LeakyReLUParams) -> T {
+        let (x, zero) = (data, T::zero());
         if matches!(p.act_type, LeakyActType::Leaky | LeakyActType::Rrelu) {
             // the common case first, outside the match (measured faster)
             let s = p.slope::<T>();
