@@ -1,5 +1,5 @@
 //! Matrix products: [`dot()`], [`batch_dot()`] and MXNet's dense layer
-//! [`fully_connected`] (`FullyConnected`), on the `gemm` crate.
+//! [`fully_connected()`] (`FullyConnected`), on the `gemm` crate.
 //!
 //! Every product here is `dst (M×N) (=|+=) op(A) (M×K) · op(B) (K×N)` over
 //! row-major storage, where `op` is the identity or a transpose. A transpose
@@ -604,7 +604,7 @@ contracted sizes.",
         backward "Per batch: `lhs_grad = dy · op(rhs)ᵀ`, `rhs_grad = op(lhs)ᵀ · dy`.";
 }
 
-/// Keyword arguments of [`fully_connected`] (MXNet's `FullyConnectedParam`).
+/// Keyword arguments of [`fully_connected()`] (MXNet's `FullyConnectedParam`).
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 pub struct FullyConnectedParams {
     /// The number of outputs per row: `weight` is `(num_hidden, K)`.
@@ -683,7 +683,7 @@ fn fc_geometry(
     Ok((rows, k, Shape::new(out)))
 }
 
-/// The product `data (M×K) · weightᵀ (K×H)` of a [`fully_connected`].
+/// The product `data (M×K) · weightᵀ (K×H)` of a [`fully_connected()`].
 fn fc_product(rows: usize, k: usize, h: usize) -> Product {
     Product {
         batch: 1,
@@ -696,7 +696,7 @@ fn fc_product(rows: usize, k: usize, h: usize) -> Product {
     }
 }
 
-/// The three inputs of a [`fully_connected`] kernel, checked.
+/// The three inputs of a [`fully_connected()`] kernel, checked.
 fn fc_inputs<'a, 'b>(inputs: &'a [TBlob<'b>]) -> Result<&'a [TBlob<'b>; 3]> {
     inputs.try_into().map_err(|_| Error::Arity {
         op: FC.into(),

@@ -8,7 +8,9 @@ use std::io::{BufWriter, ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::{Error, Result};
+use std::borrow::Borrow;
+
+use crate::{Error, NDArray, Result};
 
 /// Bytes read at a time when the input's length is unknown (a stream), so
 /// that a header promising more than the stream holds costs only what it
@@ -246,4 +248,14 @@ fn temp_path(dir: &Path, file_name: &std::ffi::OsStr) -> PathBuf {
     temp.push(file_name);
     temp.push(format!(".{}.{n}.tmp", std::process::id()));
     dir.join(temp)
+}
+
+/// `(name, array)` pairs as borrowed strings: what both savers take.
+pub(super) fn as_entries<S: AsRef<str>, A: Borrow<NDArray>>(
+    entries: &[(S, A)],
+) -> Vec<(&str, &NDArray)> {
+    entries
+        .iter()
+        .map(|(n, a)| (n.as_ref(), a.borrow()))
+        .collect()
 }

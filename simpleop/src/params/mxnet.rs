@@ -21,7 +21,7 @@ use std::borrow::Borrow;
 use std::io::{BufReader, Read, Write};
 use std::path::Path;
 
-use super::io::{CHUNK_BYTES, Input, io_error, open, write_atomically};
+use super::io::{CHUNK_BYTES, Input, as_entries, io_error, open, write_atomically};
 use crate::{DType, Element, Error, NDArray, Result, Shape, dispatch_any};
 
 /// The function named in errors while reading.
@@ -352,14 +352,6 @@ fn check_entries(entries: &[(&str, &NDArray)], path: &str) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// `(name, array)` pairs as borrowed strings.
-fn as_entries<S: AsRef<str>, A: Borrow<NDArray>>(entries: &[(S, A)]) -> Vec<(&str, &NDArray)> {
-    entries
-        .iter()
-        .map(|(n, a)| (n.as_ref(), a.borrow()))
-        .collect()
 }
 
 impl NDArray {

@@ -17,7 +17,7 @@ use std::path::Path;
 use ::safetensors::Dtype;
 use ::safetensors::tensor::{Metadata, TensorInfo};
 
-use super::io::{CHUNK_BYTES, Input, io_error, open, write_atomically};
+use super::io::{CHUNK_BYTES, Input, as_entries, io_error, open, write_atomically};
 use crate::{DType, Element, Error, NDArray, Result, dispatch_any};
 
 /// The function named in errors while reading.
@@ -235,13 +235,6 @@ fn write_le<T: Element>(w: &mut impl Write, data: &[T]) -> std::io::Result<()> {
         w.write_all(&buf)?;
     }
     Ok(())
-}
-
-fn as_entries<S: AsRef<str>, A: Borrow<NDArray>>(entries: &[(S, A)]) -> Vec<(&str, &NDArray)> {
-    entries
-        .iter()
-        .map(|(n, a)| (n.as_ref(), a.borrow()))
-        .collect()
 }
 
 impl NDArray {
