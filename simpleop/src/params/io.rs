@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::borrow::Borrow;
 
-use crate::{Error, NDArray, Result};
+use crate::{Element, Error, NDArray, Result};
 
 /// Bytes read at a time when the input's length is unknown (a stream), so
 /// that a header promising more than the stream holds costs only what it
@@ -258,4 +258,31 @@ pub(super) fn as_entries<S: AsRef<str>, A: Borrow<NDArray>>(
         .iter()
         .map(|(n, a)| (n.as_ref(), a.borrow()))
         .collect()
+}
+
+/// Writes elements little-endian (both formats store them so).
+pub(super) fn write_le<T: Element>(w: &mut impl Write, data: &[T]) -> std::io::Result<()> {
+    let bytes: &[u8] = bytemuck::cast_slice(data);
+    if cfg!(target_endian = "little") || size_of::<T>() == 1 {
+        return w.write_all(bytes);
+    }
+    let mut buf = Vec::with_capacity(CHUNK_BYTES);
+    for chunk in bytes.chunks(CHUNK_BYTES) {
+        buf.clear();
+        buf.extend_from_slice(chunk);
+        for e in buf.chunks_exact_mut(size_of::<T>()) {
+            e.reverse();
+        }
+        w.write_all(&buf)?;
+    }
+    Ok(())
+}
+
+/// Little-endian element bytes, in place, to the machine's order.
+pub(super) fn from_le<T>(bytes: &mut [u8]) {
+    if cfg!(target_endian = "big") && size_of::<T>() > 1 {
+        for e in bytes.chunks_exact_mut(size_of::<T>()) {
+            e.reverse();
+        }
+    }
 }

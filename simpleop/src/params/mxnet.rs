@@ -21,8 +21,10 @@ use std::borrow::Borrow;
 use std::io::{BufReader, Read, Write};
 use std::path::Path;
 
-use super::io::{CHUNK_BYTES, Input, as_entries, io_error, open, write_atomically};
-use crate::{DType, Element, Error, NDArray, Result, Shape, dispatch_any};
+use super::io::{
+    CHUNK_BYTES, Input, as_entries, from_le, io_error, open, write_atomically, write_le,
+};
+use crate::{DType, Error, NDArray, Result, Shape, dispatch_any};
 
 /// The function named in errors while reading.
 const OP: &str = "load_params";
@@ -272,15 +274,6 @@ fn read_data<R: Read>(inp: &mut Input<R>, i: u64, shape: Shape, dtype: DType) ->
     Ok(a)
 }
 
-/// Little-endian element bytes, in place, to the machine's order.
-fn from_le<T>(bytes: &mut [u8]) {
-    if cfg!(target_endian = "big") && size_of::<T>() > 1 {
-        for e in bytes.chunks_exact_mut(size_of::<T>()) {
-            e.reverse();
-        }
-    }
-}
-
 /// Writes a list. Arrays with a 0-d shape exist only in MXNet's NumPy
 /// semantics, so a list holding one is written in that layout (V3)
 /// throughout; otherwise in the legacy layout (V2) that `mx.nd.load`
@@ -315,24 +308,6 @@ fn write_list(w: &mut impl Write, entries: &[(&str, &NDArray)], path: &str) -> R
         w.write_all(&(name.len() as u64).to_le_bytes())
             .map_err(err)?;
         w.write_all(name.as_bytes()).map_err(err)?;
-    }
-    Ok(())
-}
-
-/// Writes elements little-endian.
-fn write_le<T: Element>(w: &mut impl Write, data: &[T]) -> std::io::Result<()> {
-    let bytes: &[u8] = bytemuck::cast_slice(data);
-    if cfg!(target_endian = "little") || size_of::<T>() == 1 {
-        return w.write_all(bytes);
-    }
-    let mut buf = Vec::with_capacity(CHUNK_BYTES);
-    for chunk in bytes.chunks(CHUNK_BYTES) {
-        buf.clear();
-        buf.extend_from_slice(chunk);
-        for e in buf.chunks_exact_mut(size_of::<T>()) {
-            e.reverse();
-        }
-        w.write_all(&buf)?;
     }
     Ok(())
 }

@@ -17,8 +17,10 @@ use std::path::Path;
 use ::safetensors::Dtype;
 use ::safetensors::tensor::{Metadata, TensorInfo};
 
-use super::io::{CHUNK_BYTES, Input, as_entries, io_error, open, write_atomically};
-use crate::{DType, Element, Error, NDArray, Result, dispatch_any};
+use super::io::{
+    CHUNK_BYTES, Input, as_entries, from_le, io_error, open, write_atomically, write_le,
+};
+use crate::{DType, Error, NDArray, Result, dispatch_any};
 
 /// The function named in errors while reading.
 const OP: &str = "load_safetensors";
@@ -141,11 +143,7 @@ fn read_tensor<R: Read>(inp: &mut Input<R>, name: &str, info: &TensorInfo) -> Re
                 }
             }
         }
-        if cfg!(target_endian = "big") && size_of::<T>() > 1 {
-            for e in out.chunks_exact_mut(size_of::<T>()) {
-                e.reverse();
-            }
-        }
+        from_le::<T>(out);
     });
     Ok(a)
 }
@@ -215,24 +213,6 @@ fn write_file(w: &mut impl Write, entries: &[(&str, &NDArray)], path: &str) -> R
     w.write_all(&header).map_err(err)?;
     for (_, a) in &order {
         dispatch_any!(a.dtype(), T => write_le::<T>(w, a.as_slice::<T>()?)).map_err(err)?;
-    }
-    Ok(())
-}
-
-/// Writes elements little-endian.
-fn write_le<T: Element>(w: &mut impl Write, data: &[T]) -> std::io::Result<()> {
-    let bytes: &[u8] = bytemuck::cast_slice(data);
-    if cfg!(target_endian = "little") || size_of::<T>() == 1 {
-        return w.write_all(bytes);
-    }
-    let mut buf = Vec::with_capacity(CHUNK_BYTES);
-    for chunk in bytes.chunks(CHUNK_BYTES) {
-        buf.clear();
-        buf.extend_from_slice(chunk);
-        for e in buf.chunks_exact_mut(size_of::<T>()) {
-            e.reverse();
-        }
-        w.write_all(&buf)?;
     }
     Ok(())
 }
