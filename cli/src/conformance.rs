@@ -61,6 +61,9 @@ pub struct Expected {
     /// Gradients by argument name.
     #[serde(default)]
     pub grads: BTreeMap<String, ArrayData>,
+    /// Aux states after the case ran, by name.
+    #[serde(default)]
+    pub aux: BTreeMap<String, ArrayData>,
 }
 
 /// One conformance case.
@@ -84,6 +87,12 @@ pub struct Case {
     /// Initial gradient buffers for `add`.
     #[serde(default)]
     pub grad_init: BTreeMap<String, ArrayData>,
+    /// Initial aux states by name.
+    #[serde(default)]
+    pub aux: BTreeMap<String, ArrayData>,
+    /// Training mode for a forward-only case.
+    #[serde(default)]
+    pub train: bool,
     /// The reference's results.
     pub expect: Expected,
     /// Relative tolerance.
@@ -319,10 +328,23 @@ fn check_grad(case: &Case, name: &str, got: Option<&NDArray>) -> std::result::Re
     compare(&format!("grad {name}"), got, want, case.rtol, case.atol).map_err(Failed::Mismatch)
 }
 
+fn check_aux(case: &Case, name: &str, got: Option<&NDArray>) -> std::result::Result<(), Failed> {
+    let Some(want) = case.expect.aux.get(name) else {
+        return Ok(());
+    };
+    let got = got.ok_or_else(|| Failed::Mismatch(format!("aux {name}: not bound")))?;
+    compare(&format!("aux {name}"), got, want, case.rtol, case.atol).map_err(Failed::Mismatch)
+}
+
+/// Whether the case's forward pass runs in training mode.
+fn training(case: &Case) -> bool {
+    case.head_grads.is_some() || case.train
+}
+
 fn run_executor(case: &Case, memory_planning: bool) -> std::result::Result<(), Failed> {
     let sym = symbol(case)?;
     let mut args = HashMap::new();
-    for (k, v) in &case.inputs {
+    for (k, v) in case.inputs.iter().chain(&case.aux) {
         args.insert(k.clone(), v.to_ndarray()?);
     }
     let heads = head_grads(case)?;
@@ -352,13 +374,16 @@ fn run_executor(case: &Case, memory_planning: bool) -> std::result::Result<(), F
             ..BindConfig::default()
         },
     )?;
-    exe.forward(heads.is_some())?;
+    exe.forward(training(case))?;
     check_outputs(case, exe.outputs())?;
     if let Some(heads) = heads {
         exe.backward(&heads)?;
         for name in case.expect.grads.keys() {
             check_grad(case, name, exe.grad(name))?;
         }
+    }
+    for name in case.expect.aux.keys() {
+        check_aux(case, name, exe.aux(name))?;
     }
     Ok(())
 }
@@ -368,7 +393,17 @@ fn run_executor(case: &Case, memory_planning: bool) -> std::result::Result<(), F
 /// accumulating into each value's gradient with `AddTo`.
 fn run_eager(case: &Case) -> std::result::Result<(), Failed> {
     let g = symbol(case)?.topology()?;
-    let values = eager_forward(case, &g)?;
+    let mut aux = HashMap::new();
+    for (k, v) in &case.aux {
+        aux.insert(k.clone(), v.to_ndarray()?);
+    }
+    let values = {
+        let _mode = eager::TrainingGuard::new(training(case));
+        eager_forward(case, &g, &mut aux)?
+    };
+    for name in case.expect.aux.keys() {
+        check_aux(case, name, aux.get(name))?;
+    }
     let outputs: Vec<NDArray> = g.heads.iter().map(|&h| values[h].clone()).collect();
     check_outputs(case, &outputs)?;
     let Some(heads) = head_grads(case)? else {
@@ -390,12 +425,16 @@ fn run_eager(case: &Case) -> std::result::Result<(), Failed> {
         }
     }
     for n in (0..g.nodes.len()).rev() {
-        if let (true, Some(dy)) = (needs[n], grads[n].clone()) {
-            eager_node_backward(&g, n, &dy, &values, &needs, &mut grads)?;
+        let dys: Vec<Option<NDArray>> = std::iter::once(n)
+            .chain(g.nodes[n].more_outputs.iter().copied())
+            .map(|o| grads[o].clone())
+            .collect();
+        if needs[n] && dys.iter().any(Option::is_some) {
+            eager_node_backward(&g, n, &dys, &values, &needs, &mut grads)?;
         }
     }
     for (n, node) in g.nodes.iter().enumerate() {
-        if node.op.is_none() && reqs[n] != GradReq::Null {
+        if node.op.is_none() && node.output_of.is_none() && reqs[n] != GradReq::Null {
             // No path from a head: the gradient is zero, as in MXNet.
             let got = grads[n].take().unwrap_or_else(|| zeros_like(&values[n]));
             check_grad(case, &node.name, Some(&got))?;
@@ -408,17 +447,53 @@ fn zeros_like(a: &NDArray) -> NDArray {
     NDArray::zeros(a.shape().clone(), a.dtype())
 }
 
-/// Every node's value, in topological order.
-fn eager_forward(case: &Case, g: &Topology) -> Result<Vec<NDArray>> {
+/// Every node's value, in topological order; an op with several outputs
+/// or aux states runs once through [`eager::invoke_outputs`], which
+/// updates `aux` (by variable name) in training mode.
+fn eager_forward(
+    case: &Case,
+    g: &Topology,
+    aux: &mut HashMap<String, NDArray>,
+) -> Result<Vec<NDArray>> {
     let mut values: Vec<NDArray> = Vec::with_capacity(g.nodes.len());
-    for node in &g.nodes {
-        let v = match node.op {
-            None => case
-                .inputs
-                .get(&node.name)
-                .ok_or_else(|| Error::argument(&node.name, "the case gives no input"))?
-                .to_ndarray()?,
-            Some(op) => {
+    let mut more: HashMap<usize, Vec<NDArray>> = HashMap::new();
+    for (n, node) in g.nodes.iter().enumerate() {
+        let v = match (node.op, node.output_of) {
+            (None, Some((p, k))) => more[&p][k].clone(),
+            (None, None) => match (case.inputs.get(&node.name), aux.get(&node.name)) {
+                (Some(v), _) => v.to_ndarray()?,
+                (None, Some(a)) => a.clone(),
+                (None, None) => {
+                    return Err(Error::argument(&node.name, "the case gives no input"));
+                }
+            },
+            (Some(op), _) if op.outputs.is_some() || !op.aux_states.is_empty() => {
+                let n_args = node.inputs.len() - op.aux_states.len();
+                let inputs: Vec<&NDArray> =
+                    node.inputs[..n_args].iter().map(|&i| &values[i]).collect();
+                let names: Vec<String> = node.inputs[n_args..]
+                    .iter()
+                    .map(|&i| g.nodes[i].name.clone())
+                    .collect();
+                let mut states: Vec<NDArray> = names
+                    .iter()
+                    .map(|s| {
+                        aux.get(s)
+                            .cloned()
+                            .ok_or_else(|| Error::argument(s, "no aux state given"))
+                    })
+                    .collect::<Result<_>>()?;
+                let mut refs: Vec<&mut NDArray> = states.iter_mut().collect();
+                let outs = eager::invoke_outputs(op, &inputs, &mut refs, &node.env)
+                    .map_err(|e| node.error(e))?;
+                for (s, v) in names.into_iter().zip(states) {
+                    aux.insert(s, v);
+                }
+                let first = outs[0].clone();
+                more.insert(n, outs);
+                first
+            }
+            (Some(op), _) => {
                 let inputs: Vec<&NDArray> = node.inputs.iter().map(|&i| &values[i]).collect();
                 eager::invoke_with(op, &inputs, &node.env).map_err(|e| node.error(e))?
             }
@@ -434,12 +509,12 @@ fn gradient_paths(case: &Case, g: &Topology) -> Result<(Vec<bool>, Vec<GradReq>)
     let mut needs = vec![false; g.nodes.len()];
     let mut reqs = vec![GradReq::Null; g.nodes.len()];
     for (n, node) in g.nodes.iter().enumerate() {
-        needs[n] = match node.op {
-            None => {
+        needs[n] = match (node.op, node.output_of) {
+            (None, None) => {
                 reqs[n] = grad_req(case, &node.name)?;
                 reqs[n] != GradReq::Null
             }
-            Some(_) => node.inputs.iter().any(|&i| needs[i]),
+            _ => node.inputs.iter().any(|&i| needs[i]),
         };
     }
     Ok((needs, reqs))
@@ -465,13 +540,14 @@ fn initial_grads(
     Ok(grads)
 }
 
-/// Node `n`'s registered gradient, given its output gradient `dy`, added
-/// into the accumulators of its inputs that need one: one call per input,
-/// so an input used twice by this node accumulates both contributions.
+/// Node `n`'s registered gradient, given its outputs' gradients `dys`
+/// (`None` for an output nothing read), added into the accumulators of its
+/// arguments that need one: one call per argument, so an input used twice
+/// by this node accumulates both contributions.
 fn eager_node_backward(
     g: &Topology,
     n: usize,
-    dy: &NDArray,
+    dys: &[Option<NDArray>],
     values: &[NDArray],
     needs: &[bool],
     grads: &mut [Option<NDArray>],
@@ -480,8 +556,14 @@ fn eager_node_backward(
     let Some(op) = node.op else {
         return Ok(());
     };
-    let inputs: Vec<&NDArray> = node.inputs.iter().map(|&i| &values[i]).collect();
-    for (slot, &i) in node.inputs.iter().enumerate() {
+    let n_args = node.inputs.len() - op.aux_states.len();
+    let inputs: Vec<&NDArray> = node.inputs[..n_args].iter().map(|&i| &values[i]).collect();
+    let outputs: Vec<&NDArray> = std::iter::once(n)
+        .chain(node.more_outputs.iter().copied())
+        .map(|o| &values[o])
+        .collect();
+    let general = op.outputs.is_some() || !op.aux_states.is_empty();
+    for (slot, &i) in node.inputs[..n_args].iter().enumerate() {
         if !needs[i] {
             continue;
         }
@@ -489,15 +571,32 @@ fn eager_node_backward(
             Some(acc) => (acc, OpReqType::AddTo),
             None => (zeros_like(&values[i]), OpReqType::WriteTo),
         };
-        let mut bufs: Vec<NDArray> = (0..inputs.len())
-            .map(|_| NDArray::zeros([0], values[i].dtype()))
-            .collect();
+        // Every slot has its input's shape, as the kernels may read it
+        // (a concat's gradient cuts `dy` by the inputs' shapes).
+        let mut bufs: Vec<NDArray> = inputs.iter().map(|x| zeros_like(x)).collect();
         bufs[slot] = acc;
         let mut slot_reqs = vec![OpReqType::Null; inputs.len()];
         slot_reqs[slot] = req;
-        let out = Some(&values[n]);
-        eager::invoke_backward(op, &node.env, dy, out, &inputs, &mut bufs, &slot_reqs)
-            .map_err(|e| node.error(e))?;
+        let result = if general {
+            let dy_refs: Vec<Option<&NDArray>> = dys.iter().map(Option::as_ref).collect();
+            eager::invoke_backward_outputs(
+                op, &node.env, &dy_refs, &outputs, &inputs, &mut bufs, &slot_reqs,
+            )
+        } else {
+            let dy = dys[0]
+                .as_ref()
+                .ok_or_else(|| Error::graph("no output gradient"))?;
+            eager::invoke_backward(
+                op,
+                &node.env,
+                dy,
+                Some(&values[n]),
+                &inputs,
+                &mut bufs,
+                &slot_reqs,
+            )
+        };
+        result.map_err(|e| node.error(e))?;
         grads[i] = Some(bufs.swap_remove(slot));
     }
     Ok(())

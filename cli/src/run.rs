@@ -41,7 +41,7 @@ pub(crate) fn run_model(a: &RunArgs<'_>, out: &mut dyn Write) -> Result<()> {
     let arguments = sym.list_arguments();
     let inputs = read_inputs(a.inputs, &arguments)?;
     let weights = match a.params {
-        Some(p) => read_weights(p, &arguments)?,
+        Some(p) => read_weights(p, &arguments, &sym.list_auxiliary_states())?,
         None => Vec::new(),
     };
     let mut exec = bind(&sym, &inputs, &weights, a.train)?;
@@ -96,21 +96,27 @@ fn read_inputs(pairs: &[String], arguments: &[String]) -> Result<Vec<(String, ND
     Ok(inputs)
 }
 
-/// The weight file's entries that name arguments of the graph (with or
-/// without MXNet's `arg:` prefix); `aux:` states are kept for the
-/// executor to judge.
-fn read_weights(path: &Path, arguments: &[String]) -> Result<Vec<(String, NDArray)>> {
+/// The weight file's entries that name arguments (with or without
+/// MXNet's `arg:` prefix) or aux states (`aux:`) of the graph.
+fn read_weights(
+    path: &Path,
+    arguments: &[String],
+    aux: &[String],
+) -> Result<Vec<(String, NDArray)>> {
     let is_safetensors = path.extension().is_some_and(|e| e == "safetensors");
     let entries = if is_safetensors {
         NDArray::load_safetensors(path)?
     } else {
         NDArray::load_params(path)?
     };
-    let wanted = |name: &str| {
-        let bare = name
-            .strip_prefix(simpleop::params::ARG_PREFIX)
-            .unwrap_or(name);
-        arguments.iter().any(|a| a == bare)
+    let wanted = |name: &str| match name.strip_prefix(simpleop::params::AUX_PREFIX) {
+        Some(bare) => aux.iter().any(|a| a == bare),
+        None => {
+            let bare = name
+                .strip_prefix(simpleop::params::ARG_PREFIX)
+                .unwrap_or(name);
+            arguments.iter().chain(aux).any(|a| a == bare)
+        }
     };
     Ok(entries.into_iter().filter(|(n, _)| wanted(n)).collect())
 }
@@ -129,6 +135,7 @@ fn bind(
     for (name, array) in weights.iter().chain(inputs) {
         let bare = name
             .strip_prefix(simpleop::params::ARG_PREFIX)
+            .or_else(|| name.strip_prefix(simpleop::params::AUX_PREFIX))
             .unwrap_or(name);
         shapes.insert(bare.to_string(), array.shape().clone());
         dtypes.insert(bare.to_string(), array.dtype());

@@ -26,6 +26,13 @@ impl InplaceName {
     }
 }
 
+/// A count given as a number or as a function of the kwargs.
+#[derive(Clone)]
+pub enum Count {
+    Fixed(usize),
+    Path(Path),
+}
+
 #[derive(Default)]
 pub struct Options {
     pub name: Option<At<String>>,
@@ -45,9 +52,19 @@ pub struct Options {
     pub vector: Option<At<Path>>,
     pub lanes: Option<At<Path>>,
     pub impure: Option<Span>,
+    /// `outputs = 3` or `outputs = path` (a function of the kwargs).
+    pub outputs: Option<At<Count>>,
+    /// `visible_outputs = 1` or a path.
+    pub visible_outputs: Option<At<Count>>,
+    /// `output_names = ["output", "mean", "var"]`.
+    pub output_names: Option<At<Vec<String>>>,
+    /// `arguments = path`: the argument names as a function of the kwargs.
+    pub arguments: Option<At<Path>>,
+    /// `aux = ["moving_mean", "moving_var"]`.
+    pub aux: Option<At<Vec<String>>>,
 }
 
-const KNOWN: &str = "name, alias, inplace, scalar, kwargs, resources, pattern, broadcast, blob, inputs, vector, lanes, impure";
+const KNOWN: &str = "name, alias, inplace, scalar, kwargs, resources, pattern, broadcast, blob, inputs, vector, lanes, impure, outputs, visible_outputs, output_names, arguments, aux";
 
 pub const PATTERNS: [&str; 6] = [
     "elementwise",
@@ -122,6 +139,17 @@ fn apply(key: &str, meta: &Meta, opts: &mut Options, errors: &mut Vec<syn::Error
         "resources" => parse_resources(meta, opts, errors),
         "pattern" => opts.pattern = pattern(meta, errors),
         "inputs" => (opts.inputs, opts.input_names) = inputs(meta, errors),
+        "outputs" => opts.outputs = count(meta, errors),
+        "visible_outputs" => opts.visible_outputs = count(meta, errors),
+        "output_names" => opts.output_names = name_list(meta, errors),
+        "aux" => opts.aux = name_list(meta, errors),
+        "arguments" => {
+            opts.arguments = path_value(
+                meta,
+                "the path of a function of the kwargs giving the argument names: `arguments = my_arguments`",
+                errors,
+            );
+        }
         _ => return false,
     }
     true
@@ -232,6 +260,59 @@ fn inputs(meta: &Meta, errors: &mut Vec<syn::Error>) -> (Option<At<usize>>, Opti
         },
         Some(Given::Names(a)) => input_names(a, errors),
     }
+}
+
+/// `key = N` (at least 1) or `key = path` (a `fn(&Params) -> usize`).
+fn count(meta: &Meta, errors: &mut Vec<syn::Error>) -> Option<At<Count>> {
+    let key = quote::ToTokens::to_token_stream(meta.path()).to_string();
+    let pick = |value: &Expr| match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) => Some((Some(i.clone()), None, value.span())),
+        Expr::Path(p) => Some((None, Some(p.path.clone()), value.span())),
+        _ => None,
+    };
+    let message = format!(
+        "`{key}` takes a count or the path of a function of the kwargs: `{key} = 2`, `{key} = my_count`"
+    );
+    let (lit, path, span) = option_value(meta, meta.path(), message, pick, errors)?;
+    if let Some(path) = path {
+        return Some(At {
+            value: Count::Path(path),
+            span,
+        });
+    }
+    match lit.map(|l| l.base10_parse::<usize>()) {
+        Some(Ok(n)) if n >= 1 => Some(At {
+            value: Count::Fixed(n),
+            span,
+        }),
+        Some(Ok(_)) => {
+            errors.push(syn::Error::new(span, format!("`{key}` must be at least 1")));
+            None
+        }
+        Some(Err(e)) => {
+            errors.push(e);
+            None
+        }
+        None => None,
+    }
+}
+
+/// `key = ["a", "b"]`: distinct names, each a Rust identifier.
+fn name_list(meta: &Meta, errors: &mut Vec<syn::Error>) -> Option<At<Vec<String>>> {
+    let key = quote::ToTokens::to_token_stream(meta.path()).to_string();
+    let pick = |value: &Expr| match value {
+        Expr::Array(a) => Some(a.clone()),
+        _ => None,
+    };
+    let message = format!("`{key}` takes a list of names: `{key} = [\"a\", \"b\"]`");
+    let a = option_value(meta, meta.path(), message, pick, errors)?;
+    let (_, names) = input_names(&a, errors);
+    Some(At {
+        value: names.unwrap_or_default(),
+        span: a.span(),
+    })
 }
 
 /// The names of `inputs = ["data", "weight"]`: string literals, distinct.

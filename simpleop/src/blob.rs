@@ -163,12 +163,21 @@ impl<'a> TBlob<'a> {
 
     blob_metadata!(*const u8);
 
+    /// A view of no elements (shape `(0,)`), standing for an absent array
+    /// such as the gradient of an output nothing reads.
+    pub fn empty(dtype: DType) -> TBlob<'static> {
+        // Aligned for every dtype and never read: the view has no elements.
+        let ptr = std::ptr::NonNull::<u128>::dangling().as_ptr().cast::<u8>();
+        TBlob::over(ptr, dtype, Shape::new(vec![0]))
+    }
+
     /// The elements as a typed slice; errors when `T` is not the blob's dtype.
     pub fn as_slice<T: Element>(&self) -> Result<&'a [T]> {
         check_dtype::<T>(self.dtype)?;
         if self.is_empty() {
             return Ok(&[]);
         }
+        check_storage(self.ptr)?;
         // SAFETY: `from_slice` or the `from_raw` contract guarantee the
         // pointer is aligned and valid for `len` reads of `T` for 'a, and
         // (aliasing contract) nothing writes these elements while the slice
@@ -224,12 +233,26 @@ impl<'a> TBlobMut<'a> {
 
     blob_metadata!(*mut u8);
 
-    /// The elements as a typed mutable slice; errors when `T` is not the dtype.
+    /// A view of an output nothing reads, whose request is `Null`: it has
+    /// the output's shape and dtype but no storage, and element access is
+    /// an error, so a kernel that honours `Null` never notices.
+    pub fn discarded(dtype: DType, shape: Shape) -> TBlobMut<'static> {
+        TBlobMut::over(std::ptr::null_mut(), dtype, shape)
+    }
+
+    /// Whether this is a [`TBlobMut::discarded`] view.
+    pub fn is_discarded(&self) -> bool {
+        self.ptr.is_null()
+    }
+
+    /// The elements as a typed mutable slice; errors when `T` is not the
+    /// dtype or the view is [discarded](TBlobMut::discarded).
     pub fn as_slice_mut<T: Element>(&mut self) -> Result<&mut [T]> {
         check_dtype::<T>(self.dtype)?;
         if self.is_empty() {
             return Ok(&mut []);
         }
+        check_storage(self.ptr.cast_const())?;
         // SAFETY: the constructors guarantee alignment and validity for `len`
         // elements and exclusive access for 'a; `&mut self` makes this the
         // only live slice.
@@ -239,7 +262,7 @@ impl<'a> TBlobMut<'a> {
     /// Fills every byte with `0xff` (NaN in every float dtype), when
     /// storage poisoning is on ([`crate::pool::set_poison`]).
     pub(crate) fn poison_if_asked(&mut self) {
-        if crate::pool::poison() && !self.is_empty() {
+        if crate::pool::poison() && !self.is_empty() && !self.ptr.is_null() {
             // SAFETY: the constructors guarantee validity for `len` elements
             // of `dtype`, that is `len * dtype.size()` bytes, and exclusive
             // access for 'a; any byte pattern is a valid element.
@@ -275,6 +298,18 @@ impl<'a> TBlobMut<'a> {
             _borrow: PhantomData,
         }
     }
+}
+
+/// Errors for the storage-less view of a discarded output.
+fn check_storage(ptr: *const u8) -> Result<()> {
+    if ptr.is_null() {
+        return Err(Error::invalid(
+            "TBlobMut",
+            "output",
+            "this output's request is Null (nothing reads it): it has no storage to write",
+        ));
+    }
+    Ok(())
 }
 
 fn check_len(len: usize, shape: &Shape) -> Result<()> {

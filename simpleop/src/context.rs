@@ -33,6 +33,11 @@ pub struct RunContext {
     pub device: Device,
     /// Whether kernels may split work across the rayon pool.
     pub parallel: bool,
+    /// Training mode (MXNet's `is_train`): Dropout drops and BatchNorm
+    /// uses the batch's statistics and updates its moving ones. The
+    /// executor sets it per `forward`; eagerly it is
+    /// [`crate::eager::is_training`].
+    pub is_train: bool,
 }
 
 impl Default for RunContext {
@@ -40,6 +45,7 @@ impl Default for RunContext {
         RunContext {
             device: Device::Cpu,
             parallel: true,
+            is_train: false,
         }
     }
 }

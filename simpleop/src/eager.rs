@@ -9,6 +9,13 @@ use std::cell::Cell;
 
 use smallvec::SmallVec;
 
+mod outputs;
+
+pub use outputs::{
+    TrainingGuard, invoke_backward_outputs, invoke_outputs, invoke_outputs_by_name, is_training,
+    train_mode,
+};
+
 use crate::{
     Attrs, DType, EnvArguments, Error, GradArgs, NDArray, OpCall, OpDef, OpForm, OpReqType,
     RegisteredOp, Registry, Result, RunContext, Shape, TBlob, TBlobMut,
@@ -119,7 +126,7 @@ pub fn invoke_inplace(
 
 /// Output shape and dtype of `op` on `inputs`.
 pub fn infer(op: &OpDef, inputs: &[&NDArray], env: &EnvArguments) -> Result<(Shape, crate::DType)> {
-    op.check_arity(inputs.len())?;
+    op.check_inputs(env, inputs.len())?;
     // The default rules (one shape, one float dtype) answered inline when
     // the inputs agree: a fifth of a tiny call went to the general
     // functions. Anything else, errors included, takes them.
@@ -159,6 +166,13 @@ pub fn infer(op: &OpDef, inputs: &[&NDArray], env: &EnvArguments) -> Result<(Sha
 }
 
 fn no_states(op: &OpDef) -> Result<()> {
+    if op.outputs.is_some() || !op.aux_states.is_empty() {
+        return Err(Error::invalid(
+            op.name,
+            "outputs",
+            "this op has several outputs or aux states; call it with `eager::invoke_outputs` (or its typed function)",
+        ));
+    }
     match op.mutate_inputs.first() {
         None => Ok(()),
         Some(&k) => Err(Error::invalid(
@@ -166,6 +180,14 @@ fn no_states(op: &OpDef) -> Result<()> {
             op.input_name(k),
             "this op updates the input in place; call it with `invoke_with_states` (or its typed function)",
         )),
+    }
+}
+
+/// The context of an eager call: the default, in the thread's mode.
+fn eager_context() -> RunContext {
+    RunContext {
+        is_train: is_training(),
+        ..RunContext::default()
     }
 }
 
@@ -188,7 +210,7 @@ fn run_forward(
     let op = entry.def;
     no_states(op)?;
     let (shape, dtype) = infer(op, inputs, env)?;
-    let ctx = ctx.copied().unwrap_or_default();
+    let ctx = ctx.copied().unwrap_or_else(eager_context);
     let kernels = entry.kernels(ctx.device)?;
     let env = seeded(op, env);
     // Written with `WriteTo` below, so old pooled bytes never show.
@@ -225,7 +247,7 @@ fn run_into(
     if req == OpReqType::Null {
         return Ok(());
     }
-    let ctx = RunContext::default();
+    let ctx = eager_context();
     let kernels = entry.kernels(ctx.device)?;
     let env = seeded(op, env);
     if req != OpReqType::AddTo {
@@ -267,7 +289,7 @@ fn run_inplace(
         *target = out;
         return Ok(());
     };
-    let ctx = RunContext::default();
+    let ctx = eager_context();
     let kernels = entry.kernels(ctx.device)?;
     let env = seeded(op, env);
     let mut blobs: Vec<TBlob<'_>> = Vec::with_capacity(rest.len() + 1);
@@ -361,6 +383,8 @@ fn grad_args<'a>(
         }
     };
     Ok(GradArgs {
+        out_grads: vec![Some(out_grad.clone())],
+        outputs: Vec::new(),
         out_grad,
         output,
         inputs: inputs

@@ -55,4 +55,28 @@ wrapper! {
     In2;
     /// All input blobs, for blob-form gradients that read the inputs.
     Inputs;
+    /// Every output's gradient, for blob ops with several outputs: `None`
+    /// for an output nothing reads, whose gradient is zero.
+    OutGrads;
+    /// Every forward output, for blob ops with several outputs.
+    OutValues;
+}
+
+/// A blob forward's aux states (`aux = [...]`), in order: read in either
+/// mode, written only in training (their requests are `Null` otherwise;
+/// see [`crate::RunContext::is_train`]).
+#[derive(Debug)]
+pub struct AuxStates<T>(pub T);
+
+impl<T> Deref for AuxStates<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for AuxStates<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
 }

@@ -16,6 +16,12 @@
 //! # Ok::<(), simpleop::Error>(())
 //! ```
 
+mod general;
+mod measure;
+
+pub use measure::GradReport;
+use measure::{compare, mismatch, tolerance};
+
 use crate::{Attrs, DType, EnvArguments, Error, NDArray, OpDef, OpReqType, Result, Shape, eager};
 
 /// A configured gradient check. Build with [`GradCheck::new`], finish with
@@ -30,16 +36,10 @@ pub struct GradCheck {
     high: f64,
     seed: u64,
     dtypes: Vec<DType>,
-}
-
-/// What one check measured.
-#[derive(Clone, Debug, PartialEq)]
-pub struct GradReport {
-    /// The op.
-    pub op: String,
-    /// One row per (dtype, request) tried: the worst error relative to the
-    /// tolerance (≤ 1 passes).
-    pub rows: Vec<(DType, OpReqType, f64)>,
+    /// Training mode for the forward passes.
+    train: bool,
+    /// The outputs that get a head gradient; `None`: every output.
+    heads: Option<Vec<usize>>,
 }
 
 impl GradCheck {
@@ -55,7 +55,21 @@ impl GradCheck {
             high: 2.0,
             seed: 42,
             dtypes: DType::FLOATS.to_vec(),
+            train: false,
+            heads: None,
         }
+    }
+    /// Runs the forward passes in training mode (batch statistics,
+    /// dropout with the check's seed).
+    pub fn train(mut self) -> Self {
+        self.train = true;
+        self
+    }
+    /// Gives head gradients to these outputs only (an op with several
+    /// outputs whose others, like BatchNorm's statistics, have none).
+    pub fn heads(mut self, outputs: &[usize]) -> Self {
+        self.heads = Some(outputs.to_vec());
+        self
     }
     /// Sets one attribute (as a graph would: `("scalar", 1.0)`).
     pub fn attr(mut self, key: &str, value: impl ToString) -> Self {
@@ -105,13 +119,19 @@ impl GradCheck {
         let entry = eager::lookup(&self.op)?;
         let op = entry.def;
         let env = (op.parse)(op, &self.attrs)?.with_seed(self.seed);
-        let n_in = op.num_inputs();
+        let n_in = op.num_arguments(&env);
         let shapes: Vec<Shape> = if self.shapes.is_empty() {
             vec![Shape::from([3, 4]); n_in]
         } else {
             self.shapes.clone()
         };
-        op.check_arity(shapes.len())?;
+        if shapes.len() != n_in {
+            return Err(Error::Arity {
+                op: op.name.into(),
+                expected: n_in,
+                got: shapes.len(),
+            });
+        }
         let base: Vec<Vec<f64>> = match &self.inputs {
             Some(v) => v.clone(),
             None => shapes
@@ -133,6 +153,22 @@ impl GradCheck {
             op: op.name.into(),
             rows: Vec::new(),
         };
+        if !op.is_simple() {
+            let check = general::General {
+                op,
+                env: &env,
+                shapes: &shapes,
+                base: &base,
+                seed: self.seed,
+                train: self.train,
+                heads: self.heads.as_deref(),
+            };
+            for &dtype in &self.dtypes {
+                check.run(dtype, &mut report)?;
+            }
+            return Ok(report);
+        }
+        let _mode = eager::TrainingGuard::new(self.train);
         for &dtype in &self.dtypes {
             let inputs: Vec<NDArray> = base
                 .iter()
@@ -157,15 +193,6 @@ impl GradCheck {
             check_backward_reqs(op, &env, &refs, &out, &dy, &numeric, dtype, &mut report)?;
         }
         Ok(report)
-    }
-}
-
-fn tolerance(dtype: DType) -> (f64, f64) {
-    match dtype {
-        DType::F64 => (1e-6, 1e-6),
-        DType::F32 => (1e-3, 1e-3),
-        DType::F16 => (1e-2, 1e-2),
-        _ => (4e-2, 4e-2),
     }
 }
 
@@ -200,48 +227,6 @@ fn numeric_grads(
         grads.push(g);
     }
     Ok(grads)
-}
-
-/// The error for element `index` of `arg`: `got` (analytic) is not
-/// `want` (numeric, or the expected value).
-fn mismatch(
-    op: &OpDef,
-    arg: &str,
-    dtype: DType,
-    req: OpReqType,
-    index: usize,
-    (got, want): (f64, f64),
-) -> Error {
-    Error::GradCheck {
-        op: op.name.into(),
-        arg: arg.into(),
-        dtype,
-        req,
-        index,
-        analytic: got,
-        numeric: want,
-    }
-}
-
-fn compare(
-    op: &OpDef,
-    arg: &str,
-    dtype: DType,
-    req: OpReqType,
-    got: &[f64],
-    want: &[f64],
-    (rtol, atol): (f64, f64),
-) -> Result<f64> {
-    let mut worst = 0.0f64;
-    for (index, (&a, &n)) in got.iter().zip(want).enumerate() {
-        let ratio = (a - n).abs() / (atol + rtol * n.abs());
-        // NaN ratios fail too.
-        if ratio.is_nan() || ratio > 1.0 {
-            return Err(mismatch(op, arg, dtype, req, index, (a, n)));
-        }
-        worst = worst.max(ratio);
-    }
-    Ok(worst)
 }
 
 fn exact(

@@ -96,11 +96,11 @@ pub use context::{Device, EnvArguments, Rng, RunContext, seed};
 pub use dtype::{DType, Element, Float, bf16, f16};
 pub use engine::isa::Isa;
 pub use error::{Error, Result};
-pub use grad_params::{In0, In1, In2, Inputs, OutGrad, OutValue};
+pub use grad_params::{AuxStates, In0, In1, In2, Inputs, OutGrad, OutGrads, OutValue, OutValues};
 pub use ndarray::NDArray;
 pub use op::{
     BackwardFn, ForwardFn, ForwardInplace, GradArgs, GradInplace, GradKind, GradSpec,
-    InplaceOptions, OpCall, OpDef, OpForm, ParamKind, Pattern, Resources,
+    InplaceOptions, MultiOutput, OpCall, OpDef, OpForm, ParamKind, Pattern, Resources,
 };
 pub use operand::Operand;
 pub use params::ParamFile;
@@ -113,8 +113,9 @@ pub use tuning::{Tuning, TuningGuard};
 /// parameter types, blobs and errors.
 pub mod prelude {
     pub use crate::{
-        DType, Element, EnvArguments, Error, Float, In0, In1, In2, Inputs, NDArray, OpReqType,
-        OutGrad, OutValue, Result, Rng, Shape, TBlob, TBlobMut, simple_op,
+        AuxStates, DType, Element, EnvArguments, Error, Float, In0, In1, In2, Inputs, NDArray,
+        OpReqType, OutGrad, OutGrads, OutValue, OutValues, Result, Rng, RunContext, Shape, TBlob,
+        TBlobMut, simple_op,
     };
 }
 
@@ -131,7 +132,8 @@ pub mod __private {
 
     pub use crate::attrs::kwarg_fields;
     pub use crate::eager::{
-        invoke_inplace, invoke_inplace_with_states, invoke_into, invoke_with, invoke_with_states,
+        invoke_inplace, invoke_inplace_with_states, invoke_into, invoke_outputs, invoke_with,
+        invoke_with_states,
     };
     pub use crate::engine::drivers::{
         map_backward, map_forward, source_forward, tile_backward, tile_forward,

@@ -372,16 +372,18 @@ impl NDArray {
     /// # Panics
     /// When the storage is shared and the copy cannot be allocated.
     pub fn blob_mut(&mut self) -> TBlobMut<'_> {
+        self.try_blob_mut().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`NDArray::blob_mut`], with a failed copy as an error.
+    pub fn try_blob_mut(&mut self) -> Result<TBlobMut<'_>> {
         let dtype = self.dtype;
         let shape = self.shape.clone();
-        let bytes = self
-            .unique_storage()
-            .unwrap_or_else(|e| panic!("{e}"))
-            .bytes_mut();
+        let bytes = self.unique_storage()?.bytes_mut();
         // SAFETY: `unique_storage` made this handle the sole owner, `&mut self`
         // gives exclusive access for the borrow, and the buffer is aligned
         // and sized for `shape` elements of `dtype`.
-        unsafe { TBlobMut::from_raw(bytes.as_mut_ptr(), dtype, shape) }
+        Ok(unsafe { TBlobMut::from_raw(bytes.as_mut_ptr(), dtype, shape) })
     }
 
     /// Makes the storage unique without copying old contents (they are

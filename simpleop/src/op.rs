@@ -154,6 +154,38 @@ pub type AttrsFn = fn(&OpDef, &EnvArguments) -> Result<Attrs>;
 pub type ShapeFn = fn(&OpDef, &[Shape], &EnvArguments) -> Result<Shape>;
 /// Infers the output dtype from the input dtypes.
 pub type DTypeFn = fn(&OpDef, &[DType], &EnvArguments) -> Result<DType>;
+/// Infers every output's shape from the input shapes.
+pub type ShapesFn = fn(&OpDef, &[Shape], &EnvArguments) -> Result<Vec<Shape>>;
+/// Infers every output's dtype from the input dtypes.
+pub type DTypesFn = fn(&OpDef, &[DType], &EnvArguments) -> Result<Vec<DType>>;
+/// Fills in unknown input shapes (`None`) from the known ones and the
+/// kwargs, as MXNet's layer ops infer their weight shapes from the data
+/// (`FInferShape` run backwards). Inputs are arguments then aux states.
+pub type CompleteFn = fn(&OpDef, &mut [Option<Shape>], &EnvArguments) -> Result<()>;
+/// A count or list that depends on the op's kwargs.
+pub type EnvFn<T> = fn(&EnvArguments) -> T;
+
+/// The outputs of an op with several (MXNet's `FNumOutputs`,
+/// `FNumVisibleOutputs`, `FListOutputNames`).
+pub struct MultiOutput {
+    /// How many outputs a call has.
+    pub count: EnvFn<usize>,
+    /// How many of them a symbol shows (the first ones); the rest are
+    /// kept for backward only (BatchNorm's mean and variance).
+    pub visible: EnvFn<usize>,
+    /// Their names (`output`, `mean`, `var`; `output0`, `output1`, ...).
+    pub names: EnvFn<Vec<String>>,
+    /// Every output's shape.
+    pub infer_shapes: ShapesFn,
+    /// Every output's dtype.
+    pub infer_dtypes: DTypesFn,
+}
+
+impl fmt::Debug for MultiOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("MultiOutput")
+    }
+}
 
 /// One op call as a kernel sees it.
 #[derive(Clone, Copy)]
@@ -168,16 +200,27 @@ pub struct OpCall<'a> {
 
 /// What a backward kernel reads. Only what [`GradSpec`] asked for is present.
 pub struct GradArgs<'a> {
-    /// The gradient of the output.
+    /// The gradient of the output (of output 0 for an op with several;
+    /// empty when no one reads that output).
     pub out_grad: TBlob<'a>,
-    /// The forward output, when the gradient needs it.
+    /// The forward output (output 0), when the gradient needs it.
     pub output: Option<TBlob<'a>>,
-    /// The forward inputs, each present when the gradient needs it.
+    /// The forward inputs (arguments, never aux states), each present when
+    /// the gradient needs it.
     pub inputs: Vec<Option<TBlob<'a>>>,
+    /// Per output, its gradient; `None` for an output no one reads, whose
+    /// gradient is zero (not allocated). One entry for a one-output op.
+    pub out_grads: Vec<Option<TBlob<'a>>>,
+    /// Every forward output, when the gradient needs them (else empty).
+    pub outputs: Vec<TBlob<'a>>,
 }
 
-/// A forward kernel: computes `outputs[0]` from the inputs per `reqs[0]`.
-/// For an op with [`OpDef::mutate_inputs`], `outputs[1..]` are those
+/// A forward kernel: computes the op's outputs from the inputs, each per
+/// its request. `outputs` holds the op's outputs (one, or
+/// [`MultiOutput::count`]), then its aux states
+/// ([`OpDef::aux_states`]; `inputs` holds the arguments only), which the
+/// kernel reads and may update when their request is not `Null` (training
+/// mode). For an op with [`OpDef::mutate_inputs`], `outputs[1..]` are those
 /// inputs' own buffers, which receive their updated values.
 pub type ForwardFn = fn(&OpCall<'_>, &[TBlob<'_>], &mut [TBlobMut<'_>], &[OpReqType]) -> Result<()>;
 /// A backward kernel: computes one gradient per input, honouring each `req`.
@@ -226,6 +269,18 @@ pub struct OpDef {
     pub infer_shape: ShapeFn,
     /// Dtype inference.
     pub infer_dtype: DTypeFn,
+    /// The argument names when they depend on the kwargs (`num_args`
+    /// inputs `arg0`, `arg1`, ...; `no_bias` dropping `bias`); `None` when
+    /// they are [`OpDef::inputs`].
+    pub arguments: Option<EnvFn<Vec<String>>>,
+    /// Auxiliary states (MXNet's `FListAuxiliaryStates`): inputs after the
+    /// arguments that the op reads and updates in training, such as
+    /// BatchNorm's moving statistics. Never differentiated.
+    pub aux_states: &'static [&'static str],
+    /// The outputs of an op with several; `None` for one output.
+    pub outputs: Option<&'static MultiOutput>,
+    /// Backward shape inference, when the op has it.
+    pub complete_shapes: Option<CompleteFn>,
 }
 
 impl fmt::Debug for OpDef {
@@ -244,14 +299,89 @@ impl fmt::Debug for OpDef {
 }
 
 impl OpDef {
-    /// Number of array inputs.
+    /// Number of array inputs of a fixed-arity op (see [`OpDef::arity`]).
     pub fn num_inputs(&self) -> usize {
         self.inputs.len()
     }
 
-    /// Checks the number of inputs.
+    /// The argument names of a call with `env` (MXNet's `ListArguments`).
+    pub fn argument_names(&self, env: &EnvArguments) -> Vec<String> {
+        match self.arguments {
+            Some(f) => f(env),
+            None => self.inputs.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    /// Number of arguments of a call with `env` (aux states excluded).
+    pub fn num_arguments(&self, env: &EnvArguments) -> usize {
+        match self.arguments {
+            Some(f) => f(env).len(),
+            None => self.inputs.len(),
+        }
+    }
+
+    /// Number of array inputs of a call with `env`: arguments, then aux states.
+    pub fn arity(&self, env: &EnvArguments) -> usize {
+        self.num_arguments(env) + self.aux_states.len()
+    }
+
+    /// Checks the number of inputs (arguments and aux states) of a call.
+    pub fn check_inputs(&self, env: &EnvArguments, got: usize) -> Result<()> {
+        let expected = self.arity(env);
+        if got != expected {
+            return Err(Error::Arity {
+                op: self.name.into(),
+                expected,
+                got,
+            });
+        }
+        Ok(())
+    }
+
+    /// Number of outputs of a call with `env`.
+    pub fn num_outputs(&self, env: &EnvArguments) -> usize {
+        self.outputs.map_or(1, |m| (m.count)(env))
+    }
+
+    /// Number of outputs a symbol shows.
+    pub fn num_visible_outputs(&self, env: &EnvArguments) -> usize {
+        self.outputs.map_or(1, |m| (m.visible)(env))
+    }
+
+    /// The output names (MXNet's `FListOutputNames`).
+    pub fn output_names(&self, env: &EnvArguments) -> Vec<String> {
+        match self.outputs {
+            Some(m) => (m.names)(env),
+            None => vec!["output".to_owned()],
+        }
+    }
+
+    /// Every output's shape, from the arguments' shapes.
+    pub fn output_shapes(&self, inputs: &[Shape], env: &EnvArguments) -> Result<Vec<Shape>> {
+        match self.outputs {
+            Some(m) => (m.infer_shapes)(self, inputs, env),
+            None => Ok(vec![(self.infer_shape)(self, inputs, env)?]),
+        }
+    }
+
+    /// Every output's dtype, from the arguments' dtypes.
+    pub fn output_dtypes(&self, inputs: &[DType], env: &EnvArguments) -> Result<Vec<DType>> {
+        match self.outputs {
+            Some(m) => (m.infer_dtypes)(self, inputs, env),
+            None => Ok(vec![(self.infer_dtype)(self, inputs, env)?]),
+        }
+    }
+
+    /// Whether the op has one output and no aux states, the mould that
+    /// fusion and the in-place options assume.
+    pub fn is_simple(&self) -> bool {
+        self.outputs.is_none() && self.aux_states.is_empty()
+    }
+
+    /// Checks the number of inputs of a fixed-arity op (variadic ops are
+    /// checked by [`OpDef::check_inputs`]).
     pub fn check_arity(&self, got: usize) -> Result<()> {
-        if got != self.num_inputs() {
+        if self.arguments.is_none() && got != self.num_inputs() {
             return Err(Error::Arity {
                 op: self.name.into(),
                 expected: self.num_inputs(),
@@ -263,7 +393,12 @@ impl OpDef {
 
     /// The name of input `i`, for messages.
     pub fn input_name(&self, i: usize) -> &'static str {
-        self.inputs.get(i).copied().unwrap_or("input")
+        let aux = |j: usize| self.aux_states.get(j).copied();
+        self.inputs
+            .get(i)
+            .copied()
+            .or_else(|| i.checked_sub(self.inputs.len()).and_then(aux))
+            .unwrap_or("input")
     }
 
     /// A one-paragraph summary for listings: arity, params, gradient kind,

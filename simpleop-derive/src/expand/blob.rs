@@ -36,16 +36,26 @@ fn forward(m: &OpModel) -> TokenStream {
     let name = &m.name;
     let fwd_args = m.forward.roles.iter().map(|&r| match r {
         Role::Inputs => quote!(inputs),
-        Role::Out => quote!(out),
-        Role::Req => quote!(req),
+        Role::Out => quote!(&mut outs[0]),
+        Role::Req => quote!(reqs[0]),
+        Role::Outs => quote!(outs),
+        Role::Reqs => quote!(reqs),
+        Role::Aux => quote!(::simpleop::AuxStates(aux)),
+        Role::Ctx => quote!(call.ctx),
         _ => shared_arg(m, r).unwrap_or_else(|| quote!(compile_error!("unsupported role"))),
     });
     quote! {{
-        call.op.check_arity(inputs.len())?;
-        let ([out], [req]) = (outputs, reqs) else {
-            return Err(::simpleop::Error::invalid(#name, "outputs", "a blob-form op has one output"));
-        };
-        let req = *req;
+        let n_aux = call.op.aux_states.len();
+        call.op.check_inputs(call.env, inputs.len() + n_aux)?;
+        let n_out = call.op.num_outputs(call.env);
+        if outputs.len() != n_out + n_aux || reqs.len() != outputs.len() {
+            return Err(::simpleop::Error::invalid(#name, "outputs", format!(
+                "expected {} output blob(s) and {} aux state(s) with a request each, got {} blobs and {} requests",
+                n_out, n_aux, outputs.len(), reqs.len())));
+        }
+        let (outs, aux) = outputs.split_at_mut(n_out);
+        let reqs = &reqs[..n_out];
+        let _ = (&aux, &reqs);
         Ok(forward(#(#fwd_args),*)?)
     }}
 }
@@ -55,14 +65,24 @@ fn backward(m: &OpModel, b: &Backward) -> TokenStream {
     let args = b.kernel.roles.iter().map(|&r| match r {
         Role::OutGrad => quote!(::simpleop::OutGrad(&args.out_grad)),
         Role::OutValue => quote!(::simpleop::OutValue(args.output.as_ref().ok_or_else(|| ::simpleop::Error::invalid(#name, "output", "the gradient reads the forward output"))?)),
+        Role::OutGrads => quote!(::simpleop::OutGrads(&args.out_grads[..])),
+        Role::OutValues => quote!(::simpleop::OutValues(&args.outputs[..])),
         Role::Inputs => quote!(::simpleop::Inputs(&__inputs[..])),
         Role::Grads => quote!(grads),
         Role::Reqs => quote!(reqs),
+        Role::Ctx => quote!(call.ctx),
         _ => shared_arg(m, r).unwrap_or_else(|| quote!(compile_error!("unsupported role"))),
     });
     quote! {{
-        call.op.check_arity(grads.len())?;
-        call.op.check_arity(reqs.len())?;
+        let n_args = call.op.num_arguments(call.env);
+        for (what, got) in [("gradient blobs", grads.len()), ("gradient requests", reqs.len())] {
+            if got != n_args {
+                return Err(::simpleop::Error::invalid(#name, what, format!("expected {n_args}, one per argument, got {got}")));
+            }
+        }
+        if args.out_grads.len() != call.op.num_outputs(call.env) {
+            return Err(::simpleop::Error::invalid(#name, "out_grads", "expected one entry per output"));
+        }
         let __inputs: ::std::vec::Vec<::simpleop::TBlob<'_>> = args
             .inputs
             .iter()

@@ -7,6 +7,7 @@ use quote::{format_ident, quote};
 
 use super::paths::kwargs_type;
 use crate::model::{Kernel, OpModel, Role};
+use crate::options::Count;
 
 /// The generated functions and the values the op registers.
 pub(super) struct Infer {
@@ -14,10 +15,33 @@ pub(super) struct Infer {
     pub shape: TokenStream,
     pub rows: TokenStream,
     pub dtype: TokenStream,
+    /// `Some(&__OUTPUTS)` for an op with several outputs, else `None`.
+    pub outputs: TokenStream,
+    /// `Some(__complete)` with `fn input_shapes`, else `None`.
+    pub complete: TokenStream,
 }
 
 pub(super) fn functions(m: &OpModel) -> Infer {
     let mut items = quote!();
+    items.extend(arguments_fn(m));
+    let complete = match &m.input_shapes {
+        Some(k) => {
+            items.extend(complete_fn(m, k));
+            quote!(Some(__complete))
+        }
+        None => quote!(None),
+    };
+    if m.outputs.is_some() {
+        items.extend(multi_output(m));
+        return Infer {
+            items,
+            shape: quote!(__infer_shape),
+            rows: quote!(None),
+            dtype: quote!(__infer_dtype),
+            outputs: quote!(Some(&__OUTPUTS)),
+            complete,
+        };
+    }
     let shape = match &m.shape {
         Some(k) => {
             items.extend(infer_fn(m, k, "shape", "shapes", quote!(::simpleop::Shape)));
@@ -45,7 +69,122 @@ pub(super) fn functions(m: &OpModel) -> Infer {
         shape,
         rows,
         dtype,
+        outputs: quote!(None),
+        complete,
     }
+}
+
+/// `__arguments`: the argument names from the kwargs (`arguments = path`).
+fn arguments_fn(m: &OpModel) -> TokenStream {
+    let (Some(path), Some(p)) = (&m.arguments, kwargs_type(m)) else {
+        return quote!();
+    };
+    let name = &m.name;
+    quote! {
+        fn __arguments(env: &::simpleop::EnvArguments) -> ::std::vec::Vec<::std::string::String> {
+            env.require_kwargs::<#p>(#name).map(#path).unwrap_or_default()
+        }
+    }
+}
+
+/// `__complete`: unknown input shapes from known ones (`fn input_shapes`).
+fn complete_fn(m: &OpModel, k: &Kernel) -> TokenStream {
+    let a = args(m, k, &quote!(shapes));
+    quote! {
+        #[allow(clippy::needless_question_mark)] // user functions may return any error convertible into simpleop::Error
+        fn __complete(op: &::simpleop::OpDef, shapes: &mut [::core::option::Option<::simpleop::Shape>], env: &::simpleop::EnvArguments) -> ::simpleop::Result<()> {
+            let _ = (op, env);
+            Ok(input_shapes(#(#a),*)?)
+        }
+    }
+}
+
+/// A count option as a function of the environment.
+fn count_fn(m: &OpModel, ident: &str, count: Option<&Count>, default: TokenStream) -> TokenStream {
+    let f = format_ident!("{ident}");
+    let name = &m.name;
+    let body = match (count, kwargs_type(m)) {
+        (Some(Count::Fixed(n)), _) => quote!(#n),
+        (Some(Count::Path(p)), Some(k)) => {
+            quote!(env.require_kwargs::<#k>(#name).map(#p).unwrap_or(1))
+        }
+        _ => default,
+    };
+    quote! {
+        fn #f(env: &::simpleop::EnvArguments) -> usize {
+            let _ = env;
+            #body
+        }
+    }
+}
+
+/// The shape, dtype, count and name functions of an op with several
+/// outputs, and `__OUTPUTS` gathering them.
+fn multi_output(m: &OpModel) -> TokenStream {
+    let name = &m.name;
+    let mut items = count_fn(m, "__num_outputs", m.outputs.as_ref(), quote!(1));
+    items.extend(count_fn(
+        m,
+        "__num_visible_outputs",
+        m.visible_outputs.as_ref(),
+        quote!(__num_outputs(env)),
+    ));
+    let names = match &m.output_names {
+        Some(list) => quote!(vec![#(#list.to_owned()),*]),
+        None => quote!(match __num_outputs(env) {
+            1 => vec!["output".to_owned()],
+            n => (0..n).map(|k| format!("output{k}")).collect(),
+        }),
+    };
+    let shapes = match &m.shape {
+        Some(k) => {
+            let a = args(m, k, &quote!(shapes));
+            quote!(Ok(shape(#(#a),*)?))
+        }
+        None => {
+            quote!(Err(::simpleop::Error::invalid(#name, "shape", "an op with several outputs needs `fn shape`")))
+        }
+    };
+    let dtypes = match &m.dtype {
+        Some(k) => {
+            let a = args(m, k, &quote!(dtypes));
+            quote!(Ok(dtype(#(#a),*)?))
+        }
+        None => quote!({
+            let d = ::simpleop::__private::same_float_dtype(op, dtypes, env)?;
+            Ok(vec![d; __num_outputs(env)])
+        }),
+    };
+    items.extend(quote! {
+        fn __output_names(env: &::simpleop::EnvArguments) -> ::std::vec::Vec<::std::string::String> {
+            let _ = env;
+            #names
+        }
+        #[allow(clippy::needless_question_mark)]
+        fn __infer_shapes(op: &::simpleop::OpDef, shapes: &[::simpleop::Shape], env: &::simpleop::EnvArguments) -> ::simpleop::Result<::std::vec::Vec<::simpleop::Shape>> {
+            op.check_inputs(env, shapes.len() + op.aux_states.len())?;
+            #shapes
+        }
+        #[allow(clippy::needless_question_mark)]
+        fn __infer_dtypes(op: &::simpleop::OpDef, dtypes: &[::simpleop::DType], env: &::simpleop::EnvArguments) -> ::simpleop::Result<::std::vec::Vec<::simpleop::DType>> {
+            op.check_inputs(env, dtypes.len() + op.aux_states.len())?;
+            #dtypes
+        }
+        fn __infer_shape(op: &::simpleop::OpDef, shapes: &[::simpleop::Shape], env: &::simpleop::EnvArguments) -> ::simpleop::Result<::simpleop::Shape> {
+            __infer_shapes(op, shapes, env)?.into_iter().next().ok_or_else(|| ::simpleop::Error::invalid(#name, "shape", "the shape function gave no output"))
+        }
+        fn __infer_dtype(op: &::simpleop::OpDef, dtypes: &[::simpleop::DType], env: &::simpleop::EnvArguments) -> ::simpleop::Result<::simpleop::DType> {
+            __infer_dtypes(op, dtypes, env)?.into_iter().next().ok_or_else(|| ::simpleop::Error::invalid(#name, "dtype", "the dtype function gave no output"))
+        }
+        static __OUTPUTS: ::simpleop::MultiOutput = ::simpleop::MultiOutput {
+            count: __num_outputs,
+            visible: __num_visible_outputs,
+            names: __output_names,
+            infer_shapes: __infer_shapes,
+            infer_dtypes: __infer_dtypes,
+        };
+    });
+    items
 }
 
 /// The arguments of a module function `k` over the shapes or dtypes:
@@ -77,7 +216,7 @@ fn infer_fn(m: &OpModel, k: &Kernel, what: &str, inputs: &str, elem: TokenStream
     quote! {
         #[allow(clippy::needless_question_mark)] // user functions may return any error convertible into simpleop::Error
         fn #generated(op: &::simpleop::OpDef, #inputs: &[#elem], env: &::simpleop::EnvArguments) -> ::simpleop::Result<#elem> {
-            op.check_arity(#inputs.len())?;
+            op.check_inputs(env, #inputs.len() + op.aux_states.len())?;
             let _ = env;
             Ok(#user(#(#a),*)?)
         }

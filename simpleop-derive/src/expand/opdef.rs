@@ -37,8 +37,15 @@ pub(super) fn op_def(m: &OpModel, infer: &Infer) -> TokenStream {
     let Infer {
         shape: infer_shape,
         dtype: infer_dtype,
+        outputs,
+        complete,
         ..
     } = infer;
+    let arguments = match &m.arguments {
+        Some(_) => quote!(Some(__arguments)),
+        None => quote!(None),
+    };
+    let aux = &m.aux;
     quote! {
         #[doc = concat!("The definition of op `", #name, "`.")]
         pub static OP: ::simpleop::OpDef = ::simpleop::OpDef {
@@ -59,6 +66,10 @@ pub(super) fn op_def(m: &OpModel, infer: &Infer) -> TokenStream {
             to_attrs: #to_attrs,
             infer_shape: #infer_shape,
             infer_dtype: #infer_dtype,
+            arguments: #arguments,
+            aux_states: &[#(#aux),*],
+            outputs: #outputs,
+            complete_shapes: #complete,
         };
     }
 }

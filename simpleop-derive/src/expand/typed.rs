@@ -37,6 +37,12 @@ pub(super) fn functions(m: &OpModel) -> TokenStream {
     if m.forward.has_state() {
         return with_states(m, &env);
     }
+    if m.is_general() {
+        return general(m, &env);
+    }
+    if m.arguments.is_some() {
+        return variadic(m, &env);
+    }
     let mut out = call(m, &env);
     out.extend(into(m, &env));
     if let Some((first, rest)) = m.input_names.split_first() {
@@ -160,6 +166,73 @@ fn with_states(m: &OpModel, env: &Env) -> TokenStream {
         #[allow(dead_code)]
         #vis fn #inplace(#first: &mut ::simpleop::NDArray, #(#rest_decl,)* #param_decl) -> ::simpleop::Result<()> {
             ::simpleop::__private::invoke_inplace_with_states(&#ident::OP, #first, &[#(#rest_plain),*], &mut [#(#states),*], &#value)
+        }
+    }
+}
+
+/// `op(inputs, ..)` of an op whose arguments depend on its kwargs: a
+/// slice of inputs, on either front end.
+fn variadic(m: &OpModel, env: &Env) -> TokenStream {
+    let (ident, vis, name) = (&m.ident, &m.vis, &m.name);
+    let Env { decl, value } = env;
+    let doc = format!(
+        "Applies op `{name}` to `inputs` (as many as its kwargs say): on `NDArray`s it runs now; on `Symbol`s it returns a new graph node."
+    );
+    quote! {
+        #[doc = #doc]
+        #[allow(dead_code)]
+        #vis fn #ident<A: ::simpleop::Operand>(inputs: &[&A], #decl) -> ::simpleop::Result<A> {
+            <A as ::simpleop::Operand>::apply(&#ident::OP, inputs, &#value)
+        }
+    }
+}
+
+/// `op(..)` (eager: every output, the aux states updated in place in
+/// training mode) and `op_symbol(..)` (a graph node showing the visible
+/// outputs) of an op with several outputs or aux states.
+fn general(m: &OpModel, env: &Env) -> TokenStream {
+    let (ident, vis, name) = (&m.ident, &m.vis, &m.name);
+    let Env { decl, value } = env;
+    let symbol = format_ident!("{}_symbol", ident);
+    let aux: Vec<Ident> = m.aux.iter().map(|a| format_ident!("{a}")).collect();
+    let (arg_decl, arg_list, sym_decl) = match &m.arguments {
+        Some(_) => (
+            quote!(inputs: &[&::simpleop::NDArray],),
+            quote!(inputs),
+            quote!(inputs: &[&::simpleop::Symbol],),
+        ),
+        None => {
+            let inputs = &m.input_names;
+            (
+                quote!(#(#inputs: &::simpleop::NDArray,)*),
+                quote!(&[#(#inputs),*]),
+                quote!(#(#inputs: &::simpleop::Symbol,)*),
+            )
+        }
+    };
+    let sym_inputs = match &m.arguments {
+        Some(_) => quote!(inputs.iter().copied()),
+        None => {
+            let inputs = &m.input_names;
+            quote!([#(#inputs),*].into_iter())
+        }
+    };
+    let doc = format!(
+        "Runs op `{name}` eagerly and returns every output; aux states are read, and updated in place in training mode (`simpleop::eager::train_mode`)."
+    );
+    let doc_symbol =
+        format!("Applies op `{name}` to symbols: a graph node showing its visible outputs.");
+    quote! {
+        #[doc = #doc]
+        #[allow(dead_code, clippy::too_many_arguments)]
+        #vis fn #ident(#arg_decl #(#aux: &mut ::simpleop::NDArray,)* #decl) -> ::simpleop::Result<::std::vec::Vec<::simpleop::NDArray>> {
+            ::simpleop::__private::invoke_outputs(&#ident::OP, #arg_list, &mut [#(#aux),*], &#value)
+        }
+        #[doc = #doc_symbol]
+        #[allow(dead_code, clippy::too_many_arguments)]
+        #vis fn #symbol(#sym_decl #(#aux: &::simpleop::Symbol,)* #decl) -> ::simpleop::Result<::simpleop::Symbol> {
+            let all: ::std::vec::Vec<&::simpleop::Symbol> = #sym_inputs.chain([#(#aux),*]).collect();
+            ::simpleop::Symbol::apply(&#ident::OP, &all, &#value)
         }
     }
 }

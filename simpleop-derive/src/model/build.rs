@@ -65,6 +65,8 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
     checks::overwrites(&draft, fwd_inplace, errors);
     checks::rng_used(&draft, errors);
     let pattern = pattern(&opts, form);
+    checks::general_fit(&draft, fwd_inplace.or(grad_inplace).is_some(), errors);
+    let input_shapes = find_fn(module, "input_shapes").map(|f| input_shapes_fn(f, &params, errors));
     let rows = find_fn(module, "rows").map(|f| {
         checks::rows_fit(&draft, f, &pattern, errors);
         infer(f, Role::Shapes, "Shape", errors)
@@ -98,7 +100,34 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
         vector: opts.vector.as_ref().map(|v| v.value.clone()),
         lanes: opts.lanes.as_ref().map(|v| v.value.clone()),
         impure: opts.impure.is_some(),
+        outputs: opts.outputs.as_ref().map(|o| o.value.clone()),
+        visible_outputs: opts.visible_outputs.as_ref().map(|o| o.value.clone()),
+        output_names: opts.output_names.as_ref().map(|o| o.value.clone()),
+        arguments: opts.arguments.as_ref().map(|o| o.value.clone()),
+        aux: opts
+            .aux
+            .as_ref()
+            .map(|o| o.value.clone())
+            .unwrap_or_default(),
+        input_shapes,
     })
+}
+
+/// `fn input_shapes(shapes: &mut [Option<Shape>], ...) -> Result<()>`:
+/// fills in unknown input shapes.
+fn input_shapes_fn(
+    f: &syn::ItemFn,
+    params: &Params,
+    errors: &mut Vec<syn::Error>,
+) -> super::types::Kernel {
+    let roles = super::blob::blob_roles(
+        f,
+        params,
+        errors,
+        |ty| super::syntax::slice_ref_of(ty, true, "Option").then_some(Role::Shapes),
+        "unexpected parameter in `input_shapes`; expected `&mut [Option<Shape>]`, `f64` (scalar) or `&Params`",
+    );
+    super::roles::kernel(roles)
 }
 
 /// The op's parameter kind: a scalar, kwargs, or none.

@@ -6,7 +6,7 @@ use syn::{Ident, ItemFn};
 
 use super::syntax::err;
 use super::types::{Form, Kernels, Params, Role, not_unary};
-use crate::options::{InplaceName, Options};
+use crate::options::{Count, InplaceName, Options};
 
 /// What the op-level rules read: the options and the kernels read so far.
 pub(super) struct Draft<'a> {
@@ -248,4 +248,96 @@ pub(super) fn rows_fit(d: &Draft, f: &ItemFn, pattern: &str, errors: &mut Vec<sy
             }
         ),
     );
+}
+
+/// Several outputs, kwargs-dependent arguments and aux states are for the
+/// blob form, and exclude in-place options (an output could overwrite
+/// what backward reads); output names and counts must agree.
+pub(super) fn general_fit(d: &Draft, has_inplace: bool, errors: &mut Vec<syn::Error>) {
+    let opts = d.opts;
+    let spans = [
+        opts.outputs.as_ref().map(|o| ("outputs", o.span)),
+        opts.visible_outputs
+            .as_ref()
+            .map(|o| ("visible_outputs", o.span)),
+        opts.output_names.as_ref().map(|o| ("output_names", o.span)),
+        opts.arguments.as_ref().map(|o| ("arguments", o.span)),
+        opts.aux.as_ref().map(|o| ("aux", o.span)),
+    ];
+    for (key, span) in spans.into_iter().flatten() {
+        if d.form != Form::Blob {
+            err(
+                errors,
+                span,
+                format!("`{key}` is for the blob form: add `blob` and write `forward` over blobs"),
+            );
+        }
+        if has_inplace && key != "arguments" {
+            err(
+                errors,
+                span,
+                format!(
+                    "`{key}` cannot be combined with `inplace`: a written output could overwrite what backward reads"
+                ),
+            );
+        }
+    }
+    let fixed = match opts.outputs.as_ref().map(|o| &o.value) {
+        Some(Count::Fixed(n)) => Some(*n),
+        _ => None,
+    };
+    if let (Some(n), Some(names)) = (fixed, &opts.output_names)
+        && names.value.len() != n
+    {
+        err(
+            errors,
+            names.span,
+            format!("{} output names for `outputs = {n}`", names.value.len()),
+        );
+    }
+    if opts.outputs.is_none() {
+        for (key, span) in [
+            opts.visible_outputs
+                .as_ref()
+                .map(|o| ("visible_outputs", o.span)),
+            opts.output_names.as_ref().map(|o| ("output_names", o.span)),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            err(errors, span, format!("`{key}` needs `outputs = N`"));
+        }
+    }
+    let needs_kwargs = [
+        matches!(
+            opts.outputs.as_ref().map(|o| &o.value),
+            Some(Count::Path(_))
+        )
+        .then(|| opts.outputs.as_ref().map(|o| o.span))
+        .flatten(),
+        matches!(
+            opts.visible_outputs.as_ref().map(|o| &o.value),
+            Some(Count::Path(_))
+        )
+        .then(|| opts.visible_outputs.as_ref().map(|o| o.span))
+        .flatten(),
+        opts.arguments.as_ref().map(|a| a.span),
+    ];
+    if !matches!(d.params, Params::Kwargs(_)) {
+        for span in needs_kwargs.into_iter().flatten() {
+            err(
+                errors,
+                span,
+                "a count or list computed from the kwargs needs `kwargs = MyParams`",
+            );
+        }
+    }
+    if let (Some(a), Some(x)) = (&opts.arguments, &opts.aux) {
+        let _ = a;
+        err(
+            errors,
+            x.span,
+            "aux states after kwargs-dependent arguments are not supported: list fixed `inputs` instead",
+        );
+    }
 }

@@ -107,7 +107,7 @@ pub(super) fn gradient(roles: Vec<(Role, Span)>, arity: usize) -> Backward {
         _ => m,
     });
     Backward {
-        needs_output: has_role(&roles, Role::OutValue),
+        needs_output: has_role(&roles, Role::OutValue) || has_role(&roles, Role::OutValues),
         needs_inputs,
         kernel: kernel(roles),
     }

@@ -3,7 +3,7 @@
 
 use syn::{Ident, Visibility};
 
-use crate::options::InplaceName;
+use crate::options::{Count, InplaceName};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Form {
@@ -42,6 +42,16 @@ pub enum Role {
     Reqs,
     Shapes,
     DTypes,
+    /// Blob forward of an op with several outputs: the output blobs.
+    Outs,
+    /// Blob forward: the aux states (`AuxStates`).
+    Aux,
+    /// The run context (`&RunContext`: training mode, threads).
+    Ctx,
+    /// Blob gradient of an op with several outputs: every output's gradient.
+    OutGrads,
+    /// Blob gradient of an op with several outputs: every output.
+    OutValues,
 }
 
 impl Role {
@@ -64,6 +74,11 @@ impl Role {
             Role::Reqs => "the gradient requests".into(),
             Role::Shapes => "the input shapes".into(),
             Role::DTypes => "the input dtypes".into(),
+            Role::Outs => "the output blobs (`&mut [TBlobMut]`)".into(),
+            Role::Aux => "the aux states (`AuxStates`)".into(),
+            Role::Ctx => "the run context (`&RunContext`)".into(),
+            Role::OutGrads => "the output gradients (`OutGrads`)".into(),
+            Role::OutValues => "the output values (`OutValues`)".into(),
         }
     }
 }
@@ -114,6 +129,26 @@ pub struct OpModel {
     /// The author declared that the kernel reads state besides its
     /// arguments or may panic on some inputs (`impure`).
     pub impure: bool,
+    /// `outputs = ...`: several outputs.
+    pub outputs: Option<Count>,
+    /// `visible_outputs = ...`.
+    pub visible_outputs: Option<Count>,
+    /// `output_names = [...]`.
+    pub output_names: Option<Vec<String>>,
+    /// `arguments = path`: argument names from the kwargs.
+    pub arguments: Option<syn::Path>,
+    /// `aux = [...]`: the aux-state names.
+    pub aux: Vec<String>,
+    /// `fn input_shapes`: backward shape inference.
+    pub input_shapes: Option<Kernel>,
+}
+
+impl OpModel {
+    /// Several outputs, aux states or kwargs-dependent arguments: the op
+    /// is called through `invoke_outputs` or a slice of inputs.
+    pub fn is_general(&self) -> bool {
+        self.outputs.is_some() || !self.aux.is_empty()
+    }
 }
 
 impl OpModel {

@@ -34,7 +34,8 @@ pub(crate) fn allocate(plan: &mut Plan, p: &PlanInput<'_>, fused_away: &[ValueId
             None
         };
         inplace_writes += usize::from(transferred.is_some());
-        for v in plan.steps[s].writes() {
+        let writes = plan.steps[s].writes();
+        for &v in &writes {
             if plan.values[v].loc != Loc::Unplaced {
                 continue;
             }
@@ -51,8 +52,10 @@ pub(crate) fn allocate(plan: &mut Plan, p: &PlanInput<'_>, fused_away: &[ValueId
             plan.values[v].loc = Loc::Pool(b);
         }
         if p.memory_planning {
-            for v in plan.steps[s].reads() {
-                if last_read[v] == Some(s)
+            // Written and never read (an output nothing uses): free now.
+            let unread = writes.iter().filter(|&&v| last_read[v].is_none());
+            for v in plan.steps[s].reads().into_iter().chain(unread.copied()) {
+                if last_read[v].is_none_or(|r| r == s)
                     && Some(v) != transferred
                     && let Loc::Pool(b) = plan.values[v].loc
                 {
@@ -92,12 +95,16 @@ fn take_in_place(
             inputs,
             out,
             in_place,
+            ..
         } => {
             let op = g.nodes[*node].op.expect("op node");
             let &[src, ref rest @ ..] = inputs.as_slice() else {
                 return None;
             };
-            if op.inplace.forward.is_none() || op.form != OpForm::Elementwise || rest.contains(&src)
+            if op.inplace.forward.is_none()
+                || op.form != OpForm::Elementwise
+                || !op.is_simple()
+                || rest.contains(&src)
             {
                 return None;
             }
@@ -112,6 +119,9 @@ fn take_in_place(
         } => {
             let op = g.nodes[*node].op.expect("op node");
             let Some(Some((g0, OpReqType::WriteTo))) = grads.first().copied() else {
+                return None;
+            };
+            let Some(out_grad) = out_grad else {
                 return None;
             };
             if op.inplace.gradient.is_none() || op.form != OpForm::Elementwise || splits(grads) {

@@ -65,15 +65,13 @@ impl Symbol {
     /// A variable with attributes (MXNet keeps e.g. `__shape__` here).
     pub fn var_with_attrs(name: &str, attrs: Attrs) -> Symbol {
         Symbol {
-            heads: vec![Entry {
-                node: Arc::new(Node {
-                    op: None,
-                    name: name.to_owned(),
-                    attrs,
-                    env: EnvArguments::default(),
-                    inputs: Vec::new(),
-                }),
-            }],
+            heads: vec![Entry::first(Arc::new(Node {
+                op: None,
+                name: name.to_owned(),
+                attrs,
+                env: EnvArguments::default(),
+                inputs: Vec::new(),
+            }))],
         }
     }
 
@@ -109,7 +107,7 @@ impl Symbol {
         attrs: Attrs,
         node_name: Option<&str>,
     ) -> Result<Symbol> {
-        op.check_arity(inputs.len())?;
+        op.check_inputs(&env, inputs.len())?;
         if let Some(&k) = op.mutate_inputs.first() {
             return Err(Error::invalid(
                 op.name,
@@ -131,16 +129,21 @@ impl Symbol {
             }
         }
         let name = node_name.map_or_else(|| auto_name(op.name), str::to_owned);
+        let visible = op.num_visible_outputs(&env);
+        let node = Arc::new(Node {
+            op: Some(op),
+            name,
+            attrs,
+            env,
+            inputs: entries,
+        });
         Ok(Symbol {
-            heads: vec![Entry {
-                node: Arc::new(Node {
-                    op: Some(op),
-                    name,
-                    attrs,
-                    env,
-                    inputs: entries,
-                }),
-            }],
+            heads: (0..visible)
+                .map(|index| Entry {
+                    node: node.clone(),
+                    index,
+                })
+                .collect(),
         })
     }
 
@@ -151,7 +154,7 @@ impl Symbol {
         }
     }
 
-    /// Output `i` alone.
+    /// Output `i` alone (MXNet's `sym[i]`).
     pub fn output(&self, i: usize) -> Result<Symbol> {
         let e = self.heads.get(i).ok_or_else(|| {
             Error::graph(format!(
@@ -169,19 +172,31 @@ impl Symbol {
         self.heads.len()
     }
 
-    /// The variables, in depth-first order of first use (MXNet's order).
+    /// The variables that are arguments, in depth-first order of first use
+    /// (MXNet's order); aux states are listed apart.
     pub fn list_arguments(&self) -> Vec<String> {
-        let g = Graph::from_heads(&self.heads);
-        g.args.iter().map(|&n| g.nodes[n].name.clone()).collect()
+        Graph::from_heads(&self.heads).argument_names()
     }
 
-    /// The outputs' names: `<node>_output` for op nodes, the variable's
-    /// name for a variable.
+    /// The variables that feed an op's aux-state inputs (BatchNorm's
+    /// moving statistics), in order of first use (MXNet's
+    /// `list_auxiliary_states`). Bind passes them with the arguments.
+    pub fn list_auxiliary_states(&self) -> Vec<String> {
+        Graph::from_heads(&self.heads).aux_names()
+    }
+
+    /// The outputs' names: `<node>_<output name>` for op nodes
+    /// (`fc1_output`, `bn0_mean`, `split0_output1`), the variable's name
+    /// for a variable.
     pub fn list_outputs(&self) -> Vec<String> {
         self.heads
             .iter()
             .map(|e| match e.node.op {
-                Some(_) => format!("{}_output", e.node.name),
+                Some(op) => {
+                    let names = op.output_names(&e.node.env);
+                    let out = names.get(e.index).map_or("output", String::as_str);
+                    format!("{}_{out}", e.node.name)
+                }
                 None => e.node.name.clone(),
             })
             .collect()
@@ -241,7 +256,8 @@ impl Symbol {
         dot::write(&Graph::from_heads(&self.heads), None)
     }
 
-    /// Binds the graph to arrays: one per argument in `args`; a gradient
+    /// Binds the graph to arrays: one per argument and aux state in `args`
+    /// (aux states are never differentiated); a gradient
     /// buffer in `grads` for each argument whose `grad_req` is `Write` or
     /// `Add` (for `Add` it holds the value gradients are added to).
     /// Arguments missing from `grad_req` get `Null`.
@@ -297,6 +313,13 @@ impl Symbol {
             }
             args.insert(name.clone(), NDArray::try_zeros(shape, dtype)?);
         }
+        for (i, name) in inferred.aux.iter().enumerate() {
+            let shape = inferred.aux_shapes[i].clone().ok_or_else(|| {
+                Error::argument(name, "its shape cannot be inferred; give it to simple_bind")
+            })?;
+            let dtype = types.aux_types[i].unwrap_or(DType::F32);
+            args.insert(name.clone(), NDArray::try_zeros(shape, dtype)?);
+        }
         Executor::new(g, args, grads, grad_req, BindConfig::default())
     }
 
@@ -314,6 +337,8 @@ impl Symbol {
                     name: n.name,
                     env: n.env,
                     inputs: n.inputs,
+                    output_of: n.output_of,
+                    more_outputs: n.more_outputs,
                 })
                 .collect(),
             heads: g.heads,
@@ -339,14 +364,21 @@ pub struct Topology {
 /// One node of a [`Topology`].
 #[derive(Clone, Debug)]
 pub struct TopoNode {
-    /// The op, or `None` for a variable.
+    /// The op, or `None` for a variable or an output node.
     pub op: Option<&'static OpDef>,
     /// The node's name (a variable's is its argument name).
     pub name: String,
     /// The op's parsed arguments.
     pub env: EnvArguments,
-    /// The index of the node each input comes from.
+    /// The index of the node each input comes from: the arguments, then
+    /// the aux states.
     pub inputs: Vec<usize>,
+    /// For output `k ≥ 1` of an op with several outputs, which the graph
+    /// holds as a node of its own: `(the op's node, k)`; such a node has no
+    /// op and is no variable. `None` otherwise.
+    pub output_of: Option<(usize, usize)>,
+    /// For an op with several outputs: the nodes of outputs 1, 2, ...
+    pub more_outputs: Vec<usize>,
 }
 
 impl TopoNode {

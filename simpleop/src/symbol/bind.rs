@@ -64,23 +64,42 @@ pub(super) fn bind_args(
         .collect()
 }
 
-/// Every node's shape and dtype, from the bound arguments; an op whose
-/// output would be too large to allocate is an error here.
+/// The aux states in the graph's order, taken out of `args` (bind passes
+/// them with the arguments, by name).
+pub(super) fn bind_aux(
+    aux_names: &[String],
+    args: &mut HashMap<String, NDArray>,
+) -> Result<Vec<NDArray>> {
+    aux_names
+        .iter()
+        .map(|name| {
+            args.remove(name).ok_or_else(|| {
+                Error::argument(name, "unbound: no array was given for this aux state")
+            })
+        })
+        .collect()
+}
+
+/// Every node's shape and dtype, from the bound arguments and aux states;
+/// an op whose output would be too large to allocate is an error here.
 pub(super) fn infer_nodes(
     graph: &Graph,
     arg_names: &[String],
     bound_args: &[NDArray],
+    aux_names: &[String],
+    aux: &[NDArray],
 ) -> Result<(Vec<Shape>, Vec<DType>)> {
-    let known_shapes: HashMap<String, Shape> = arg_names
-        .iter()
-        .zip(bound_args)
+    let named = || {
+        arg_names
+            .iter()
+            .zip(bound_args)
+            .chain(aux_names.iter().zip(aux))
+    };
+    let known_shapes: HashMap<String, Shape> = named()
         .map(|(n, a)| (n.clone(), a.shape().clone()))
         .collect();
-    let known_types: HashMap<String, DType> = arg_names
-        .iter()
-        .zip(bound_args)
-        .map(|(n, a)| (n.clone(), a.dtype()))
-        .collect();
+    let known_types: HashMap<String, DType> =
+        named().map(|(n, a)| (n.clone(), a.dtype())).collect();
     let shapes: Vec<Shape> = infer::node_shapes(graph, &known_shapes)?
         .into_iter()
         .map(|s| s.expect("every argument is bound, so every shape is known"))
@@ -90,9 +109,10 @@ pub(super) fn infer_nodes(
         .map(|d| d.expect("every argument is bound, so every dtype is known"))
         .collect();
     for (n, node) in graph.nodes.iter().enumerate() {
-        if let Some(op) = node.op {
+        let producer = node.output_of.map_or(node, |(p, _)| &graph.nodes[p]);
+        if let Some(op) = producer.op {
             crate::ndarray::check_size(op.name, &shapes[n], dtypes[n])
-                .map_err(|e| node.error(e))?;
+                .map_err(|e| producer.error(e))?;
         }
     }
     Ok((shapes, dtypes))

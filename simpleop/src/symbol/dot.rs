@@ -28,11 +28,13 @@ fn loc_name(loc: Loc) -> String {
     match loc {
         Loc::Unplaced => "unplaced".into(),
         Loc::Arg(_) => "argument".into(),
+        Loc::Aux(_) => "aux state".into(),
         Loc::ArgGrad(_) => "gradient buffer".into(),
         Loc::Head(h) => format!("output {h}"),
         Loc::HeadGrad(h) => format!("head gradient {h}"),
         Loc::Pool(b) => format!("buf {b}"),
         Loc::Fused => "fused, no buffer".into(),
+        Loc::Discard => "unread, no buffer".into(),
     }
 }
 

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use smallvec::SmallVec;
 
 use super::bind::{
-    bind_args, bind_buffer, bind_grads, compile_plan, infer_nodes, node_kernels, shared_buffers,
+    bind_args, bind_aux, bind_buffer, bind_grads, compile_plan, infer_nodes, node_kernels,
+    shared_buffers,
 };
 use super::config::{BindConfig, GradReq, MemoryStats};
 use super::graph::Graph;
@@ -54,6 +55,9 @@ pub struct Executor {
     dtypes: Vec<DType>,
     arg_names: Vec<String>,
     args: Vec<NDArray>,
+    aux_names: Vec<String>,
+    /// The aux states, updated in place by training forward passes.
+    aux: Vec<NDArray>,
     grads: Vec<Option<NDArray>>,
     grad_req: Vec<GradReq>,
     outputs: Vec<NDArray>,
@@ -92,14 +96,16 @@ impl std::fmt::Debug for Executor {
 impl Executor {
     pub(crate) fn new(
         graph: Graph,
-        args: HashMap<String, NDArray>,
+        mut args: HashMap<String, NDArray>,
         grads: HashMap<String, NDArray>,
         grad_req: HashMap<String, GradReq>,
         config: BindConfig,
     ) -> Result<Executor> {
         let arg_names = graph.argument_names();
+        let aux_names = graph.aux_names();
+        let aux = bind_aux(&aux_names, &mut args)?;
         let bound_args = bind_args(&arg_names, args, &grads, &grad_req)?;
-        let (shapes, dtypes) = infer_nodes(&graph, &arg_names, &bound_args)?;
+        let (shapes, dtypes) = infer_nodes(&graph, &arg_names, &bound_args, &aux_names, &aux)?;
         let reqs: Vec<GradReq> = arg_names
             .iter()
             .map(|n| grad_req.get(n).copied().unwrap_or_default())
@@ -165,6 +171,8 @@ impl Executor {
             dot_groups,
             arg_names,
             args: bound_args,
+            aux_names,
+            aux,
             grads: bound_grads,
             grad_req: reqs,
             outputs,
@@ -204,6 +212,7 @@ impl Executor {
             std::mem::replace(&mut self.inference, placeholder_plan())
         };
         self.last_forward = None;
+        self.ctx.is_train = is_train;
         let result = self.run(&plan, 0..plan.backward_start, &[]);
         if train {
             self.training = Some(plan);
@@ -215,6 +224,7 @@ impl Executor {
         for (h, copy) in self.head_copy.iter().enumerate() {
             match *copy {
                 HeadCopy::Arg(k) => self.outputs[h] = self.args[k].clone(),
+                HeadCopy::Aux(k) => self.outputs[h] = self.aux[k].clone(),
                 HeadCopy::Head(first) => self.outputs[h] = self.outputs[first].clone(),
                 HeadCopy::Written => {}
             }
@@ -277,6 +287,7 @@ impl Executor {
             }
         }
         self.check_bound()?;
+        self.ctx.is_train = true;
         self.run(plan, plan.backward_start..plan.steps.len(), heads)
     }
 
@@ -416,8 +427,20 @@ impl Executor {
                     node,
                     inputs,
                     out,
+                    more_outs,
+                    aux,
                     in_place,
-                } => self.run_forward(&at, *node, inputs, *out, *in_place)?,
+                } => {
+                    let step = ForwardStep {
+                        node: *node,
+                        inputs,
+                        out: *out,
+                        more_outs,
+                        aux,
+                        in_place: *in_place,
+                    };
+                    self.run_forward(&at, &step)?
+                }
                 Step::Fused(f) => self.run_fused(&at, f)?,
                 Step::Seed { head, dst, req } => {
                     let src = view_from(at.head_grads[*head], &plan.values[*dst]);
@@ -426,7 +449,9 @@ impl Executor {
                 Step::Backward {
                     node,
                     out_grad,
+                    more_out_grads,
                     output,
+                    more_outputs,
                     inputs,
                     grads,
                     in_place,
@@ -434,7 +459,9 @@ impl Executor {
                     let step = BackwardStep {
                         node: *node,
                         out_grad: *out_grad,
+                        more_out_grads,
                         output: *output,
+                        more_outputs,
                         inputs,
                         grads,
                         in_place: *in_place,
@@ -454,6 +481,11 @@ impl Executor {
         Ok(Placed {
             plan,
             args: self.args.iter().map(|a| a.blob().as_ptr()).collect(),
+            aux: self
+                .aux
+                .iter_mut()
+                .map(NDArray::make_unique_ptr)
+                .collect::<Result<_>>()?,
             head_grads: head_grads.iter().map(|a| a.blob().as_ptr()).collect(),
             outputs: self
                 .outputs
@@ -475,33 +507,44 @@ impl Executor {
         })
     }
 
-    /// One op's forward kernel.
-    fn run_forward(
-        &self,
-        at: &Placed<'_>,
-        n: usize,
-        inputs: &[ValueId],
-        out: ValueId,
-        in_place: bool,
-    ) -> Result<()> {
+    /// One op's forward kernel: its outputs, then its aux states, which
+    /// it may update only in training (their request is `Null` otherwise).
+    fn run_forward(&self, at: &Placed<'_>, step: &ForwardStep<'_>) -> Result<()> {
+        let n = step.node;
         let op = self.graph.nodes[n].op.expect("op node");
         let k = self.kernels[n].expect("op node");
-        if !in_place {
-            at.view_mut(out).poison_if_asked();
+        if !step.in_place {
+            at.view_mut(step.out).poison_if_asked();
         }
-        let ins: Ptrs<TBlob<'_>> = inputs.iter().map(|&v| at.view(v)).collect();
-        let req = if in_place {
+        let ins: Ptrs<TBlob<'_>> = step.inputs.iter().map(|&v| at.view(v)).collect();
+        let req = if step.in_place {
             OpReqType::WriteInplace
         } else {
             OpReqType::WriteTo
         };
+        let aux_req = if self.ctx.is_train {
+            OpReqType::WriteInplace
+        } else {
+            OpReqType::Null
+        };
+        let mut outs: Ptrs<TBlobMut<'_>> = Ptrs::new();
+        let mut reqs: Ptrs<OpReqType> = Ptrs::new();
+        outs.push(at.view_mut(step.out));
+        reqs.push(req);
+        for &(v, r) in step.more_outs {
+            outs.push(at.view_mut(v));
+            reqs.push(r);
+        }
+        for &v in step.aux {
+            outs.push(at.view_mut(v));
+            reqs.push(aux_req);
+        }
         let call = OpCall {
             op,
             env: &self.envs[n],
             ctx: &self.ctx,
         };
-        (k.forward)(&call, &ins, &mut [at.view_mut(out)], &[req])
-            .map_err(|e| self.graph.nodes[n].error(e))
+        (k.forward)(&call, &ins, &mut outs, &reqs).map_err(|e| self.graph.nodes[n].error(e))
     }
 
     /// A fused step: a tile program alone, feeding a row sink, or run slab
@@ -627,10 +670,30 @@ impl Executor {
             ctx: &self.ctx,
         };
         for group in gradient_calls(step.grads) {
+            let out_grads: Vec<Option<TBlob<'_>>> = std::iter::once(step.out_grad)
+                .chain(step.more_out_grads.iter().copied())
+                .map(|g| g.map(|v| at.view(v)))
+                .collect();
+            let outputs: Vec<TBlob<'_>> = step
+                .output
+                .iter()
+                .chain(step.more_outputs)
+                .map(|&v| at.view(v))
+                .collect();
+            let out_grad = match &out_grads[0] {
+                Some(g) => g.clone(),
+                None => TBlob::empty(self.dtypes[n]),
+            };
             let args = GradArgs {
-                out_grad: at.view(step.out_grad),
+                out_grad,
                 output: step.output.map(|v| at.view(v)),
                 inputs: step.inputs.iter().map(|x| x.map(|v| at.view(v))).collect(),
+                out_grads,
+                outputs: if step.more_outputs.is_empty() {
+                    Vec::new()
+                } else {
+                    outputs
+                },
             };
             let mut blobs = Vec::with_capacity(step.grads.len());
             let mut reqs = Vec::with_capacity(step.grads.len());
@@ -669,6 +732,8 @@ enum HeadCopy {
     Written,
     /// It is argument `k`.
     Arg(usize),
+    /// It is aux state `k`.
+    Aux(usize),
     /// Its node is also an earlier output, which holds the result.
     Head(usize),
 }
@@ -677,13 +742,15 @@ enum HeadCopy {
 /// that many outputs stay linear.
 fn head_copies(g: &Graph) -> Vec<HeadCopy> {
     let arg_of: HashMap<usize, usize> = g.args.iter().enumerate().map(|(k, &a)| (a, k)).collect();
+    let aux_of: HashMap<usize, usize> = g.aux.iter().enumerate().map(|(k, &a)| (a, k)).collect();
     let mut first: HashMap<usize, usize> = HashMap::new();
     g.heads
         .iter()
         .enumerate()
-        .map(|(h, &n)| match arg_of.get(&n) {
-            Some(&k) => HeadCopy::Arg(k),
-            None => match *first.entry(n).or_insert(h) {
+        .map(|(h, &n)| match (arg_of.get(&n), aux_of.get(&n)) {
+            (Some(&k), _) => HeadCopy::Arg(k),
+            (_, Some(&k)) => HeadCopy::Aux(k),
+            _ => match *first.entry(n).or_insert(h) {
                 f if f == h => HeadCopy::Written,
                 f => HeadCopy::Head(f),
             },
@@ -691,11 +758,23 @@ fn head_copies(g: &Graph) -> Vec<HeadCopy> {
         .collect()
 }
 
+/// A forward step's fields ([`Step::Forward`]).
+struct ForwardStep<'s> {
+    node: usize,
+    inputs: &'s [ValueId],
+    out: ValueId,
+    more_outs: &'s [(ValueId, OpReqType)],
+    aux: &'s [ValueId],
+    in_place: bool,
+}
+
 /// A backward step's fields ([`Step::Backward`]).
 struct BackwardStep<'s> {
     node: usize,
-    out_grad: ValueId,
+    out_grad: Option<ValueId>,
+    more_out_grads: &'s [Option<ValueId>],
     output: Option<ValueId>,
+    more_outputs: &'s [ValueId],
     inputs: &'s [Option<ValueId>],
     grads: &'s [Option<(ValueId, OpReqType)>],
     in_place: bool,

@@ -185,7 +185,7 @@ fn node_patterns(g: &Graph, tile: &[bool]) -> Vec<Option<Pattern>> {
         .enumerate()
         .map(|(n, node)| {
             node.op.map(|op| {
-                if simple(op.pattern) && !tile[n] {
+                if (simple(op.pattern) && !tile[n]) || !op.is_simple() {
                     Pattern::Opaque
                 } else {
                     op.pattern

@@ -25,13 +25,18 @@ pub struct InferredShapes {
     pub argument_shapes: Vec<Option<Shape>>,
     /// Each output's shape, when determined.
     pub output_shapes: Vec<Option<Shape>>,
+    /// Aux-state names, in [`super::Symbol::list_auxiliary_states`] order.
+    pub aux: Vec<String>,
+    /// Each aux state's shape, when determined.
+    pub aux_shapes: Vec<Option<Shape>>,
 }
 
 impl InferredShapes {
-    /// True when every argument and output shape is known.
+    /// True when every argument, aux-state and output shape is known.
     pub fn is_complete(&self) -> bool {
         self.argument_shapes.iter().all(Option::is_some)
             && self.output_shapes.iter().all(Option::is_some)
+            && self.aux_shapes.iter().all(Option::is_some)
     }
 }
 
@@ -44,6 +49,10 @@ pub struct InferredTypes {
     pub argument_types: Vec<Option<DType>>,
     /// Each output's dtype, when determined.
     pub output_types: Vec<Option<DType>>,
+    /// Aux-state names, in [`super::Symbol::list_auxiliary_states`] order.
+    pub aux: Vec<String>,
+    /// Each aux state's dtype, when determined.
+    pub aux_types: Vec<Option<DType>>,
 }
 
 /// Whether every input of node `n` has the output's shape and dtype.
@@ -66,8 +75,7 @@ fn same_shape_elementwise(g: &Graph, n: usize) -> bool {
 fn fixed_point<V: Clone + PartialEq + std::fmt::Display>(
     g: &Graph,
     values: &mut [Option<V>],
-    what: &str,
-    forward: impl Fn(usize, &[V]) -> Result<V>,
+    rule: Rule<'_, V>,
 ) -> Result<()> {
     let mut work = Worklist {
         consumers: g.consumers(),
@@ -78,8 +86,8 @@ fn fixed_point<V: Clone + PartialEq + std::fmt::Display>(
     };
     // The first pass visits every op node.
     for n in 0..g.nodes.len() {
-        if !g.nodes[n].is_variable() {
-            let settled = infer_node(g, n, values, what, &forward, &mut work.changed)?;
+        if g.nodes[n].op.is_some() {
+            let settled = infer_node(g, n, values, &rule, &mut work.changed)?;
             work.requeue(g, n, settled, true);
         }
     }
@@ -88,7 +96,7 @@ fn fixed_point<V: Clone + PartialEq + std::fmt::Display>(
         work.this_pass.extend(next.into_iter().map(Reverse));
         while let Some(Reverse(n)) = work.this_pass.pop() {
             work.queued[n] = false;
-            let settled = infer_node(g, n, values, what, &forward, &mut work.changed)?;
+            let settled = infer_node(g, n, values, &rule, &mut work.changed)?;
             work.requeue(g, n, settled, false);
         }
     }
@@ -118,7 +126,7 @@ impl Worklist {
         for x in changed.drain(..) {
             for r in std::iter::once(x).chain(self.consumers[x].iter().copied()) {
                 let skip = (settled && r == n) || (sweep && r > n) || self.queued[r];
-                if skip || g.nodes[r].is_variable() {
+                if skip || g.nodes[r].op.is_none() {
                     continue;
                 }
                 self.queued[r] = true;
@@ -134,34 +142,70 @@ impl Worklist {
     }
 }
 
-/// One visit of op node `n`: its output from its inputs, then (same-shape
-/// elementwise ops) unknown inputs and output from a known one. Pushes
-/// every node whose value it set onto `changed`. Returns whether every
-/// input was known: then the output was checked against them, nothing was
-/// filled, and another visit before an input changes would do nothing.
+/// How one property is inferred: its name for messages, an op's outputs
+/// from its arguments, and the filling of unknown inputs from known ones.
+struct Rule<'a, V> {
+    what: &'a str,
+    forward: &'a OutputsRule<'a, V>,
+    complete: &'a InputsRule<'a, V>,
+}
+
+/// Node `n`'s outputs from its arguments.
+type OutputsRule<'a, V> = dyn Fn(usize, &[V]) -> Result<Vec<V>> + 'a;
+/// Node `n`'s unknown inputs from its known ones.
+type InputsRule<'a, V> = dyn Fn(usize, &mut [Option<V>]) -> Result<()> + 'a;
+
+/// One visit of op node `n`: unknown inputs the op can infer backwards
+/// (a layer's weights from its data), its outputs from its arguments,
+/// then (same-shape elementwise ops) unknown inputs and output from a
+/// known one. Pushes every node whose value it set onto `changed`.
+/// Returns whether every input was known: then the outputs were checked
+/// against them, nothing was filled, and another visit before an input
+/// changes would do nothing.
 fn infer_node<V: Clone + PartialEq + std::fmt::Display>(
     g: &Graph,
     n: usize,
     values: &mut [Option<V>],
-    what: &str,
-    forward: &impl Fn(usize, &[V]) -> Result<V>,
+    rule: &Rule<'_, V>,
     changed: &mut Vec<usize>,
 ) -> Result<bool> {
     let node = &g.nodes[n];
-    let known: Option<Vec<V>> = node.inputs.iter().map(|&i| values[i].clone()).collect();
-    let settled = known.is_some();
-    if let Some(ins) = known {
-        let v = forward(n, &ins).map_err(|e| node.error(e))?;
-        match &values[n] {
-            Some(old) if *old != v => {
-                return Err(node.error(Error::graph(format!(
-                    "inferred output {what} {v} conflicts with {old}"
-                ))));
+    let what = rule.what;
+    let settled = node.inputs.iter().all(|&i| values[i].is_some());
+    if !settled {
+        let mut ins: Vec<Option<V>> = node.inputs.iter().map(|&i| values[i].clone()).collect();
+        (rule.complete)(n, &mut ins).map_err(|e| node.error(e))?;
+        for (&i, v) in node.inputs.iter().zip(ins) {
+            if values[i].is_none() && v.is_some() {
+                values[i] = v;
+                changed.push(i);
             }
-            Some(_) => {}
-            None => {
-                values[n] = Some(v);
-                changed.push(n);
+        }
+    }
+    let args = &node.inputs[..node.num_args()];
+    let known: Option<Vec<V>> = args.iter().map(|&i| values[i].clone()).collect();
+    if let Some(ins) = known {
+        let outs = (rule.forward)(n, &ins).map_err(|e| node.error(e))?;
+        let nodes = node.output_nodes(n);
+        if outs.len() != nodes.len() {
+            return Err(node.error(Error::graph(format!(
+                "the op's {what} function gave {} outputs, the op has {}",
+                outs.len(),
+                nodes.len()
+            ))));
+        }
+        for (o, v) in nodes.into_iter().zip(outs) {
+            match &values[o] {
+                Some(old) if *old != v => {
+                    return Err(node.error(Error::graph(format!(
+                        "inferred output {what} {v} conflicts with {old}"
+                    ))));
+                }
+                Some(_) => {}
+                None => {
+                    values[o] = Some(v);
+                    changed.push(o);
+                }
             }
         }
     }
@@ -244,13 +288,14 @@ fn seed<V: Clone>(
     hint: impl Fn(&str, &Attrs) -> Result<Option<V>>,
 ) -> Result<Vec<Option<V>>> {
     let names = g.argument_names();
-    let lookup: HashSet<&str> = names.iter().map(String::as_str).collect();
+    let aux = g.aux_names();
+    let lookup: HashSet<&str> = names.iter().chain(&aux).map(String::as_str).collect();
     for k in known.keys() {
         if !lookup.contains(k.as_str()) {
             return Err(Error::argument(
                 k,
                 format!(
-                    "a {what} was given for it, but the graph has no such argument (arguments: {})",
+                    "a {what} was given for it, but the graph has no such argument or aux state (arguments: {})",
                     names.join(", ")
                 ),
             ));
@@ -273,22 +318,55 @@ fn seed<V: Clone>(
 /// Per-node output shapes (complete or not).
 pub(crate) fn node_shapes(g: &Graph, known: &HashMap<String, Shape>) -> Result<Vec<Option<Shape>>> {
     let mut values = seed(g, known, "shape", shape_hint)?;
-    fixed_point(g, &mut values, "shape", |n, ins| {
+    let forward = |n: usize, ins: &[Shape]| {
         let node = &g.nodes[n];
-        let op = node.op.expect("variables are skipped");
-        (op.infer_shape)(op, ins, &node.env)
-    })?;
+        let op = node.op.expect("op nodes only");
+        op.output_shapes(ins, &node.env)
+    };
+    let complete = |n: usize, ins: &mut [Option<Shape>]| {
+        let node = &g.nodes[n];
+        let op = node.op.expect("op nodes only");
+        op.complete_shapes.map_or(Ok(()), |f| f(op, ins, &node.env))
+    };
+    let rule = Rule {
+        what: "shape",
+        forward: &forward,
+        complete: &complete,
+    };
+    fixed_point(g, &mut values, rule)?;
     Ok(values)
 }
 
-/// Per-node output dtypes (complete or not).
+/// Per-node output dtypes (complete or not). An op that completes its
+/// input shapes (a layer's weights, its aux states) gives unknown inputs,
+/// once its first is known, the float dtype of a known input (f32 when
+/// only integer indices are known).
 pub(crate) fn node_types(g: &Graph, known: &HashMap<String, DType>) -> Result<Vec<Option<DType>>> {
     let mut values = seed(g, known, "dtype", dtype_hint)?;
-    fixed_point(g, &mut values, "dtype", |n, ins| {
+    let forward = |n: usize, ins: &[DType]| {
         let node = &g.nodes[n];
-        let op = node.op.expect("variables are skipped");
-        (op.infer_dtype)(op, ins, &node.env)
-    })?;
+        let op = node.op.expect("op nodes only");
+        op.output_dtypes(ins, &node.env)
+    };
+    let complete = |n: usize, ins: &mut [Option<DType>]| {
+        let op = g.nodes[n].op.expect("op nodes only");
+        // Once the data's dtype is known: its float dtype (indices may be
+        // integers; their weights are not).
+        if op.complete_shapes.is_some()
+            && let Some(Some(first)) = ins.first().copied()
+        {
+            let float = ins.iter().flatten().copied().find(|d| d.is_float());
+            let fill = float.unwrap_or(if first.is_float() { first } else { DType::F32 });
+            ins.iter_mut().for_each(|d| *d = Some(d.unwrap_or(fill)));
+        }
+        Ok(())
+    };
+    let rule = Rule {
+        what: "dtype",
+        forward: &forward,
+        complete: &complete,
+    };
+    fixed_point(g, &mut values, rule)?;
     Ok(values)
 }
 
@@ -298,6 +376,8 @@ pub(crate) fn shapes(g: &Graph, known: &HashMap<String, Shape>) -> Result<Inferr
         arguments: g.argument_names(),
         argument_shapes: g.args.iter().map(|&a| v[a].clone()).collect(),
         output_shapes: g.heads.iter().map(|&h| v[h].clone()).collect(),
+        aux: g.aux_names(),
+        aux_shapes: g.aux.iter().map(|&a| v[a].clone()).collect(),
     })
 }
 
@@ -307,5 +387,7 @@ pub(crate) fn types(g: &Graph, known: &HashMap<String, DType>) -> Result<Inferre
         arguments: g.argument_names(),
         argument_types: g.args.iter().map(|&a| v[a]).collect(),
         output_types: g.heads.iter().map(|&h| v[h]).collect(),
+        aux: g.aux_names(),
+        aux_types: g.aux.iter().map(|&a| v[a]).collect(),
     })
 }

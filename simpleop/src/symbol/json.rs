@@ -12,23 +12,50 @@ use std::sync::Arc;
 use serde::{Serialize, Serializer};
 use serde_json::{Value, json};
 
-use super::graph::GNode;
 use super::graph::Graph;
 use super::node::{Entry, Node};
 use crate::{Attrs, EnvArguments, Error, Registry, Result};
 
 /// Writes the document field by field (keys in sorted order, as a
 /// `serde_json::Value` would print them) without building a `Value` tree,
-/// which for a large graph costs several times the text.
+/// which for a large graph costs several times the text. Output nodes
+/// (see [`GNode`]) are not written: entries name their op and index.
 pub(crate) fn write(g: &Graph) -> String {
+    let at = entry_positions(g);
+    let written: Vec<usize> = (0..g.nodes.len())
+        .filter(|&n| !g.nodes[n].is_output())
+        .collect();
+    let mut arg_nodes: Vec<usize> = g.args.iter().chain(&g.aux).map(|&a| at[a].0).collect();
+    arg_nodes.sort_unstable();
+    let mut row_ptr = vec![0usize];
+    for &n in &written {
+        let outputs = 1 + g.nodes[n].more_outputs.len();
+        row_ptr.push(row_ptr.last().copied().unwrap_or(0) + outputs);
+    }
     let doc = Doc {
-        arg_nodes: &g.args,
+        arg_nodes: &arg_nodes,
         attrs: json!({"mxnet_version": ["int", 10901]}),
-        heads: Entries(&g.heads),
-        node_row_ptr: RowPtr(g.nodes.len()),
-        nodes: Nodes(&g.nodes),
+        heads: Entries(&g.heads, &at),
+        node_row_ptr: &row_ptr,
+        nodes: Nodes(g, &written, &at),
     };
     serde_json::to_string_pretty(&doc).expect("plain structs and strings always serialize")
+}
+
+/// Per graph node, its `(node, output)` in the written document.
+fn entry_positions(g: &Graph) -> Vec<(usize, usize)> {
+    let mut at = vec![(0, 0); g.nodes.len()];
+    let mut next = 0;
+    for (n, node) in g.nodes.iter().enumerate() {
+        at[n] = match node.output_of {
+            Some((producer, k)) => (at[producer].0, k),
+            None => {
+                next += 1;
+                (next - 1, 0)
+            }
+        };
+    }
+    at
 }
 
 #[derive(Serialize)]
@@ -36,37 +63,32 @@ struct Doc<'a> {
     arg_nodes: &'a [usize],
     attrs: Value,
     heads: Entries<'a>,
-    node_row_ptr: RowPtr,
+    node_row_ptr: &'a [usize],
     nodes: Nodes<'a>,
 }
 
-/// Node indices as `[node, 0, 0]` entries.
-struct Entries<'a>(&'a [usize]);
+/// Graph nodes as `[node, output, 0]` entries.
+struct Entries<'a>(&'a [usize], &'a [(usize, usize)]);
 
 impl Serialize for Entries<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.iter().map(|&i| [i, 0, 0]))
+        s.collect_seq(self.0.iter().map(|&i| [self.1[i].0, self.1[i].1, 0]))
     }
 }
 
-/// `0..=n`: one output per node.
-struct RowPtr(usize);
-
-impl Serialize for RowPtr {
-    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.collect_seq(0..=self.0)
-    }
-}
-
-struct Nodes<'a>(&'a [GNode]);
+/// The written nodes of a graph.
+struct Nodes<'a>(&'a Graph, &'a [usize], &'a [(usize, usize)]);
 
 impl Serialize for Nodes<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.iter().map(|n| JsonNode {
-            attrs: n.attrs.iter().collect(),
-            inputs: Entries(&n.inputs),
-            name: &n.name,
-            op: n.op_name(),
+        s.collect_seq(self.1.iter().map(|&i| {
+            let n = &self.0.nodes[i];
+            JsonNode {
+                attrs: n.attrs.iter().collect(),
+                inputs: Entries(&n.inputs, self.2),
+                name: &n.name,
+                op: n.op_name(),
+            }
         }))
     }
 }
@@ -191,14 +213,16 @@ fn read_node(registry: &Registry, built: &[Arc<Node>], i: usize, n: &Value) -> R
                 "{what}: input {v} does not refer to an earlier node (nodes must be in topological order)"
             )));
         }
-        if out != 0 {
+        let outputs = built[src].num_outputs();
+        if out >= outputs {
             return Err(Error::graph(format!(
-                "{what}: input {v} reads output {out} of `{}`, which has one output",
+                "{what}: input {v} reads output {out} of `{}`, which has {outputs}",
                 built[src].name
             )));
         }
         inputs.push(Entry {
             node: built[src].clone(),
+            index: out,
         });
     }
     if op_name == "null" {
@@ -219,8 +243,8 @@ fn read_node(registry: &Registry, built: &[Arc<Node>], i: usize, n: &Value) -> R
     })?;
     let op = op.def;
     let in_node = |e: Error| e.in_node(name, op.name);
-    op.check_arity(inputs.len()).map_err(in_node)?;
     let env = (op.parse)(op, &attrs).map_err(in_node)?;
+    op.check_inputs(&env, inputs.len()).map_err(in_node)?;
     if let Some(&k) = op.mutate_inputs.first() {
         return Err(in_node(Error::invalid(
             op.name,
@@ -251,13 +275,17 @@ fn read_heads(doc: &Value, built: &[Arc<Node>]) -> Result<Vec<Entry>> {
         let node = built.get(n).ok_or_else(|| {
             Error::graph(format!("head {h} refers to a node that does not exist"))
         })?;
-        if out != 0 {
+        let outputs = node.num_outputs();
+        if out >= outputs {
             return Err(Error::graph(format!(
-                "head {h} reads output {out} of `{}`, which has one output",
+                "head {h} reads output {out} of `{}`, which has {outputs}",
                 node.name
             )));
         }
-        entries.push(Entry { node: node.clone() });
+        entries.push(Entry {
+            node: node.clone(),
+            index: out,
+        });
     }
     Ok(entries)
 }

@@ -500,7 +500,7 @@ impl Lowering<'_> {
         let mut end = s + 1;
         while end < steps.len() && end - s < MAX_FUSED && fusable(&steps[end]) {
             let Step::Backward {
-                out_grad,
+                out_grad: Some(out_grad),
                 output,
                 inputs,
                 ..
@@ -530,7 +530,7 @@ impl Lowering<'_> {
         for st in chain {
             let Step::Backward {
                 node,
-                out_grad,
+                out_grad: Some(out_grad),
                 output,
                 inputs,
                 grads,

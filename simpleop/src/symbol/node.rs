@@ -34,9 +34,23 @@ impl Drop for Node {
     }
 }
 
-/// An output of a node. Every op has one output, so this is the node;
-/// MXNet's JSON still writes `[node, 0, 0]`.
+/// Output `index` of a node (MXNet's JSON writes `[node, index, 0]`).
 #[derive(Clone)]
 pub(crate) struct Entry {
     pub(crate) node: Arc<Node>,
+    pub(crate) index: usize,
+}
+
+impl Entry {
+    /// Output 0 of `node`.
+    pub(crate) fn first(node: Arc<Node>) -> Entry {
+        Entry { node, index: 0 }
+    }
+}
+
+impl Node {
+    /// How many outputs the node has (1 for a variable).
+    pub(crate) fn num_outputs(&self) -> usize {
+        self.op.map_or(1, |op| op.num_outputs(&self.env))
+    }
 }

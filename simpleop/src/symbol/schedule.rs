@@ -27,7 +27,8 @@ fn sink_layout(steps: &[Step], g: &Graph, p: &PlanInput<'_>) -> SinkLayout {
         let Step::Backward { node, grads, .. } = s else {
             continue;
         };
-        let inputs = &g.nodes[*node].inputs;
+        let node = &g.nodes[*node];
+        let inputs = &node.inputs[..node.num_args()];
         sink.slots = sink.slots.max(inputs.len());
         let split = splits(grads);
         for (&src, grad) in inputs.iter().zip(grads) {
@@ -55,22 +56,16 @@ pub(crate) fn schedule(p: &PlanInput<'_>) -> Result<Plan> {
         values.len() - 1
     };
     // Forward values: arguments in place, heads in the output arrays.
-    let arg_index: Vec<Option<usize>> = {
-        let mut v = vec![None; n_nodes];
-        for (k, &a) in g.args.iter().enumerate() {
-            v[a] = Some(k);
-        }
-        v
-    };
+    let arg_index = index_of(&g.args, n_nodes);
+    let aux_index = index_of(&g.aux, n_nodes);
     let heads = head_refs(g);
     let mut forward_value = Vec::with_capacity(n_nodes);
-    for (n, arg) in arg_index.iter().enumerate() {
-        let loc = match *arg {
-            Some(k) => Loc::Arg(k),
-            None => match heads[n].first() {
-                Some(&h) => Loc::Head(h),
-                None => Loc::Unplaced,
-            },
+    for n in 0..n_nodes {
+        let loc = match (arg_index[n], aux_index[n], heads[n].first()) {
+            (Some(k), _, _) => Loc::Arg(k),
+            (_, Some(k), _) => Loc::Aux(k),
+            (_, _, Some(&h)) => Loc::Head(h),
+            _ => Loc::Unplaced,
         };
         forward_value.push(new_value(&mut values, n, loc));
     }
@@ -78,12 +73,21 @@ pub(crate) fn schedule(p: &PlanInput<'_>) -> Result<Plan> {
         .nodes
         .iter()
         .enumerate()
-        .filter(|(_, node)| !node.is_variable())
-        .map(|(n, node)| Step::Forward {
-            node: n,
-            inputs: node.inputs.iter().map(|&i| forward_value[i]).collect(),
-            out: forward_value[n],
-            in_place: false,
+        .filter(|(_, node)| node.op.is_some())
+        .map(|(n, node)| {
+            let (args, aux) = node.inputs.split_at(node.num_args());
+            Step::Forward {
+                node: n,
+                inputs: args.iter().map(|&i| forward_value[i]).collect(),
+                out: forward_value[n],
+                more_outs: node
+                    .more_outputs
+                    .iter()
+                    .map(|&o| (forward_value[o], OpReqType::WriteTo))
+                    .collect(),
+                aux: aux.iter().map(|&i| forward_value[i]).collect(),
+                in_place: false,
+            }
         })
         .collect();
     let backward_start = steps.len();
@@ -98,6 +102,7 @@ pub(crate) fn schedule(p: &PlanInput<'_>) -> Result<Plan> {
             &mut steps,
         )?;
     }
+    skip_unread_outputs(&mut steps, &mut values);
     let sink = sink_layout(&steps, g, p);
     let plan = Plan {
         values,
@@ -153,18 +158,22 @@ fn backward_steps(
             continue;
         }
         let spec = op.gradient.expect("checked above");
-        let out_grad = grad_value[n].expect("needed");
-        let grads = node
-            .inputs
+        let args = &node.inputs[..node.num_args()];
+        let grads = args
             .iter()
             .map(|&i| grad_value[i].map(|v| (v, req_for(i, &mut written))))
             .collect();
+        let more = &node.more_outputs;
         steps.push(Step::Backward {
             node: n,
-            out_grad,
+            out_grad: grad_value[n],
+            more_out_grads: more.iter().map(|&o| grad_value[o]).collect(),
             output: spec.needs_output.then_some(forward_value[n]),
-            inputs: node
-                .inputs
+            more_outputs: match spec.needs_output {
+                true => more.iter().map(|&o| forward_value[o]).collect(),
+                false => Vec::new(),
+            },
+            inputs: args
                 .iter()
                 .enumerate()
                 .map(|(i, &src)| spec.needs_input(i).then_some(forward_value[src]))
@@ -187,9 +196,11 @@ fn gradient_needs(p: &PlanInput<'_>, arg_index: &[Option<usize>]) -> Result<Vec<
             Some(k) => p.grad_req[k] != GradReq::Null,
             None => node.inputs.iter().any(|&i| needs[i]),
         };
-        if needs[n] && !node.is_variable() {
-            let op = node.op.expect("not a variable");
-            if op.gradient.is_none() {
+        if needs[n]
+            && let Some(op) = node.op
+            && op.gradient.is_none()
+        {
+            {
                 let above = ancestors(g, n);
                 let wanted = g
                     .args
@@ -223,9 +234,10 @@ fn gradient_needs(p: &PlanInput<'_>, arg_index: &[Option<usize>]) -> Result<Vec<
     Ok(needs)
 }
 
-/// Adds a gradient value for each node in `needs`: the user's buffer for
-/// an argument; a head gradient read directly when it is the only
-/// contribution; planned otherwise.
+/// Adds a gradient value for each node in `needs` that receives one (an
+/// output nothing reads gets none: its op sees a zero gradient): the
+/// user's buffer for an argument; a head gradient read directly when it
+/// is the only contribution; planned otherwise.
 fn gradient_values(
     p: &PlanInput<'_>,
     arg_index: &[Option<usize>],
@@ -237,10 +249,16 @@ fn gradient_values(
     let consumers = g.consumers();
     let heads_of = head_refs(g);
     for n in (0..g.nodes.len()).filter(|&n| needs[n]) {
+        // An op's output nodes are not readers of its output 0.
+        let readers = consumers[n]
+            .iter()
+            .filter(|&&c| !g.nodes[c].is_output())
+            .count();
         let loc = match arg_index[n] {
             Some(k) => Loc::ArgGrad(k),
+            None if readers == 0 && heads_of[n].is_empty() => continue,
             None => match heads_of[n].as_slice() {
-                [h] if consumers[n].is_empty() => Loc::HeadGrad(*h),
+                [h] if readers == 0 => Loc::HeadGrad(*h),
                 _ => Loc::Unplaced,
             },
         };
@@ -272,4 +290,35 @@ fn ancestors(g: &Graph, to: usize) -> Vec<bool> {
         }
     }
     seen
+}
+
+/// Per node, its position in `list` (the arguments, the aux states).
+fn index_of(list: &[usize], n_nodes: usize) -> Vec<Option<usize>> {
+    let mut v = vec![None; n_nodes];
+    for (k, &a) in list.iter().enumerate() {
+        v[a] = Some(k);
+    }
+    v
+}
+
+/// Outputs 1.. that no step reads and no head is get a `Null` request
+/// and no buffer: the op need not compute them (Dropout's mask in
+/// inference).
+fn skip_unread_outputs(steps: &mut [Step], values: &mut [Value]) {
+    let mut read = vec![false; values.len()];
+    for s in steps.iter() {
+        for v in s.reads() {
+            read[v] = true;
+        }
+    }
+    for s in steps.iter_mut() {
+        if let Step::Forward { more_outs, .. } = s {
+            for (v, req) in more_outs.iter_mut() {
+                if !read[*v] && values[*v].loc == Loc::Unplaced {
+                    *req = OpReqType::Null;
+                    values[*v].loc = Loc::Discard;
+                }
+            }
+        }
+    }
 }

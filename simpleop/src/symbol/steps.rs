@@ -18,6 +18,9 @@ pub(crate) enum Loc {
     Unplaced,
     /// Argument `k` (in [`Graph::args`] order); never written.
     Arg(usize),
+    /// Aux state `k` (in [`Graph::aux`] order); updated in place by the
+    /// forward step of its op in training.
+    Aux(usize),
     /// The user's gradient buffer of argument `k`.
     ArgGrad(usize),
     /// The executor's output array `h`.
@@ -28,6 +31,9 @@ pub(crate) enum Loc {
     Pool(usize),
     /// Lives only in the tiles of a fused step: no buffer.
     Fused,
+    /// An output nothing reads, written with a `Null` request: no buffer
+    /// (the kernel gets a [`crate::TBlobMut::discarded`] view).
+    Discard,
 }
 
 #[derive(Clone, Debug)]
@@ -48,8 +54,15 @@ pub(crate) enum Step {
     /// Runs node `node`'s forward kernel.
     Forward {
         node: usize,
+        /// The arguments.
         inputs: Vec<ValueId>,
+        /// Output 0.
         out: ValueId,
+        /// Outputs 1.. of an op with several, each with its request
+        /// (`Null` when nothing reads it).
+        more_outs: Vec<(ValueId, OpReqType)>,
+        /// The aux states, read, and updated in training.
+        aux: Vec<ValueId>,
         in_place: bool,
     },
     /// Writes head gradient `head` into `dst` per `req`.
@@ -61,8 +74,13 @@ pub(crate) enum Step {
     /// Runs node `node`'s backward kernel.
     Backward {
         node: usize,
-        out_grad: ValueId,
+        /// The gradient of output 0; `None` when nothing reads that output.
+        out_grad: Option<ValueId>,
+        /// Outputs 1.. of an op with several: their gradients.
+        more_out_grads: Vec<Option<ValueId>>,
         output: Option<ValueId>,
+        /// Outputs 1.., when the gradient reads the outputs.
+        more_outputs: Vec<ValueId>,
         inputs: Vec<Option<ValueId>>,
         /// Per input: the gradient value and request; `None` is `Null`.
         grads: Vec<Option<(ValueId, OpReqType)>>,
@@ -76,18 +94,22 @@ pub(crate) enum Step {
 impl Step {
     pub(crate) fn reads(&self) -> Vec<ValueId> {
         match self {
-            Step::Forward { inputs, .. } => inputs.clone(),
+            Step::Forward { inputs, aux, .. } => inputs.iter().chain(aux).copied().collect(),
             Step::Fused(f) => f.reads(),
             Step::Seed { .. } => Vec::new(),
             Step::Backward {
                 out_grad,
+                more_out_grads,
                 output,
+                more_outputs,
                 inputs,
                 grads,
                 ..
             } => {
-                let mut r = vec![*out_grad];
+                let mut r: Vec<ValueId> = out_grad.iter().copied().collect();
+                r.extend(more_out_grads.iter().flatten());
                 r.extend(output);
+                r.extend(more_outputs);
                 r.extend(inputs.iter().flatten());
                 // AddTo reads what it accumulates into.
                 r.extend(
@@ -103,7 +125,9 @@ impl Step {
     }
     pub(crate) fn writes(&self) -> Vec<ValueId> {
         match self {
-            Step::Forward { out, .. } => vec![*out],
+            Step::Forward { out, more_outs, .. } => std::iter::once(*out)
+                .chain(more_outs.iter().map(|&(v, _)| v))
+                .collect(),
             Step::Fused(f) => f.writes(),
             Step::Seed { dst, .. } => vec![*dst],
             Step::Backward { grads, .. } => grads.iter().flatten().map(|(v, _)| *v).collect(),

@@ -66,6 +66,59 @@ impl Executor {
         Ok(())
     }
 
+    /// The aux-state names, in [`Symbol::list_auxiliary_states`](crate::symbol::Symbol::list_auxiliary_states) order.
+    pub fn aux_names(&self) -> &[String] {
+        &self.aux_names
+    }
+
+    fn aux_index(&self, name: &str) -> Option<usize> {
+        self.aux_names.iter().position(|n| n == name)
+    }
+
+    /// An aux state's array (BatchNorm's moving statistics), as the last
+    /// training forward pass left it.
+    pub fn aux(&self, name: &str) -> Option<&NDArray> {
+        self.aux_index(name).map(|k| &self.aux[k])
+    }
+
+    /// Replaces an aux state's values with `value`'s; shape and dtype must
+    /// match the bound ones.
+    pub fn set_aux(&mut self, name: &str, value: &NDArray) -> Result<()> {
+        let k = self
+            .aux_index(name)
+            .ok_or_else(|| Error::argument(name, "not an aux state of the graph"))?;
+        self.check_aux(k, value)?;
+        self.aux[k] = value.clone();
+        Ok(())
+    }
+
+    /// `value` has aux state `k`'s bound shape and dtype.
+    pub(super) fn check_aux(&self, k: usize, value: &NDArray) -> Result<()> {
+        let node = self.graph.aux[k];
+        let (shape, dtype) = (&self.shapes[node], self.dtypes[node]);
+        if value.shape() != shape || value.dtype() != dtype {
+            return Err(Error::argument(
+                &self.aux_names[k],
+                format!(
+                    "is bound as {shape} {dtype}, got {} {}",
+                    value.shape(),
+                    value.dtype()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every aux state with its name, in [`Executor::aux_names`] order
+    /// (copy-on-write, as [`Executor::named_args`]).
+    pub fn named_aux(&self) -> Vec<(String, NDArray)> {
+        self.aux_names
+            .iter()
+            .cloned()
+            .zip(self.aux.iter().cloned())
+            .collect()
+    }
+
     /// Every argument with its name, in [`Executor::arg_names`] order.
     /// The arrays share storage with the executor's copy-on-write, so they
     /// cost nothing and keep these values when the executor's arguments
@@ -80,15 +133,20 @@ impl Executor {
 
     /// The weights as MXNet names them in a `.params` file: `arg:NAME` for
     /// every argument not in `inputs` (the data and labels), in argument
-    /// order. (Auxiliary states, `aux:NAME`, will follow them once graphs
-    /// have any.)
+    /// order, then `aux:NAME` for every aux state.
     pub fn params(&self, inputs: &[&str]) -> Vec<(String, NDArray)> {
-        self.arg_names
+        let args = self
+            .arg_names
             .iter()
             .zip(&self.args)
             .filter(|(name, _)| !inputs.contains(&name.as_str()))
-            .map(|(name, a)| (format!("{ARG_PREFIX}{name}"), a.clone()))
-            .collect()
+            .map(|(name, a)| (format!("{ARG_PREFIX}{name}"), a.clone()));
+        let aux = self
+            .aux_names
+            .iter()
+            .zip(&self.aux)
+            .map(|(name, a)| (format!("{AUX_PREFIX}{name}"), a.clone()));
+        args.chain(aux).collect()
     }
 
     /// Writes [`Executor::params`] to an MXNet `.params` file at `path`
@@ -134,56 +192,69 @@ impl Executor {
         NDArray::save_params(path, &self.params(inputs))
     }
 
-    /// Sets the arguments named in `entries` (as [`NDArray::load_params`]
-    /// returns them: `arg:NAME`, or a bare `NAME` as Gluon's
-    /// `save_parameters` writes it), each checked against the bound shape
-    /// and dtype. Nothing changes unless every check passes.
+    /// Sets the arguments and aux states named in `entries` (as
+    /// [`NDArray::load_params`] returns them: `arg:NAME` and `aux:NAME`, or
+    /// a bare `NAME` as Gluon's `save_parameters` writes it), each checked
+    /// against the bound shape and dtype. Nothing changes unless every
+    /// check passes.
     ///
-    /// With the default `options` it is an error when a name is not an
-    /// argument (`ignore_extra` skips those) and when an argument that is
-    /// not one of `options.inputs` is not given (`allow_missing` leaves
-    /// those as they are). `aux:NAME` entries name auxiliary states, which
-    /// graphs do not have yet: they count as extra.
+    /// With the default `options` it is an error when a name is neither
+    /// an argument nor an aux state (`ignore_extra` skips those) and when
+    /// an argument that is not one of `options.inputs`, or an aux state, is
+    /// not given (`allow_missing` leaves those as they are).
     pub fn load_params<S: AsRef<str>, A: Borrow<NDArray>>(
         &mut self,
         entries: &[(S, A)],
         options: &LoadOptions<'_>,
     ) -> Result<()> {
+        // Slots: arguments first, then aux states.
+        let n_args = self.args.len();
         let mut updates: Vec<(usize, &NDArray)> = Vec::new();
         let mut given = HashSet::new();
         for (name, value) in entries {
             let (name, value) = (name.as_ref(), value.borrow());
             let target = match name.strip_prefix(AUX_PREFIX) {
-                // No graph has auxiliary states yet: their place is here.
-                Some(_) => None,
-                None => self.arg_index(name.strip_prefix(ARG_PREFIX).unwrap_or(name)),
+                Some(aux) => self.aux_index(aux).map(|k| n_args + k),
+                None => {
+                    let bare = name.strip_prefix(ARG_PREFIX).unwrap_or(name);
+                    let aux = || self.aux_index(bare).map(|k| n_args + k);
+                    self.arg_index(bare).or_else(aux)
+                }
             };
-            let Some(k) = target else {
+            let Some(slot) = target else {
                 if options.ignore_extra {
                     continue;
                 }
                 return Err(Error::argument(
                     name,
-                    "is in the parameter list but is no argument of the graph \
+                    "is in the parameter list but is no argument or aux state of the graph \
                      (LoadOptions::ignore_extra skips such names)",
                 ));
             };
-            if !given.insert(k) {
+            if !given.insert(slot) {
                 return Err(Error::argument(
                     name,
                     format!(
-                        "argument `{}` is given twice in the parameter list",
-                        self.arg_names[k]
+                        "{} `{}` is given twice in the parameter list",
+                        if slot < n_args {
+                            "argument"
+                        } else {
+                            "aux state"
+                        },
+                        self.slot_name(slot)
                     ),
                 ));
             }
-            self.check_arg(k, value)?;
-            updates.push((k, value));
+            match slot.checked_sub(n_args) {
+                Some(k) => self.check_aux(k, value)?,
+                None => self.check_arg(slot, value)?,
+            }
+            updates.push((slot, value));
         }
         if !options.allow_missing {
-            let missing: Vec<&str> = (0..self.args.len())
+            let missing: Vec<&str> = (0..n_args + self.aux.len())
                 .filter(|k| !given.contains(k))
-                .map(|k| self.arg_names[k].as_str())
+                .map(|k| self.slot_name(k))
                 .filter(|name| !options.inputs.contains(name))
                 .collect();
             if let Some(first) = missing.first() {
@@ -197,10 +268,21 @@ impl Executor {
                 ));
             }
         }
-        for (k, value) in updates {
-            self.args[k] = value.clone();
+        for (slot, value) in updates {
+            match slot.checked_sub(n_args) {
+                Some(k) => self.aux[k] = value.clone(),
+                None => self.args[slot] = value.clone(),
+            }
         }
         Ok(())
+    }
+
+    /// The name of slot `k`: argument `k`, or aux state `k - args`.
+    fn slot_name(&self, k: usize) -> &str {
+        match k.checked_sub(self.args.len()) {
+            Some(a) => &self.aux_names[a],
+            None => &self.arg_names[k],
+        }
     }
 
     /// An argument's gradient buffer (when its `grad_req` is not `null`).
@@ -224,17 +306,28 @@ impl Executor {
         &self.outputs
     }
 
-    /// An output by name (`<node>_output`, as [`super::Symbol::list_outputs`](crate::symbol::Symbol::list_outputs)).
+    /// An output by name (`<node>_output`, `<node>_mean`, as [`super::Symbol::list_outputs`](crate::symbol::Symbol::list_outputs)).
     pub fn output(&self, name: &str) -> Option<&NDArray> {
         self.graph
             .heads
             .iter()
-            .position(|&h| {
-                let node = &self.graph.nodes[h];
-                (node.is_variable() && node.name == name)
-                    || name.strip_suffix("_output") == Some(node.name.as_str())
-            })
+            .position(|&h| self.output_name(h) == name)
             .map(|i| &self.outputs[i])
+    }
+
+    /// The name [`Executor::output`] knows node `h`'s value by.
+    fn output_name(&self, h: usize) -> String {
+        let node = &self.graph.nodes[h];
+        let (producer, k) = node.output_of.unwrap_or((h, 0));
+        let p = &self.graph.nodes[producer];
+        match p.op {
+            None => p.name.clone(),
+            Some(op) => {
+                let names = op.output_names(&p.env);
+                let out = names.get(k).map_or("output", String::as_str);
+                format!("{}_{out}", p.name)
+            }
+        }
     }
 
     /// The memory plan of training (forward + backward) when some argument

@@ -10,6 +10,7 @@ use crate::{DType, Shape, TBlob, TBlobMut};
 pub(super) struct Placed<'p> {
     pub(super) plan: &'p Plan,
     pub(super) args: Ptrs<*const u8>,
+    pub(super) aux: Ptrs<*mut u8>,
     pub(super) head_grads: Ptrs<*const u8>,
     pub(super) outputs: Ptrs<*mut u8>,
     pub(super) grads: Ptrs<Option<*mut u8>>,
@@ -22,11 +23,12 @@ impl Placed<'_> {
     pub(super) fn ptr(&self, v: ValueId) -> *mut u8 {
         match self.plan.values[v].loc {
             Loc::Arg(k) => self.args[k].cast_mut(),
+            Loc::Aux(k) => self.aux[k],
             Loc::ArgGrad(k) => self.grads[k].expect("planned only with a buffer"),
             Loc::Head(h) => self.outputs[h],
             Loc::HeadGrad(h) => self.head_grads[h].cast_mut(),
             Loc::Pool(b) => self.pool[b],
-            Loc::Unplaced | Loc::Fused => {
+            Loc::Unplaced | Loc::Fused | Loc::Discard => {
                 unreachable!("the planner places every value a step reads or writes")
             }
         }
@@ -41,16 +43,22 @@ impl Placed<'_> {
 
     pub(super) fn view_mut(&self, v: ValueId) -> TBlobMut<'_> {
         let val = &self.plan.values[v];
+        if val.loc == Loc::Discard {
+            return TBlobMut::discarded(val.dtype, val.shape.clone());
+        }
         // SAFETY: every pointer is the start of a live, 64-byte aligned
-        // allocation owned by the executor (arguments, outputs, gradient
-        // buffers, pool, sink) or by the run's head gradients, none of
+        // allocation owned by the executor (arguments, aux states, outputs,
+        // gradient buffers, pool, sink) or by the run's head gradients, none of
         // which is resized or dropped while `self` lives; each is at least
         // as large as the value viewed there (pool buffers are sized by the
         // planner to the largest value placed in them). The planner gives a
         // value being written a buffer no live value occupies, except the
         // exact alias of a declared in-place option, which the kernel
         // contract allows: the elementwise driver reads each tile before
-        // writing it.
+        // writing it. An aux state is viewed mutably only by the forward
+        // step of the op it belongs to, which does not also read it as an
+        // input, and one op's aux states are distinct variables (checked
+        // when the graph is built), so no two views of one call overlap.
         unsafe { TBlobMut::from_raw(self.ptr(v), val.dtype, val.shape.clone()) }
     }
 

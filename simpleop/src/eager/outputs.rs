@@ -1,0 +1,258 @@
+//! Eager calls of ops with several outputs or aux states, and the
+//! thread's training mode (MXNet's `autograd.train_mode()`), which every
+//! eager call passes to its kernel as [`RunContext::is_train`].
+
+use std::cell::Cell;
+
+use smallvec::SmallVec;
+
+use super::{lookup, registered, seeded};
+use crate::{
+    Attrs, EnvArguments, NDArray, OpCall, OpDef, OpReqType, RegisteredOp, Result, RunContext,
+    TBlob, TBlobMut, op::check_blob,
+};
+
+thread_local! {
+    static TRAINING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether eager calls on this thread run in training mode (default: no).
+pub fn is_training() -> bool {
+    TRAINING.get()
+}
+
+/// Restores the previous mode when dropped (see [`train_mode`]).
+#[must_use = "the mode reverts when the guard is dropped"]
+#[derive(Debug)]
+pub struct TrainingGuard {
+    previous: bool,
+}
+
+impl TrainingGuard {
+    /// Sets this thread's mode to `training` until the guard drops.
+    pub fn new(training: bool) -> TrainingGuard {
+        TrainingGuard {
+            previous: TRAINING.replace(training),
+        }
+    }
+}
+
+impl Drop for TrainingGuard {
+    fn drop(&mut self) {
+        TRAINING.set(self.previous);
+    }
+}
+
+/// Runs `f` with this thread's eager calls in training mode: Dropout
+/// drops, BatchNorm normalises with the batch's statistics and updates
+/// its moving ones.
+///
+/// ```
+/// use simpleop::{eager, NDArray};
+/// assert!(!eager::is_training());
+/// eager::train_mode(|| assert!(eager::is_training()));
+/// assert!(!eager::is_training());
+/// ```
+pub fn train_mode<R>(f: impl FnOnce() -> R) -> R {
+    let _guard = TrainingGuard::new(true);
+    f()
+}
+
+/// Runs op `name` with string attributes and returns every output
+/// (hidden ones included, in the op's order); `aux` are its aux states,
+/// read, and updated in place in training mode.
+pub fn invoke_outputs_by_name(
+    name: &str,
+    inputs: &[&NDArray],
+    aux: &mut [&mut NDArray],
+    attrs: &Attrs,
+) -> Result<Vec<NDArray>> {
+    let entry = lookup(name)?;
+    let env = (entry.def.parse)(entry.def, attrs)?;
+    run_outputs(entry, inputs, aux, &env)
+}
+
+/// Runs `op` and returns every output; any op may be called so, and ops
+/// with several outputs or aux states must be.
+///
+/// ```
+/// use simpleop::{eager, Attrs, NDArray};
+/// simpleop_ops::link();
+/// let x = NDArray::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2])?;
+/// let parts = eager::invoke_outputs_by_name(
+///     "split", &[&x], &mut [], &Attrs::from([("num_outputs", "2"), ("axis", "1")]))?;
+/// assert_eq!(parts[0].to_vec::<f32>()?, [1.0, 3.0]);
+/// assert_eq!(parts[1].to_vec::<f32>()?, [2.0, 4.0]);
+/// # Ok::<(), simpleop::Error>(())
+/// ```
+pub fn invoke_outputs(
+    op: &'static OpDef,
+    inputs: &[&NDArray],
+    aux: &mut [&mut NDArray],
+    env: &EnvArguments,
+) -> Result<Vec<NDArray>> {
+    run_outputs(registered(op)?, inputs, aux, env)
+}
+
+fn run_outputs(
+    entry: &'static RegisteredOp,
+    inputs: &[&NDArray],
+    aux: &mut [&mut NDArray],
+    env: &EnvArguments,
+) -> Result<Vec<NDArray>> {
+    let op = entry.def;
+    op.check_inputs(env, inputs.len() + aux.len())?;
+    if op.num_arguments(env) != inputs.len() {
+        return Err(crate::Error::invalid(
+            op.name,
+            "aux",
+            format!(
+                "expected {} aux state(s) ({}), got {}",
+                op.aux_states.len(),
+                op.aux_states.join(", "),
+                aux.len()
+            ),
+        ));
+    }
+    let shapes: Vec<_> = inputs.iter().map(|a| a.shape().clone()).collect();
+    let dtypes: Vec<_> = inputs.iter().map(|a| a.dtype()).collect();
+    let out_shapes = op.output_shapes(&shapes, env)?;
+    let out_dtypes = op.output_dtypes(&dtypes, env)?;
+    check_aux_shapes(op, &shapes, aux, env)?;
+    let mut outs = Vec::with_capacity(out_shapes.len());
+    for (s, d) in out_shapes.into_iter().zip(out_dtypes) {
+        crate::ndarray::check_size(op.name, &s, d)?;
+        // Written with `WriteTo`, so old pooled bytes never show.
+        outs.push(NDArray::for_overwrite(op.name, s, d)?);
+    }
+    let ctx = RunContext {
+        is_train: is_training(),
+        ..RunContext::default()
+    };
+    let kernels = entry.kernels(ctx.device)?;
+    let env = seeded(op, env);
+    let aux_req = if ctx.is_train {
+        OpReqType::WriteInplace
+    } else {
+        OpReqType::Null
+    };
+    let mut reqs: SmallVec<[OpReqType; 8]> = SmallVec::new();
+    reqs.extend(outs.iter().map(|_| OpReqType::WriteTo));
+    reqs.extend(aux.iter().map(|_| aux_req));
+    let blobs: SmallVec<[TBlob<'_>; 4]> = inputs.iter().map(|a| a.blob()).collect();
+    let mut targets: SmallVec<[TBlobMut<'_>; 8]> = SmallVec::new();
+    for o in outs.iter_mut() {
+        targets.push(o.try_blob_mut()?);
+    }
+    // `aux` is borrowed mutably, so no aux state is also an input; an
+    // aux state shared with another handle is copied first.
+    for a in aux.iter_mut() {
+        targets.push(a.try_blob_mut()?);
+    }
+    let call = OpCall {
+        op,
+        env: &env,
+        ctx: &ctx,
+    };
+    (kernels.forward)(&call, &blobs, &mut targets, &reqs)?;
+    drop(targets);
+    Ok(outs)
+}
+
+/// Checks each aux state against the shape the op infers for it from
+/// the arguments, when it infers one.
+fn check_aux_shapes(
+    op: &OpDef,
+    shapes: &[crate::Shape],
+    aux: &[&mut NDArray],
+    env: &EnvArguments,
+) -> Result<()> {
+    let Some(complete) = op.complete_shapes else {
+        return Ok(());
+    };
+    let mut all: Vec<Option<crate::Shape>> = shapes.iter().cloned().map(Some).collect();
+    all.extend(aux.iter().map(|_| None));
+    complete(op, &mut all, env)?;
+    for (j, a) in aux.iter().enumerate() {
+        if let Some(want) = &all[shapes.len() + j] {
+            check_blob(
+                op,
+                op.aux_states.get(j).copied().unwrap_or("aux"),
+                a.shape(),
+                a.dtype(),
+                want,
+                a.dtype(),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs `op`'s backward kernel for any op, with one optional gradient per
+/// output (`None`: nothing reads that output, its gradient is zero) and
+/// the forward outputs (`outputs`, all of them, when the gradient reads
+/// them). `grads` holds one array per argument, each written per `reqs`.
+#[allow(clippy::too_many_arguments)]
+pub fn invoke_backward_outputs(
+    op: &'static OpDef,
+    env: &EnvArguments,
+    out_grads: &[Option<&NDArray>],
+    outputs: &[&NDArray],
+    inputs: &[&NDArray],
+    grads: &mut [NDArray],
+    reqs: &[OpReqType],
+) -> Result<()> {
+    let entry = registered(op)?;
+    let n_args = op.num_arguments(env);
+    if inputs.len() != n_args || grads.len() != n_args || reqs.len() != n_args {
+        return Err(crate::Error::Arity {
+            op: op.name.into(),
+            expected: n_args,
+            got: inputs.len(),
+        });
+    }
+    if out_grads.len() != op.num_outputs(env) {
+        return Err(crate::Error::invalid(
+            op.name,
+            "out_grads",
+            format!("expected {}, one per output", op.num_outputs(env)),
+        ));
+    }
+    let spec = op
+        .gradient
+        .ok_or_else(|| crate::Error::NoGradient { op: op.name.into() })?;
+    let ctx = RunContext {
+        is_train: true,
+        ..RunContext::default()
+    };
+    let backward = entry
+        .kernels(ctx.device)?
+        .backward
+        .ok_or_else(|| crate::Error::NoGradient { op: op.name.into() })?;
+    let out_grads: Vec<Option<TBlob<'_>>> =
+        out_grads.iter().map(|g| g.map(NDArray::blob)).collect();
+    let dtype = inputs.first().map_or(crate::DType::F32, |a| a.dtype());
+    let args = crate::GradArgs {
+        out_grad: out_grads[0].clone().unwrap_or_else(|| TBlob::empty(dtype)),
+        output: spec
+            .needs_output
+            .then(|| outputs.first().map(|o| o.blob()))
+            .flatten(),
+        inputs: inputs
+            .iter()
+            .enumerate()
+            .map(|(i, x)| spec.needs_input(i).then(|| x.blob()))
+            .collect(),
+        out_grads,
+        outputs: match spec.needs_output {
+            true => outputs.iter().map(|o| o.blob()).collect(),
+            false => Vec::new(),
+        },
+    };
+    let mut blobs: Vec<TBlobMut<'_>> = Vec::with_capacity(grads.len());
+    for g in grads.iter_mut() {
+        blobs.push(g.try_blob_mut()?);
+    }
+    let call = OpCall { op, env, ctx: &ctx };
+    backward(&call, &args, &mut blobs, reqs)
+}
