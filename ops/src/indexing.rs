@@ -230,6 +230,12 @@ pub mod embedding {
         super::embedding_shape(inputs, p)
     }
 
+    /// `weight` is `(input_dim, output_dim)`, whatever `data` is.
+    pub fn input_shapes(shapes: &mut [Option<Shape>], p: &EmbeddingParams) -> Result<()> {
+        shapes[1].get_or_insert_with(|| Shape::new(vec![p.input_dim, p.output_dim]));
+        Ok(())
+    }
+
     /// `weight`'s dtype, a float; `data` may be any dtype.
     pub fn dtype(inputs: &[DType]) -> Result<DType> {
         crate::common::require_float(super::EMB, "weight", inputs[1])

@@ -18,6 +18,7 @@ mod common;
 
 pub mod activation;
 pub mod arith;
+pub mod batch_norm;
 pub mod binary;
 pub mod broadcast;
 pub mod clip;
@@ -25,6 +26,7 @@ pub mod compare;
 pub mod gradient;
 pub mod indexing;
 pub mod init;
+pub mod join;
 pub mod layers;
 pub mod linalg;
 pub mod loss;

@@ -609,8 +609,7 @@ contracted sizes.",
 pub struct FullyConnectedParams {
     /// The number of outputs per row: `weight` is `(num_hidden, K)`.
     pub num_hidden: usize,
-    /// MXNet drops the `bias` input when true. Inputs here are fixed, so
-    /// only `false` (the default) is accepted.
+    /// Drops the `bias` input (its arguments are then `data`, `weight`).
     #[serde(default)]
     pub no_bias: bool,
     /// Flatten all axes after the first into `K` (the default); when false,
@@ -640,16 +639,37 @@ const FC: &str = "FullyConnected";
 fn fc_geometry(
     data: &Shape,
     weight: &Shape,
-    bias: &Shape,
+    bias: Option<&Shape>,
     p: &FullyConnectedParams,
 ) -> Result<(usize, usize, Shape)> {
-    if p.no_bias {
-        return Err(Error::BadKwarg {
-            op: FC.into(),
-            arg: "no_bias".into(),
-            reason: "only `False` is supported: the op always takes `bias` (pass zeros)".into(),
-        });
+    let (rows, k, out) = fc_rows(data, p)?;
+    let h = p.num_hidden;
+    if weight.dims() != [h, k] {
+        let want = format!("({h}, {k}): (num_hidden, the size contracted from `data` {data})");
+        return Err(shape_error(FC, "weight", want, weight));
     }
+    if let Some(bias) = bias
+        && bias.dims() != [h]
+    {
+        return Err(shape_error(
+            FC,
+            "bias",
+            format!("({h},): (num_hidden,)"),
+            bias,
+        ));
+    }
+    Ok((rows, k, out))
+}
+
+/// The arguments: `data`, `weight` and, unless `no_bias`, `bias`.
+fn fc_arguments(p: &FullyConnectedParams) -> Vec<String> {
+    let all = ["data", "weight", "bias"];
+    let n = if p.no_bias { 2 } else { 3 };
+    all[..n].iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// The rows and the contracted size of `data`, and the output shape.
+fn fc_rows(data: &Shape, p: &FullyConnectedParams) -> Result<(usize, usize, Shape)> {
     let h = p.num_hidden;
     if h == 0 {
         return Err(Error::BadKwarg {
@@ -668,18 +688,6 @@ fn fc_geometry(
         (false, [lead @ .., k]) => (product_of(lead), *k, lead.to_vec()),
     };
     out.push(h);
-    if weight.dims() != [h, k] {
-        let want = format!("({h}, {k}): (num_hidden, the size contracted from `data` {data})");
-        return Err(shape_error(FC, "weight", want, weight));
-    }
-    if bias.dims() != [h] {
-        return Err(shape_error(
-            FC,
-            "bias",
-            format!("({h},): (num_hidden,)"),
-            bias,
-        ));
-    }
     Ok((rows, k, Shape::new(out)))
 }
 
@@ -696,13 +704,21 @@ fn fc_product(rows: usize, k: usize, h: usize) -> Product {
     }
 }
 
-/// The three inputs of a [`fully_connected()`] kernel, checked.
-fn fc_inputs<'a, 'b>(inputs: &'a [TBlob<'b>]) -> Result<&'a [TBlob<'b>; 3]> {
-    inputs.try_into().map_err(|_| Error::Arity {
-        op: FC.into(),
-        expected: 3,
-        got: inputs.len(),
-    })
+/// The inputs of a [`fully_connected()`] kernel, checked: `data`,
+/// `weight` and the bias unless `no_bias`.
+fn fc_inputs<'a, 'b>(
+    inputs: &'a [TBlob<'b>],
+    p: &FullyConnectedParams,
+) -> Result<(&'a TBlob<'b>, &'a TBlob<'b>, Option<&'a TBlob<'b>>)> {
+    match (inputs, p.no_bias) {
+        ([x, w], true) => Ok((x, w, None)),
+        ([x, w, b], false) => Ok((x, w, Some(b))),
+        _ => Err(Error::Arity {
+            op: FC.into(),
+            expected: if p.no_bias { 2 } else { 3 },
+            got: inputs.len(),
+        }),
+    }
 }
 
 /// Every row of `out` (`rows × bias.len()`) set to `bias` (`overwrite`) or
@@ -784,6 +800,7 @@ fn check_shape(op: &str, arg: &str, got: &Shape, want: &Shape) -> Result<()> {
     blob,
     name = "FullyConnected",
     inputs = ["data", "weight", "bias"],
+    arguments = super::fc_arguments,
     kwargs = FullyConnectedParams,
     pattern = "out_elemwise_fusable",
     resources(temp)
@@ -795,7 +812,20 @@ pub mod fully_connected {
     /// `(batch, num_hidden)`, or `data`'s shape with its last axis
     /// replaced by `num_hidden` when `flatten` is false.
     pub fn shape(inputs: &[Shape], p: &FullyConnectedParams) -> Result<Shape> {
-        Ok(super::fc_geometry(&inputs[0], &inputs[1], &inputs[2], p)?.2)
+        Ok(super::fc_geometry(&inputs[0], &inputs[1], inputs.get(2), p)?.2)
+    }
+
+    /// `weight` is `(num_hidden, K)` and `bias` `(num_hidden,)` for
+    /// `data`'s contracted size `K`.
+    pub fn input_shapes(shapes: &mut [Option<Shape>], p: &FullyConnectedParams) -> Result<()> {
+        if let Some(data) = shapes[0].clone() {
+            let (_, k, _) = super::fc_rows(&data, p)?;
+            let want = [vec![p.num_hidden, k], vec![p.num_hidden]];
+            for (s, w) in shapes[1..].iter_mut().zip(want) {
+                s.get_or_insert_with(|| Shape::new(w));
+            }
+        }
+        Ok(())
     }
 
     /// The bias goes in first, then the product accumulates onto it, so
@@ -807,16 +837,22 @@ pub mod fully_connected {
         p: &FullyConnectedParams,
         env: &EnvArguments,
     ) -> Result<()> {
-        let [x, w, b] = super::fc_inputs(inputs)?;
-        let (rows, k, shape) = super::fc_geometry(x.shape(), w.shape(), b.shape(), p)?;
+        let (x, w, b) = super::fc_inputs(inputs, p)?;
+        let (rows, k, shape) = super::fc_geometry(x.shape(), w.shape(), b.map(|b| b.shape()), p)?;
         super::check_shape(super::FC, "output", out.shape(), &shape)?;
         if req == OpReqType::Null {
             return Ok(());
         }
-        super::bias_rows(out, b, req != OpReqType::AddTo)?;
+        let product_req = match b {
+            Some(b) => {
+                super::bias_rows(out, b, req != OpReqType::AddTo)?;
+                OpReqType::AddTo
+            }
+            None => req,
+        };
         let mm = super::fc_product(rows, k, p.num_hidden).forward();
         let names = ["output", "data", "weight"];
-        super::gemm_blobs(super::FC, names, &mm, out, x, w, OpReqType::AddTo, env)
+        super::gemm_blobs(super::FC, names, &mm, out, x, w, product_req, env)
     }
 
     /// `data_grad = dy · weight`, `weight_grad = dyᵀ · data`, `bias_grad =
@@ -829,30 +865,37 @@ pub mod fully_connected {
         p: &FullyConnectedParams,
         env: &EnvArguments,
     ) -> Result<()> {
-        let [data, w, b] = super::fc_inputs(&x)?;
-        let (rows, k, _) = super::fc_geometry(data.shape(), w.shape(), b.shape(), p)?;
+        let (data, w, b) = super::fc_inputs(&x, p)?;
+        let (rows, k, _) = super::fc_geometry(data.shape(), w.shape(), b.map(|b| b.shape()), p)?;
         let product = super::fc_product(rows, k, p.num_hidden);
-        let [gx, gw, gb] = grads else {
-            return Err(Error::Arity {
-                op: super::FC.into(),
-                expected: 3,
-                got: grads.len(),
-            });
-        };
+        let (gx, rest) = grads.split_at_mut(1);
+        let (gw, gb) = rest.split_at_mut(1);
         let names = ["data_grad", "out_grad", "weight"];
-        super::gemm_blobs(super::FC, names, &product.grad_a(), gx, &dy, w, req[0], env)?;
+        super::gemm_blobs(
+            super::FC,
+            names,
+            &product.grad_a(),
+            &mut gx[0],
+            &dy,
+            w,
+            req[0],
+            env,
+        )?;
         let names = ["weight_grad", "data", "out_grad"];
         super::gemm_blobs(
             super::FC,
             names,
             &product.grad_b(),
-            gw,
+            &mut gw[0],
             data,
             &dy,
             req[1],
             env,
         )?;
-        super::bias_grad(&dy, gb, req[2])
+        match gb.first_mut() {
+            Some(gb) => super::bias_grad(&dy, gb, req[2]),
+            None => Ok(()),
+        }
     }
 }
 

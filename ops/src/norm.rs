@@ -130,6 +130,13 @@ fn check_affine(op: &str, inputs: &[Shape], channels: usize, what: &str) -> Resu
     Ok(())
 }
 
+/// Fills unknown `gamma` and `beta` shapes with `(channels,)`.
+fn fill_affine(shapes: &mut [Option<Shape>], channels: usize) {
+    for s in shapes[1..].iter_mut() {
+        s.get_or_insert_with(|| Shape::new(vec![channels]));
+    }
+}
+
 /// Errors unless there are the three inputs `data`, `gamma`, `beta`.
 fn three(op: &str, n: usize) -> Result<()> {
     if n == 3 {
@@ -331,6 +338,14 @@ pub mod instance_norm {
         Ok(inputs[0].clone())
     }
 
+    /// `gamma` and `beta` are `(C,)` for `data` `(N, C, ...)`.
+    pub fn input_shapes(shapes: &mut [Option<Shape>], _p: &InstanceNormParams) -> Result<()> {
+        if let Some(&c) = shapes[0].as_ref().and_then(|d| d.dims().get(1)) {
+            super::fill_affine(shapes, c);
+        }
+        Ok(())
+    }
+
     /// `out (=|+=) γ_c (x − μ) / √(var + eps) + β_c` per (sample, channel).
     pub fn forward(
         inputs: &[TBlob<'_>],
@@ -372,6 +387,15 @@ pub mod layer_norm {
     pub fn shape(inputs: &[Shape], p: &LayerNormParams) -> Result<Shape> {
         super::layer_lanes(inputs, p)?;
         Ok(inputs[0].clone())
+    }
+
+    /// `gamma` and `beta` are `(data.shape[axis],)`.
+    pub fn input_shapes(shapes: &mut [Option<Shape>], p: &LayerNormParams) -> Result<()> {
+        if let Some(data) = shapes[0].clone() {
+            let k = crate::common::axis_of(super::LN, "axis", p.axis, data.ndim())?;
+            super::fill_affine(shapes, data.dims()[k]);
+        }
+        Ok(())
     }
 
     /// `out (=|+=) γ_i (x − μ) / √(var + eps) + β_i` along `axis`.

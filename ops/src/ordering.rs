@@ -13,8 +13,8 @@ use std::cmp::Ordering;
 
 use serde::{Deserialize, Serialize};
 use simpleop::{
-    DType, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, dispatch_any, dispatch_float,
-    simple_op,
+    DType, Element, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, dispatch_any,
+    dispatch_float, simple_op,
 };
 
 use crate::common::{
@@ -323,6 +323,258 @@ pub mod argsort {
         req: &[OpReqType],
     ) -> Result<()> {
         crate::common::zero_grad(&mut grads[0], req[0])
+    }
+}
+
+/// Keyword arguments of [`topk()`] (MXNet's `TopKParam`).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default)]
+pub struct TopKParams {
+    /// The axis searched (default -1); `None` searches the flattened array.
+    pub axis: Option<i64>,
+    /// How many elements to keep; below 1, all of them.
+    pub k: i64,
+    /// `indices` (the default), `value`, `both` (values and indices) or
+    /// `mask` (1 where an element is kept).
+    pub ret_typ: String,
+    /// Smallest first; the default keeps the largest.
+    pub is_ascend: bool,
+    /// The dtype of the indices (default `float32`).
+    pub dtype: String,
+}
+
+impl Default for TopKParams {
+    fn default() -> Self {
+        TopKParams {
+            axis: Some(-1),
+            k: 1,
+            ret_typ: "indices".into(),
+            is_ascend: false,
+            dtype: "float32".into(),
+        }
+    }
+}
+
+const TOPK: &str = "topk";
+
+/// What a topk returns.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RetTyp {
+    Indices,
+    Value,
+    Both,
+    Mask,
+}
+
+fn ret_typ(p: &TopKParams) -> Result<RetTyp> {
+    Ok(match p.ret_typ.as_str() {
+        "indices" => RetTyp::Indices,
+        "value" => RetTyp::Value,
+        "both" => RetTyp::Both,
+        "mask" => RetTyp::Mask,
+        r => {
+            return Err(bad_kwarg(
+                TOPK,
+                "ret_typ",
+                format!("expected `indices`, `value`, `both` or `mask`, got `{r}`"),
+            ));
+        }
+    })
+}
+
+/// MXNet keeps values and indices for `value` (showing the values) and
+/// `both`.
+fn topk_count(p: &TopKParams) -> usize {
+    match ret_typ(p) {
+        Ok(RetTyp::Value | RetTyp::Both) => 2,
+        _ => 1,
+    }
+}
+
+fn topk_visible(p: &TopKParams) -> usize {
+    match ret_typ(p) {
+        Ok(RetTyp::Both) => 2,
+        _ => 1,
+    }
+}
+
+/// The lanes, the number kept, and the shape of the kept values.
+fn topk_geometry(data: &Shape, p: &TopKParams) -> Result<((usize, usize, usize), usize, Shape)> {
+    let (lanes, full) = sort_geometry(TOPK, data, p.axis)?;
+    let len = lanes.1;
+    let k = match usize::try_from(p.k) {
+        Ok(k) if k >= 1 => k,
+        _ => len,
+    };
+    if k > len {
+        return Err(bad_kwarg(
+            TOPK,
+            "k",
+            format!("expected at most the {len} elements along the axis, got {k}"),
+        ));
+    }
+    let mut dims = full.dims().to_vec();
+    match p.axis {
+        None => dims = vec![k],
+        Some(a) => dims[axis_of(TOPK, "axis", a, data.ndim())?] = k,
+    }
+    Ok((lanes, k, Shape::new(dims)))
+}
+
+fn topk_forward(
+    x: &TBlob<'_>,
+    outs: &mut [TBlobMut<'_>],
+    reqs: &[OpReqType],
+    p: &TopKParams,
+) -> Result<()> {
+    let (lanes, k, _) = topk_geometry(x.shape(), p)?;
+    let typ = ret_typ(p)?;
+    let index_dtype = dtype_attr(TOPK, "dtype", &p.dtype)?;
+    indices_fit(index_dtype, lanes.1)?;
+    let (outer, len, inner) = lanes;
+    // The kept elements' lane offsets, `k` per lane, in lane order.
+    let mut picks: Vec<(usize, usize, usize)> = Vec::with_capacity(outer * inner * k);
+    dispatch_float!(x.dtype(), T => {
+        for_each_sorted(x.as_slice::<T>()?, lanes, p.is_ascend, |start, stride, order| {
+            picks.extend(order[..k].iter().map(|&j| (start, stride, j)));
+        });
+    }, _ => return Err(float_error(TOPK, "data", x.dtype())));
+    // Output element `(o, i, j)` of a `(outer, k, inner)` result.
+    let at = |n: usize| {
+        let (lane, i) = (n / k, n % k);
+        let (o, j) = (lane / inner, lane % inner);
+        (o * k + i) * inner + j
+    };
+    match typ {
+        RetTyp::Mask => dispatch_float!(x.dtype(), T => {
+            let m = outs[0].as_slice_mut::<T>()?;
+            if reqs[0] != OpReqType::AddTo {
+                for v in m.iter_mut() {
+                    store(v, 0.0, reqs[0]);
+                }
+            }
+            for &(start, stride, j) in &picks {
+                store(&mut m[start + j * stride], 1.0, reqs[0]);
+            }
+        }, _ => return Err(float_error(TOPK, "data", x.dtype()))),
+        RetTyp::Indices => dispatch_any!(index_dtype, E => {
+            let ix = outs[0].as_slice_mut::<E>()?;
+            for (n, &(_, _, j)) in picks.iter().enumerate() {
+                store(&mut ix[at(n)], j as f64, reqs[0]);
+            }
+        }),
+        RetTyp::Value | RetTyp::Both => {
+            dispatch_float!(x.dtype(), T => {
+                let xs = x.as_slice::<T>()?;
+                let vals = outs[0].as_slice_mut::<T>()?;
+                for (n, &(start, stride, j)) in picks.iter().enumerate() {
+                    reqs[0].assign(&mut vals[at(n)], xs[start + j * stride].to_compute());
+                }
+            }, _ => return Err(float_error(TOPK, "data", x.dtype())));
+            if reqs[1] != OpReqType::Null {
+                dispatch_any!(index_dtype, E => {
+                    let ix = outs[1].as_slice_mut::<E>()?;
+                    for (n, &(_, _, j)) in picks.iter().enumerate() {
+                        store(&mut ix[at(n)], j as f64, reqs[1]);
+                    }
+                });
+            }
+        }
+    }
+    let _ = len;
+    Ok(())
+}
+
+/// `value` and `both` send each kept value's gradient back to where it
+/// came from (the indices output says where); the indices' and the mask's
+/// gradients are zero, as in MXNet.
+fn topk_backward(
+    dys: &[Option<TBlob<'_>>],
+    ys: &[TBlob<'_>],
+    grads: &mut [TBlobMut<'_>],
+    reqs: &[OpReqType],
+    p: &TopKParams,
+) -> Result<()> {
+    let req = reqs[0];
+    if req == OpReqType::Null {
+        return Ok(());
+    }
+    let data = grads[0].shape().clone();
+    let (lanes, k, _) = topk_geometry(&data, p)?;
+    let (_, len, inner) = lanes;
+    let typ = ret_typ(p)?;
+    let dtype = grads[0].dtype();
+    dispatch_float!(dtype, T => {
+        let g = grads[0].as_slice_mut::<T>()?;
+        if req != OpReqType::AddTo {
+            g.fill(T::from_f64(0.0));
+        }
+        if let (RetTyp::Value | RetTyp::Both, Some(dy), Some(ix)) = (typ, &dys[0], ys.get(1)) {
+            let (d, ix) = (dy.as_slice::<T>()?, crate::common::values_f64(ix)?);
+            for (n, (&dv, &j)) in d.iter().zip(&ix).enumerate() {
+                // `n` is `(o, i, jj)` of the `(outer, k, inner)` values.
+                let (o, jj) = (n / (k * inner), n % inner);
+                let at = (o * len + j as usize) * inner + jj;
+                let v = g[at].to_f64() + dv.to_f64();
+                g[at] = T::from_f64(v);
+            }
+        }
+        Ok(())
+    }, _ => Err(float_error(TOPK, "data", dtype)))
+}
+
+/// MXNet's `topk`: the `k` largest (or, `is_ascend`, smallest) elements
+/// along `axis`, as indices, values, both, or a mask. With `value` the
+/// indices are a hidden second output, which backward reads.
+#[simple_op(
+    blob,
+    kwargs = TopKParams,
+    outputs = super::topk_count,
+    visible_outputs = super::topk_visible
+)]
+pub mod topk {
+    use super::TopKParams;
+    use simpleop::prelude::*;
+
+    /// `k` along the axis for values and indices; `data`'s shape for the mask.
+    pub fn shape(inputs: &[Shape], p: &TopKParams) -> Result<Vec<Shape>> {
+        let (_, _, kept) = super::topk_geometry(&inputs[0], p)?;
+        Ok(match super::ret_typ(p)? {
+            super::RetTyp::Mask => vec![inputs[0].clone()],
+            super::RetTyp::Indices => vec![kept],
+            _ => vec![kept.clone(), kept],
+        })
+    }
+
+    /// Values and masks take `data`'s dtype; indices take `dtype`.
+    pub fn dtype(inputs: &[DType], p: &TopKParams) -> Result<Vec<DType>> {
+        let index = crate::common::dtype_attr("topk", "dtype", &p.dtype)?;
+        Ok(match super::ret_typ(p)? {
+            super::RetTyp::Mask => vec![inputs[0]],
+            super::RetTyp::Indices => vec![index],
+            _ => vec![inputs[0], index],
+        })
+    }
+
+    /// Sorts each lane and keeps the first `k`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        outs: &mut [TBlobMut<'_>],
+        reqs: &[OpReqType],
+        p: &TopKParams,
+    ) -> Result<()> {
+        super::topk_forward(&inputs[0], outs, reqs, p)
+    }
+
+    /// Scatters the values' gradient back.
+    pub fn backward(
+        dys: OutGrads<&[Option<TBlob<'_>>]>,
+        ys: OutValues<&[TBlob<'_>]>,
+        grads: &mut [TBlobMut<'_>],
+        reqs: &[OpReqType],
+        p: &TopKParams,
+    ) -> Result<()> {
+        super::topk_backward(&dys, &ys, grads, reqs, p)
     }
 }
 

@@ -110,3 +110,29 @@ fn malformed_case_files_are_errors_naming_the_line() {
     let err = conformance::parse_cases("\n{\"name\": 1}\n").unwrap_err();
     assert!(err.to_string().contains("line 2"), "{err}");
 }
+
+/// Issue 34's multi-output, variadic and aux-state ops: SliceChannel,
+/// Concat, stack, add_n, BatchNorm (its moving statistics after a
+/// training step), Dropout, on every path. Cases of ops not registered
+/// yet are listed by name, so that one landing turns its cases on.
+#[test]
+fn multi_output_cases_match_mxnet_on_every_path() {
+    simpleop_ops::link();
+    let text = include_str!("../conformance/mxnet-multi.jsonl");
+    let cases = conformance::parse_cases(text).expect("case file parses");
+    let pending = ["topk", "LeakyReLU", "LayerNorm", "FullyConnected"];
+    let runnable: Vec<_> = cases
+        .into_iter()
+        .filter(|c| {
+            let text = c.symbol.to_string();
+            !pending.iter().any(|op| text.contains(&format!("\"op\":\"{op}\"")))
+                // MXNet updates the moving statistics in backward; simpleop
+                // in the training forward (see ops/src/batch_norm.rs).
+                && c.name != "BatchNorm/train_forward_only"
+        })
+        .collect();
+    assert!(runnable.len() >= 60, "{} runnable cases", runnable.len());
+    let report = conformance::check_paths(&runnable, &EVERY_PATH);
+    let failures: Vec<String> = report.failures.iter().map(ToString::to_string).collect();
+    assert!(report.ok(), "{}", failures.join("\n"));
+}

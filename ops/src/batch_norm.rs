@@ -1,0 +1,551 @@
+//! [`batch_norm()`] (`BatchNorm`), an op with three outputs and two aux
+//! states, and [`dropout()`] (`Dropout`), whose mask is its second output.
+//!
+//! BatchNorm normalises each channel (`axis`) of `data` with the batch's
+//! mean and biased variance in training, or with its moving statistics (the
+//! aux states `moving_mean`, `moving_var`) in inference and with
+//! `use_global_stats`. Its hidden outputs are MXNet's: the mean used and
+//! the inverse standard deviation `1/√(var + eps)` (named `var`), which
+//! backward reads instead of recomputing them. A training forward pass
+//! updates the moving statistics, `m = m·momentum + s·(1 − momentum)`.
+//! MXNet 1.9.1 applies that update in its backward pass instead; after a
+//! forward and backward step the two agree, and a training forward alone
+//! (no backward) updates here and not in MXNet.
+
+use serde::{Deserialize, Serialize};
+use simpleop::{
+    Element, Float, OpReqType, Result, RunContext, Shape, TBlob, TBlobMut, dispatch_float,
+    simple_op,
+};
+
+use crate::common::{axis_of, bad_kwarg, float_error, shape_error, split_at_axis};
+
+const BN: &str = "BatchNorm";
+const DROPOUT: &str = "Dropout";
+
+/// Keyword arguments of [`batch_norm()`] (MXNet's `BatchNormParam`).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default)]
+pub struct BatchNormParams {
+    /// Added to the variance (default 1e-3; used as an f32, as MXNet).
+    pub eps: f64,
+    /// The moving statistics' decay (default 0.9; used as an f32).
+    pub momentum: f64,
+    /// Treats gamma as 1 and gives it a zero gradient (default true).
+    pub fix_gamma: bool,
+    /// Normalises with the moving statistics in training too, and never
+    /// updates them.
+    pub use_global_stats: bool,
+    /// Shows the mean and inverse std outputs.
+    pub output_mean_var: bool,
+    /// The channel axis (default 1; negative counts from the end).
+    pub axis: i64,
+    /// Accepted and ignored (cuDNN).
+    pub cudnn_off: bool,
+    /// Accepted and ignored (quantisation).
+    pub min_calib_range: Option<f64>,
+    /// Accepted and ignored (quantisation).
+    pub max_calib_range: Option<f64>,
+}
+
+impl Default for BatchNormParams {
+    fn default() -> Self {
+        BatchNormParams {
+            eps: 1e-3,
+            momentum: 0.9,
+            fix_gamma: true,
+            use_global_stats: false,
+            output_mean_var: false,
+            axis: 1,
+            cudnn_off: false,
+            min_calib_range: None,
+            max_calib_range: None,
+        }
+    }
+}
+
+fn bn_visible(p: &BatchNormParams) -> usize {
+    if p.output_mean_var { 3 } else { 1 }
+}
+
+/// `data` as `outer × channels × inner` around the channel axis.
+#[derive(Clone, Copy)]
+struct Channels {
+    outer: usize,
+    c: usize,
+    inner: usize,
+}
+
+impl Channels {
+    fn of(data: &Shape, p: &BatchNormParams) -> Result<Channels> {
+        if data.ndim() == 0 {
+            return Err(shape_error(BN, "data", "at least 1 dimension", data));
+        }
+        let k = axis_of(BN, "axis", p.axis, data.ndim())?;
+        let (outer, c, inner) = split_at_axis(data.dims(), k);
+        Ok(Channels { outer, c, inner })
+    }
+    /// Elements per channel.
+    fn per_channel(self) -> usize {
+        self.outer * self.inner
+    }
+    /// Calls `f(offset)` for every element of channel `ch`.
+    #[inline]
+    fn each(self, ch: usize, mut f: impl FnMut(usize)) {
+        for o in 0..self.outer {
+            let base = (o * self.c + ch) * self.inner;
+            (base..base + self.inner).for_each(&mut f);
+        }
+    }
+}
+
+/// `eps` and `momentum` as MXNet's `float`s, checked.
+fn constants(p: &BatchNormParams) -> Result<(f64, f64)> {
+    let eps = f64::from(p.eps as f32);
+    let momentum = f64::from(p.momentum as f32);
+    if !(eps.is_finite() && eps >= 0.0) {
+        return Err(bad_kwarg(
+            BN,
+            "eps",
+            format!("expected a finite number ≥ 0, got {}", p.eps),
+        ));
+    }
+    if !momentum.is_finite() {
+        return Err(bad_kwarg(
+            BN,
+            "momentum",
+            format!("expected a finite number, got {}", p.momentum),
+        ));
+    }
+    Ok((eps, momentum))
+}
+
+/// Checks gamma, beta (and the aux states) are `(C,)`.
+fn check_channels(names: &[&str], shapes: &[&Shape], c: usize) -> Result<()> {
+    for (arg, s) in names.iter().zip(shapes) {
+        if s.dims() != [c] {
+            return Err(shape_error(
+                BN,
+                arg,
+                format!("({c},), one per channel of `data`"),
+                s,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// MXNet's `BatchNorm`. Inputs `data`, `gamma`, `beta`; aux states
+/// `moving_mean`, `moving_var`; outputs `output` and, shown with
+/// `output_mean_var`, `mean` and `var` (the inverse std). Gradients for
+/// data, gamma (zero with `fix_gamma`) and beta; head gradients on `mean`
+/// and `var` are ignored, as in MXNet.
+#[simple_op(
+    blob,
+    name = "BatchNorm",
+    inputs = ["data", "gamma", "beta"],
+    aux = ["moving_mean", "moving_var"],
+    kwargs = BatchNormParams,
+    outputs = 3,
+    visible_outputs = super::bn_visible,
+    output_names = ["output", "mean", "var"]
+)]
+pub mod batch_norm {
+    use super::BatchNormParams;
+    use simpleop::prelude::*;
+
+    /// `data`'s shape, then `(C,)` twice.
+    pub fn shape(inputs: &[Shape], p: &BatchNormParams) -> Result<Vec<Shape>> {
+        let ch = super::Channels::of(&inputs[0], p)?;
+        super::check_channels(&["gamma", "beta"], &[&inputs[1], &inputs[2]], ch.c)?;
+        let c = Shape::new(vec![ch.c]);
+        Ok(vec![inputs[0].clone(), c.clone(), c])
+    }
+
+    /// gamma, beta and the aux states are `(C,)` for `data`'s channels.
+    pub fn input_shapes(shapes: &mut [Option<Shape>], p: &BatchNormParams) -> Result<()> {
+        if let Some(data) = shapes[0].clone() {
+            let ch = super::Channels::of(&data, p)?;
+            for s in shapes[1..].iter_mut().filter(|s| s.is_none()) {
+                *s = Some(Shape::new(vec![ch.c]));
+            }
+        }
+        Ok(())
+    }
+
+    /// Normalises; in training (without `use_global_stats`) with the
+    /// batch's statistics, updating the moving ones.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        outs: &mut [TBlobMut<'_>],
+        reqs: &[OpReqType],
+        aux: AuxStates<&mut [TBlobMut<'_>]>,
+        ctx: &RunContext,
+        p: &BatchNormParams,
+    ) -> Result<()> {
+        super::bn_forward(inputs, outs, reqs, aux.0, ctx, p)
+    }
+
+    /// The batch-statistics gradient in training, the fixed-statistics
+    /// one with `use_global_stats`.
+    pub fn backward(
+        dys: OutGrads<&[Option<TBlob<'_>>]>,
+        ys: OutValues<&[TBlob<'_>]>,
+        x: Inputs<&[TBlob<'_>]>,
+        grads: &mut [TBlobMut<'_>],
+        reqs: &[OpReqType],
+        p: &BatchNormParams,
+    ) -> Result<()> {
+        super::bn_backward(&dys, &ys, &x, grads, reqs, p)
+    }
+}
+
+fn bn_forward(
+    inputs: &[TBlob<'_>],
+    outs: &mut [TBlobMut<'_>],
+    reqs: &[OpReqType],
+    aux: &mut [TBlobMut<'_>],
+    ctx: &RunContext,
+    p: &BatchNormParams,
+) -> Result<()> {
+    let [x, gamma, beta] = inputs else {
+        return Err(simpleop::Error::Arity {
+            op: BN.into(),
+            expected: 3,
+            got: inputs.len(),
+        });
+    };
+    let ch = Channels::of(x.shape(), p)?;
+    let (eps, momentum) = constants(p)?;
+    let [mm, mv] = aux else {
+        return Err(simpleop::Error::invalid(
+            BN,
+            "aux",
+            "expected moving_mean and moving_var",
+        ));
+    };
+    check_channels(
+        &["gamma", "beta", "moving_mean", "moving_var"],
+        &[gamma.shape(), beta.shape(), mm.shape(), mv.shape()],
+        ch.c,
+    )?;
+    let dtype = x.dtype();
+    for (arg, d) in [
+        ("gamma", gamma.dtype()),
+        ("beta", beta.dtype()),
+        ("moving_mean", mm.dtype()),
+        ("moving_var", mv.dtype()),
+    ] {
+        crate::common::require_same_dtype(BN, arg, d, dtype, "data")?;
+    }
+    let batch_stats = ctx.is_train && !p.use_global_stats;
+    dispatch_float!(dtype, T => {
+        let (xs, g, b) = (x.as_slice::<T>()?, gamma.as_slice::<T>()?, beta.as_slice::<T>()?);
+        let m = ch.per_channel() as f64;
+        let mut mean = vec![0.0f64; ch.c];
+        let mut var = vec![0.0f64; ch.c];
+        if batch_stats {
+            for c in 0..ch.c {
+                let mut s = 0.0;
+                ch.each(c, |i| s += xs[i].to_f64());
+                mean[c] = s / m;
+                let mut q = 0.0;
+                ch.each(c, |i| q += (xs[i].to_f64() - mean[c]).powi(2));
+                var[c] = q / m;
+            }
+        } else {
+            mean = mm.as_slice_mut::<T>()?.iter().map(|v| v.to_f64()).collect();
+            var = mv.as_slice_mut::<T>()?.iter().map(|v| v.to_f64()).collect();
+        }
+        let inv: Vec<f64> = var.iter().map(|v| 1.0 / (v + eps).sqrt()).collect();
+        let from = <<T as Float>::Compute as Element>::from_f64;
+        let (head, stats) = outs.split_at_mut(1);
+        let y = head[0].as_slice_mut::<T>()?;
+        for c in 0..ch.c {
+            let scale = if p.fix_gamma { 1.0 } else { g[c].to_f64() };
+            let shift = b[c].to_f64();
+            ch.each(c, |i| reqs[0].assign(&mut y[i], from(scale * (xs[i].to_f64() - mean[c]) * inv[c] + shift)));
+        }
+        for (k, vals) in [(0usize, &mean), (1, &inv)] {
+            if reqs[k + 1] == OpReqType::Null {
+                continue;
+            }
+            let out = stats[k].as_slice_mut::<T>()?;
+            for (o, &v) in out.iter_mut().zip(vals.iter()) {
+                reqs[k + 1].assign(o, from(v));
+            }
+        }
+        if batch_stats && ctx.is_train {
+            for (a, stat) in [(&mut *mm, &mean), (&mut *mv, &var)] {
+                for (o, &s) in a.as_slice_mut::<T>()?.iter_mut().zip(stat.iter()) {
+                    *o = T::from_f64(o.to_f64() * momentum + s * (1.0 - momentum));
+                }
+            }
+        }
+        Ok(())
+    }, _ => Err(float_error(BN, "data", dtype)))
+}
+
+fn bn_backward(
+    dys: &[Option<TBlob<'_>>],
+    ys: &[TBlob<'_>],
+    inputs: &[TBlob<'_>],
+    grads: &mut [TBlobMut<'_>],
+    reqs: &[OpReqType],
+    p: &BatchNormParams,
+) -> Result<()> {
+    let [x, gamma, _beta] = inputs else {
+        return Err(simpleop::Error::Arity {
+            op: BN.into(),
+            expected: 3,
+            got: inputs.len(),
+        });
+    };
+    let [_, mean, inv] = ys else {
+        return Err(simpleop::Error::invalid(
+            BN,
+            "outputs",
+            "expected output, mean and var",
+        ));
+    };
+    let ch = Channels::of(x.shape(), p)?;
+    let dtype = x.dtype();
+    dispatch_float!(dtype, T => {
+        let (xs, g) = (x.as_slice::<T>()?, gamma.as_slice::<T>()?);
+        let (mean, inv) = (mean.as_slice::<T>()?, inv.as_slice::<T>()?);
+        let zeros;
+        let dy: &[T] = match &dys[0] {
+            Some(d) => d.as_slice::<T>()?,
+            None => {
+                zeros = vec![T::from_f64(0.0); x.len()];
+                &zeros
+            }
+        };
+        let m = ch.per_channel() as f64;
+        let from = <<T as Float>::Compute as Element>::from_f64;
+        let mut dgamma = vec![0.0f64; ch.c];
+        let mut dbeta = vec![0.0f64; ch.c];
+        for c in 0..ch.c {
+            let (mu, r) = (mean[c].to_f64(), inv[c].to_f64());
+            ch.each(c, |i| {
+                let d = dy[i].to_f64();
+                dbeta[c] += d;
+                dgamma[c] += d * (xs[i].to_f64() - mu) * r;
+            });
+        }
+        if reqs[0] != OpReqType::Null {
+            let dx = grads[0].as_slice_mut::<T>()?;
+            for c in 0..ch.c {
+                let (mu, r) = (mean[c].to_f64(), inv[c].to_f64());
+                let scale = if p.fix_gamma { 1.0 } else { g[c].to_f64() };
+                let (mb, mg) = (dbeta[c] / m, dgamma[c] / m);
+                ch.each(c, |i| {
+                    let d = dy[i].to_f64();
+                    let v = if p.use_global_stats {
+                        d * scale * r
+                    } else {
+                        scale * r * (d - mb - (xs[i].to_f64() - mu) * r * mg)
+                    };
+                    reqs[0].assign(&mut dx[i], from(v));
+                });
+            }
+        }
+        if p.fix_gamma {
+            dgamma.fill(0.0);
+        }
+        for (k, acc) in [(1usize, &dgamma), (2, &dbeta)] {
+            if reqs[k] != OpReqType::Null {
+                for (o, &v) in grads[k].as_slice_mut::<T>()?.iter_mut().zip(acc.iter()) {
+                    reqs[k].assign(o, from(v));
+                }
+            }
+        }
+        Ok(())
+    }, _ => Err(float_error(BN, "data", dtype)))
+}
+
+/// Keyword arguments of [`dropout()`] (MXNet's `DropoutParam`).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default)]
+pub struct DropoutParams {
+    /// The fraction dropped (default 0.5), in `[0, 1]`.
+    pub p: f64,
+    /// `training` drops in training mode only; `always` drops in inference too.
+    pub mode: String,
+    /// Axes along which one mask value is shared (variational dropout).
+    pub axes: Vec<i64>,
+    /// Accepted and ignored (cuDNN).
+    pub cudnn_off: bool,
+}
+
+impl Default for DropoutParams {
+    fn default() -> Self {
+        DropoutParams {
+            p: 0.5,
+            mode: "training".into(),
+            axes: Vec::new(),
+            cudnn_off: false,
+        }
+    }
+}
+
+/// Whether this call drops, after checking the kwargs.
+fn dropping(p: &DropoutParams, is_train: bool) -> Result<bool> {
+    if !(0.0..=1.0).contains(&p.p) {
+        return Err(bad_kwarg(
+            DROPOUT,
+            "p",
+            format!("expected a number in [0, 1], got {}", p.p),
+        ));
+    }
+    let always = match p.mode.as_str() {
+        "training" => false,
+        "always" => true,
+        m => {
+            return Err(bad_kwarg(
+                DROPOUT,
+                "mode",
+                format!("expected `training` or `always`, got `{m}`"),
+            ));
+        }
+    };
+    Ok((always || is_train) && p.p > 0.0)
+}
+
+/// The mask's index for element `i`: shared along `axes`.
+fn mask_index(dims: &[usize], shared: &[bool], mut i: usize) -> usize {
+    let (mut at, mut stride) = (0, 1);
+    for (d, &n) in dims.iter().enumerate().rev() {
+        let k = i % n;
+        i /= n;
+        if !shared[d] {
+            at += k * stride;
+            stride *= n;
+        }
+    }
+    at
+}
+
+/// MXNet's `Dropout`: in training mode (or with `mode = always`) each
+/// element is zeroed with probability `p` and the rest scaled by
+/// `1/(1 − p)`; otherwise the identity. The mask (`0` or `1/(1 − p)`) is
+/// the second, hidden output, drawn from the op's seeded random stream, and
+/// backward multiplies by it.
+#[simple_op(
+    blob,
+    name = "Dropout",
+    kwargs = DropoutParams,
+    outputs = 2,
+    visible_outputs = 1,
+    output_names = ["output", "mask"],
+    resources(rng)
+)]
+pub mod dropout {
+    use super::DropoutParams;
+    use simpleop::prelude::*;
+
+    /// `data`'s shape, twice.
+    pub fn shape(inputs: &[Shape], _p: &DropoutParams) -> Result<Vec<Shape>> {
+        Ok(vec![inputs[0].clone(), inputs[0].clone()])
+    }
+
+    /// `out = data · mask`.
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        outs: &mut [TBlobMut<'_>],
+        reqs: &[OpReqType],
+        ctx: &RunContext,
+        p: &DropoutParams,
+        env: &EnvArguments,
+    ) -> Result<()> {
+        super::dropout_forward(&inputs[0], outs, reqs, ctx, p, env)
+    }
+
+    /// `dx = dy · mask`.
+    pub fn backward(
+        dys: OutGrads<&[Option<TBlob<'_>>]>,
+        ys: OutValues<&[TBlob<'_>]>,
+        grads: &mut [TBlobMut<'_>],
+        reqs: &[OpReqType],
+    ) -> Result<()> {
+        super::dropout_backward(&dys, &ys, grads, reqs)
+    }
+}
+
+fn dropout_forward(
+    x: &TBlob<'_>,
+    outs: &mut [TBlobMut<'_>],
+    reqs: &[OpReqType],
+    ctx: &RunContext,
+    p: &DropoutParams,
+    env: &simpleop::EnvArguments,
+) -> Result<()> {
+    let drop = dropping(p, ctx.is_train)?;
+    let dims = x.shape().dims().to_vec();
+    let mut shared = vec![false; dims.len()];
+    for &a in &p.axes {
+        shared[axis_of(DROPOUT, "axes", a, dims.len())?] = true;
+    }
+    let dtype = x.dtype();
+    dispatch_float!(dtype, T => {
+        let xs = x.as_slice::<T>()?;
+        let keep = 1.0 - p.p;
+        let scale = if keep > 0.0 { 1.0 / keep } else { 0.0 };
+        // One draw per distinct mask value, in order.
+        let draws = dims.iter().zip(&shared).filter(|(_, s)| !**s).map(|(n, _)| *n).product::<usize>();
+        let mut rng = simpleop::Rng::new(env.seed_or_draw(), 0);
+        let values: Vec<f64> = (0..draws)
+            .map(|_| if !drop { 1.0 } else if rng.uniform() < keep { scale } else { 0.0 })
+            .collect();
+        let from = <<T as Float>::Compute as Element>::from_f64;
+        let (head, mask) = outs.split_at_mut(1);
+        let y = head[0].as_slice_mut::<T>()?;
+        // Inference does not read the mask: its view then has no storage.
+        let mut mk = match reqs[1] {
+            OpReqType::Null => None,
+            _ => Some(mask[0].as_slice_mut::<T>()?),
+        };
+        for i in 0..xs.len() {
+            let m = values[mask_index(&dims, &shared, i)];
+            reqs[0].assign(&mut y[i], from(xs[i].to_f64() * m));
+            if let Some(mk) = mk.as_deref_mut() {
+                reqs[1].assign(&mut mk[i], from(m));
+            }
+        }
+        Ok(())
+    }, _ => Err(float_error(DROPOUT, "data", dtype)))
+}
+
+fn dropout_backward(
+    dys: &[Option<TBlob<'_>>],
+    ys: &[TBlob<'_>],
+    grads: &mut [TBlobMut<'_>],
+    reqs: &[OpReqType],
+) -> Result<()> {
+    let [_, mask] = ys else {
+        return Err(simpleop::Error::invalid(
+            DROPOUT,
+            "outputs",
+            "expected output and mask",
+        ));
+    };
+    let dtype = mask.dtype();
+    dispatch_float!(dtype, T => {
+        let mk = mask.as_slice::<T>()?;
+        let dx = grads[0].as_slice_mut::<T>()?;
+        let from = <<T as Float>::Compute as Element>::from_f64;
+        match &dys[0] {
+            Some(dy) => {
+                for ((o, d), m) in dx.iter_mut().zip(dy.as_slice::<T>()?).zip(mk) {
+                    reqs[0].assign(o, from(d.to_f64() * m.to_f64()));
+                }
+            }
+            None => {
+                for o in dx.iter_mut() {
+                    reqs[0].assign(o, from(0.0));
+                }
+            }
+        }
+        Ok(())
+    }, _ => Err(float_error(DROPOUT, "data", dtype)))
+}

@@ -1,0 +1,107 @@
+//! The gradient checker on issue 34's ops with several outputs,
+//! kwargs-dependent inputs and aux states: every float dtype and every
+//! `OpReqType` of the backward pass, against central differences of the
+//! outputs that get a head gradient.
+
+use simpleop::gradcheck::GradCheck;
+
+fn check(c: GradCheck) {
+    simpleop_ops::link();
+    let report = c.run().unwrap_or_else(|e| panic!("{e}"));
+    // Three requests per float dtype at least.
+    assert!(report.rows.len() >= 12, "{report:?}");
+    assert!(report.rows.iter().all(|r| r.2 <= 1.0), "{report:?}");
+}
+
+#[test]
+fn concat_stack_and_add_n() {
+    check(
+        GradCheck::new("Concat")
+            .attr("num_args", 3)
+            .attr("dim", 1)
+            .shapes(&[&[2, 1, 3], &[2, 2, 3], &[2, 3, 3]]),
+    );
+    check(
+        GradCheck::new("stack")
+            .attr("num_args", 2)
+            .attr("axis", -1)
+            .shapes(&[&[2, 3], &[2, 3]]),
+    );
+    check(
+        GradCheck::new("add_n")
+            .attr("num_args", 3)
+            .shapes(&[&[3, 2], &[3, 2], &[3, 2]]),
+    );
+}
+
+#[test]
+fn split_with_a_head_on_every_output_and_on_one() {
+    let split = || {
+        GradCheck::new("SliceChannel")
+            .attr("num_outputs", 3)
+            .attr("axis", 0)
+            .shapes(&[&[6, 2]])
+    };
+    check(split());
+    // Outputs 0 and 2 unread: their pieces of the gradient are zero.
+    check(split().heads(&[1]));
+    check(
+        GradCheck::new("SliceChannel")
+            .attr("num_outputs", 2)
+            .attr("squeeze_axis", "True")
+            .shapes(&[&[3, 2, 2]]),
+    );
+}
+
+#[test]
+fn batch_norm_in_training_and_with_global_stats() {
+    let bn = |attrs: &[(&str, &str)]| {
+        let mut c = GradCheck::new("BatchNorm")
+            .shapes(&[&[4, 3, 2], &[3], &[3]])
+            .train()
+            .heads(&[0]);
+        for (k, v) in attrs {
+            c = c.attr(k, v);
+        }
+        c
+    };
+    check(bn(&[("fix_gamma", "False")]));
+    check(bn(&[("fix_gamma", "True")]));
+    check(bn(&[("fix_gamma", "False"), ("use_global_stats", "True")]));
+    let last = bn(&[("fix_gamma", "False"), ("axis", "-1"), ("eps", "0.01")]);
+    check(last.shapes(&[&[4, 3, 2], &[2], &[2]]));
+}
+
+#[test]
+fn dropout_in_training_and_topk_values() {
+    check(GradCheck::new("Dropout").attr("p", 0.3).train().heads(&[0]));
+    check(
+        GradCheck::new("Dropout")
+            .attr("p", 0.3)
+            .attr("mode", "always")
+            .heads(&[0]),
+    );
+    check(
+        GradCheck::new("topk")
+            .attr("k", 2)
+            .attr("ret_typ", "value")
+            .heads(&[0]),
+    );
+    check(
+        GradCheck::new("topk")
+            .attr("k", 2)
+            .attr("axis", 0)
+            .attr("ret_typ", "both")
+            .heads(&[0]),
+    );
+}
+
+#[test]
+fn fully_connected_without_bias() {
+    check(
+        GradCheck::new("FullyConnected")
+            .attr("num_hidden", 3)
+            .attr("no_bias", "True")
+            .shapes(&[&[2, 4], &[3, 4]]),
+    );
+}
