@@ -9,7 +9,9 @@
 //!   reads the forward output (T1), in place both ways;
 //! * [`row_scale()`]: a blob-form op with serde keyword arguments
 //!   ([`RowScaleParams`]), its own shape function, dtype dispatch and
-//!   explicit [`OpReqType`] handling.
+//!   explicit [`OpReqType`] handling;
+//! * [`running_centre()`]: a blob-form op with two outputs and an aux
+//!   state updated in training, like BatchNorm.
 //!
 //! Every op gets a typed eager function (`softplus(&x)`), an `_into`
 //! variant and an `_inplace` variant, and is callable by name through
@@ -47,6 +49,9 @@ use serde::{Deserialize, Serialize};
 use simpleop::{Element, Error, Float, OpReqType, Result, Shape, simple_op};
 
 simpleop::link_ops!();
+
+mod centre;
+pub use centre::{RunningCentreParams, running_centre, running_centre_symbol};
 
 /// Softplus, a smooth ReLU: `ln(1 + e^x)`.
 #[simple_op(inplace = "OutIn")]
