@@ -40,8 +40,7 @@ pub struct LayerNormParams {
     /// Added to the variance before the square root (default 1e-5; used as
     /// an f32, MXNet's `float`).
     pub eps: f64,
-    /// MXNet's extra mean and std outputs; only `False`, the default
-    /// (single-output ops cannot show them).
+    /// Shows the mean and standard deviation outputs (hidden otherwise).
     pub output_mean_var: bool,
 }
 
@@ -169,13 +168,6 @@ fn instance_lanes(inputs: &[Shape], p: &InstanceNormParams) -> Result<(Lanes, f6
 }
 
 fn layer_lanes(inputs: &[Shape], p: &LayerNormParams) -> Result<(Lanes, f64)> {
-    if p.output_mean_var {
-        return Err(bad_kwarg(
-            LN,
-            "output_mean_var",
-            "only False is supported: the mean and std outputs need multi-output ops",
-        ));
-    }
     three(LN, inputs.len())?;
     let data = &inputs[0];
     if data.ndim() == 0 {
@@ -376,17 +368,27 @@ pub mod instance_norm {
 /// Layer normalisation (MXNet's `LayerNorm`): `data` is normalised along
 /// `axis`, then every position along it is scaled and shifted by its
 /// `gamma` and `beta` (both of that axis's size). Gradients for all three
-/// inputs. `output_mean_var=True` is refused (its extra outputs need
-/// multi-output ops).
-#[simple_op(name = "LayerNorm", blob, inputs = ["data", "gamma", "beta"], kwargs = LayerNormParams)]
+/// inputs. Its hidden outputs, shown with `output_mean_var`, are the mean
+/// and the standard deviation `√(var + eps)` of each lane, with `axis` of
+/// size 1; head gradients on them are ignored, as in MXNet.
+#[simple_op(
+    name = "LayerNorm",
+    blob,
+    inputs = ["data", "gamma", "beta"],
+    kwargs = LayerNormParams,
+    outputs = 3,
+    visible_outputs = super::ln_visible,
+    output_names = ["output", "mean", "std"]
+)]
 pub mod layer_norm {
     use super::LayerNormParams;
     use simpleop::prelude::*;
 
-    /// `data`'s shape; `gamma` and `beta` are `(data.shape[axis],)`.
-    pub fn shape(inputs: &[Shape], p: &LayerNormParams) -> Result<Shape> {
+    /// `data`'s shape, then the lanes' shape (`axis` of size 1) twice.
+    pub fn shape(inputs: &[Shape], p: &LayerNormParams) -> Result<Vec<Shape>> {
         super::layer_lanes(inputs, p)?;
-        Ok(inputs[0].clone())
+        let stats = super::lane_shape(&inputs[0], p)?;
+        Ok(vec![inputs[0].clone(), stats.clone(), stats])
     }
 
     /// `gamma` and `beta` are `(data.shape[axis],)`.
@@ -398,22 +400,25 @@ pub mod layer_norm {
         Ok(())
     }
 
-    /// `out (=|+=) γ_i (x − μ) / √(var + eps) + β_i` along `axis`.
+    /// `out (=|+=) γ_i (x − μ) / √(var + eps) + β_i` along `axis`; the
+    /// lanes' mean and std when asked for.
     pub fn forward(
         inputs: &[TBlob<'_>],
-        out: &mut TBlobMut<'_>,
-        req: OpReqType,
+        outs: &mut [TBlobMut<'_>],
+        reqs: &[OpReqType],
         p: &LayerNormParams,
     ) -> Result<()> {
         let shapes: Vec<Shape> = inputs.iter().map(|b| b.shape().clone()).collect();
         let (lanes, eps) = super::layer_lanes(&shapes, p)?;
-        super::norm_forward(super::LN, lanes, eps, inputs, out, req)
+        let (head, stats) = outs.split_at_mut(1);
+        super::norm_forward(super::LN, lanes, eps, inputs, &mut head[0], reqs[0])?;
+        super::lane_stats(lanes, eps, &inputs[0], stats, &reqs[1..])
     }
 
     /// `dx = (1/σ)(g − mean(g) − x̂ mean(g x̂))` with `g = dy γ` per lane;
     /// `dγ_i = Σ dy x̂`, `dβ_i = Σ dy` over the other axes.
     pub fn backward(
-        dy: OutGrad<&TBlob<'_>>,
+        dys: OutGrads<&[Option<TBlob<'_>>]>,
         x: Inputs<&[TBlob<'_>]>,
         grads: &mut [TBlobMut<'_>],
         req: &[OpReqType],
@@ -421,6 +426,57 @@ pub mod layer_norm {
     ) -> Result<()> {
         let shapes: Vec<Shape> = x.iter().map(|b| b.shape().clone()).collect();
         let (lanes, eps) = super::layer_lanes(&shapes, p)?;
+        let zeros;
+        let dy = match &dys[0] {
+            Some(dy) => dy.clone(),
+            None => {
+                zeros = simpleop::NDArray::zeros(x[0].shape().clone(), x[0].dtype());
+                zeros.blob()
+            }
+        };
         super::norm_backward(super::LN, lanes, eps, &dy, &x, grads, req)
     }
+}
+
+fn ln_visible(p: &LayerNormParams) -> usize {
+    if p.output_mean_var { 3 } else { 1 }
+}
+
+/// `data`'s shape with `axis` of size 1: one entry per lane.
+fn lane_shape(data: &Shape, p: &LayerNormParams) -> Result<Shape> {
+    let k = axis_of(LN, "axis", p.axis, data.ndim())?;
+    let mut dims = data.dims().to_vec();
+    dims[k] = 1;
+    Ok(Shape::new(dims))
+}
+
+/// Each lane's mean and `√(var + eps)` into `stats`, per request.
+fn lane_stats(
+    lanes: Lanes,
+    eps: f64,
+    x: &TBlob<'_>,
+    stats: &mut [TBlobMut<'_>],
+    reqs: &[OpReqType],
+) -> Result<()> {
+    if reqs.iter().all(|r| *r == OpReqType::Null) {
+        return Ok(());
+    }
+    dispatch_float!(x.dtype(), T => {
+        let xs = x.as_slice::<T>()?;
+        let from = <<T as Float>::Compute as Element>::from_f64;
+        let moments: Vec<(f64, f64)> = (0..lanes.count()).map(|l| moments(xs, lanes, l, eps)).collect();
+        for (k, (s, req)) in stats.iter_mut().zip(reqs).enumerate() {
+            if *req == OpReqType::Null {
+                continue;
+            }
+            let out = s.as_slice_mut::<T>()?;
+            // Lane `l` = (o, j) of `outer × inner` sits at o·inner + j, as
+            // the lanes' shape is `data`'s with the axis of size 1.
+            for (l, &(mean, rstd)) in moments.iter().enumerate() {
+                let v = if k == 0 { mean } else { 1.0 / rstd };
+                req.assign(&mut out[l], from(v));
+            }
+        }
+        Ok(())
+    }, _ => Err(float_error(LN, "data", x.dtype())))
 }

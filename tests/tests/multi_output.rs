@@ -169,10 +169,12 @@ fn eager_calls_follow_the_training_mode() {
         .filter(|&&v| v == 0.0)
         .count();
     assert!((150..350).contains(&dropped), "{dropped}");
-    // The single-output entry points refuse an op with several outputs.
-    let err = eager::invoke("Dropout", &[&x], &attrs)
-        .unwrap_err()
-        .to_string();
+    // The one-output call gives the visible output of an op whose others
+    // are hidden, and refuses one that shows several.
+    let y = eager::invoke("Dropout", &[&x], &attrs).unwrap();
+    assert_eq!(y.to_vec::<f32>().unwrap(), x.to_vec::<f32>().unwrap());
+    let two = Attrs::new().with("num_outputs", 2).with("axis", 0);
+    let err = eager::invoke("split", &[&x], &two).unwrap_err().to_string();
     assert!(err.contains("invoke_outputs"), "{err}");
 }
 

@@ -420,3 +420,22 @@ fn a_bound_export_lists_aux_states_apart_and_saves_them() {
     let got = exec.aux("bnmlp_batchnorm0_running_var").unwrap();
     assert_eq!(got.to_f64_vec(), want.to_f64_vec());
 }
+
+#[test]
+fn simpleop_graph_binds_a_gluon_export_from_the_data_shape_alone() {
+    let dir = temp_dir("graph");
+    let dot = dir.join("bnmlp.dot");
+    let symbol = format!("{MODELS}/bnmlp-symbol.json");
+    let args = ["graph", &symbol, "--shape", "data=4,6", "--train", "-o"];
+    run(&[&args[..], &[dot.to_str().unwrap()]].concat());
+    let text = std::fs::read_to_string(&dot).unwrap();
+    // The weight and the aux states' shapes came from the data's.
+    assert!(
+        text.contains("bnmlp_dense0_weight\\n(8, 6) float32"),
+        "{text}"
+    );
+    assert!(
+        text.contains("bnmlp_batchnorm0_running_var\\n(8,) float32\\n[aux state]"),
+        "{text}"
+    );
+}

@@ -94,6 +94,17 @@ pub fn invoke_outputs(
     run_outputs(registered(op)?, inputs, aux, env)
 }
 
+/// Output 0 of an op whose other outputs are hidden (Dropout's mask,
+/// LayerNorm's statistics): what `eager::invoke` returns for it.
+pub(super) fn first_output(
+    entry: &'static RegisteredOp,
+    inputs: &[&NDArray],
+    env: &EnvArguments,
+) -> Result<NDArray> {
+    let mut outs = run_outputs(entry, inputs, &mut [], env)?;
+    Ok(outs.swap_remove(0))
+}
+
 fn run_outputs(
     entry: &'static RegisteredOp,
     inputs: &[&NDArray],
