@@ -4,12 +4,13 @@
 //! attribute generates, by a typed function that lands in [`invoke_with`],
 //! [`invoke_into`] or [`invoke_inplace`].
 
-use std::borrow::Cow;
-use std::cell::Cell;
-
 use smallvec::SmallVec;
 
+mod lookup;
 mod outputs;
+
+pub use lookup::lookup;
+use lookup::{registered, seeded};
 
 pub use outputs::{
     TrainingGuard, invoke_backward_outputs, invoke_outputs, invoke_outputs_by_name, is_training,
@@ -18,38 +19,9 @@ pub use outputs::{
 
 use crate::{
     Attrs, DType, EnvArguments, Error, GradArgs, NDArray, OpCall, OpDef, OpForm, OpReqType,
-    RegisteredOp, Registry, Result, RunContext, Shape, TBlob, TBlobMut,
+    RegisteredOp, Result, RunContext, Shape, TBlob, TBlobMut,
     op::{DTypeFn, ShapeFn, check_blob},
 };
-
-/// Looks an op up in the global registry.
-pub fn lookup(name: &str) -> Result<&'static RegisteredOp> {
-    Registry::global()?.get(name)
-}
-
-fn registered(op: &'static OpDef) -> Result<&'static RegisteredOp> {
-    thread_local! {
-        // The last op looked up: the global registry never changes once
-        // built, so a typed call in a loop skips the name's hash lookup.
-        static LAST: Cell<Option<(&'static OpDef, &'static RegisteredOp)>> =
-            const { Cell::new(None) };
-    }
-    if let Some((def, entry)) = LAST.get()
-        && std::ptr::eq(def, op)
-    {
-        return Ok(entry);
-    }
-    let entry = lookup(op.name)?;
-    if !std::ptr::eq(entry.def, op) {
-        return Err(Error::DuplicateOp {
-            op: op.name.into(),
-            first: entry.def.location.into(),
-            second: op.location.into(),
-        });
-    }
-    LAST.set(Some((op, entry)));
-    Ok(entry)
-}
 
 /// Runs op `name` with string attributes (as in a graph file).
 ///
@@ -188,16 +160,6 @@ fn eager_context() -> RunContext {
     RunContext {
         is_train: is_training(),
         ..RunContext::default()
-    }
-}
-
-/// `env`, with a seed drawn now when the op uses random numbers and none
-/// was given, so that the call is reproducible from its arguments.
-fn seeded<'e>(op: &OpDef, env: &'e EnvArguments) -> Cow<'e, EnvArguments> {
-    if op.resources.rng {
-        Cow::Owned(env.clone().with_seed(env.seed_or_draw()))
-    } else {
-        Cow::Borrowed(env)
     }
 }
 

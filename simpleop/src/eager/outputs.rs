@@ -6,7 +6,7 @@ use std::cell::Cell;
 
 use smallvec::SmallVec;
 
-use super::{lookup, registered, seeded};
+use super::lookup::{lookup, registered, seeded};
 use crate::{
     Attrs, EnvArguments, NDArray, OpCall, OpDef, OpReqType, RegisteredOp, Result, RunContext,
     TBlob, TBlobMut, op::check_blob,
