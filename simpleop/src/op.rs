@@ -211,7 +211,9 @@ pub struct GradArgs<'a> {
     /// Per output, its gradient; `None` for an output no one reads, whose
     /// gradient is zero (not allocated). One entry for a one-output op.
     pub out_grads: Vec<Option<TBlob<'a>>>,
-    /// Every forward output, when the gradient needs them (else empty).
+    /// For an op with several outputs, every forward output when the
+    /// gradient reads them; otherwise empty (a one-output op reads
+    /// `output`).
     pub outputs: Vec<TBlob<'a>>,
 }
 

@@ -674,12 +674,16 @@ impl Executor {
                 .chain(step.more_out_grads.iter().copied())
                 .map(|g| g.map(|v| at.view(v)))
                 .collect();
-            let outputs: Vec<TBlob<'_>> = step
-                .output
-                .iter()
-                .chain(step.more_outputs)
-                .map(|&v| at.view(v))
-                .collect();
+            // Every output, for an op with several that reads them.
+            let outputs: Vec<TBlob<'_>> = match step.more_outputs {
+                [] => Vec::new(),
+                more => step
+                    .output
+                    .iter()
+                    .chain(more)
+                    .map(|&v| at.view(v))
+                    .collect(),
+            };
             let out_grad = match &out_grads[0] {
                 Some(g) => g.clone(),
                 None => TBlob::empty(self.dtypes[n]),
@@ -689,11 +693,7 @@ impl Executor {
                 output: step.output.map(|v| at.view(v)),
                 inputs: step.inputs.iter().map(|x| x.map(|v| at.view(v))).collect(),
                 out_grads,
-                outputs: if step.more_outputs.is_empty() {
-                    Vec::new()
-                } else {
-                    outputs
-                },
+                outputs,
             };
             let mut blobs = Vec::with_capacity(step.grads.len());
             let mut reqs = Vec::with_capacity(step.grads.len());
