@@ -153,8 +153,10 @@ pub mod batch_norm {
     use super::BatchNormParams;
     use simpleop::prelude::*;
 
-    /// `data`'s shape, then `(C,)` twice.
+    /// `data`'s shape, then `(C,)` twice. Checks `eps` and `momentum`
+    /// here, so that a bad one fails at bind, not halfway through a pass.
     pub fn shape(inputs: &[Shape], p: &BatchNormParams) -> Result<Vec<Shape>> {
+        super::constants(p)?;
         let ch = super::Channels::of(&inputs[0], p)?;
         super::check_channels(&["gamma", "beta"], &[&inputs[1], &inputs[2]], ch.c)?;
         let c = Shape::new(vec![ch.c]);
@@ -238,6 +240,18 @@ fn bn_forward(
         crate::common::require_same_dtype(BN, arg, d, dtype, "data")?;
     }
     let batch_stats = ctx.is_train && !p.use_global_stats;
+    if x.is_empty() {
+        if batch_stats {
+            // No statistics to take: the moving ones would become NaN.
+            return Err(shape_error(
+                BN,
+                "data",
+                "a non-empty batch in training",
+                x.shape(),
+            ));
+        }
+        return Ok(());
+    }
     dispatch_float!(dtype, T => {
         let (xs, g, b) = (x.as_slice::<T>()?, gamma.as_slice::<T>()?, beta.as_slice::<T>()?);
         let m = ch.per_channel() as f64;
@@ -309,6 +323,37 @@ fn bn_backward(
     };
     let ch = Channels::of(x.shape(), p)?;
     let dtype = x.dtype();
+    check_channels(
+        &["gamma", "mean", "var"],
+        &[gamma.shape(), mean.shape(), inv.shape()],
+        ch.c,
+    )?;
+    for (k, (arg, g)) in ["data_grad", "gamma_grad", "beta_grad"]
+        .iter()
+        .zip(grads.iter())
+        .enumerate()
+    {
+        let like = if k == 0 { x.shape() } else { gamma.shape() };
+        if reqs[k] != OpReqType::Null && g.shape() != like {
+            return Err(shape_error(BN, arg, like.to_string(), g.shape()));
+        }
+    }
+    if let Some(dy) = &dys[0]
+        && dy.shape() != x.shape()
+    {
+        return Err(shape_error(
+            BN,
+            "out_grad",
+            x.shape().to_string(),
+            dy.shape(),
+        ));
+    }
+    if x.is_empty() {
+        for (g, r) in grads.iter_mut().zip(reqs) {
+            crate::common::zero_grad(g, *r)?;
+        }
+        return Ok(());
+    }
     dispatch_float!(dtype, T => {
         let (xs, g) = (x.as_slice::<T>()?, gamma.as_slice::<T>()?);
         let (mean, inv) = (mean.as_slice::<T>()?, inv.as_slice::<T>()?);

@@ -59,6 +59,24 @@ fn dropping(p: &DropoutParams, is_train: bool) -> Result<bool> {
     Ok((always || is_train) && p.p > 0.0)
 }
 
+/// Per axis, whether one mask value is shared along it (`axes`).
+fn shared_axes(p: &DropoutParams, ndim: usize) -> Result<Vec<bool>> {
+    let mut shared = vec![false; ndim];
+    for &a in &p.axes {
+        shared[axis_of(DROPOUT, "axes", a, ndim)?] = true;
+    }
+    Ok(shared)
+}
+
+/// The output and mask have `x`'s shape and dtype.
+fn check_outputs(x: &TBlob<'_>, outs: &[TBlobMut<'_>]) -> Result<()> {
+    for (o, arg) in outs.iter().zip(["output", "mask"]) {
+        let got = crate::common::meta_mut(o);
+        crate::common::check_blob(DROPOUT, arg, got, x.shape(), x.dtype())?;
+    }
+    Ok(())
+}
+
 /// The mask's index for element `i`: shared along `axes`.
 fn mask_index(dims: &[usize], shared: &[bool], mut i: usize) -> usize {
     let (mut at, mut stride) = (0, 1);
@@ -91,8 +109,11 @@ pub mod dropout {
     use super::DropoutParams;
     use simpleop::prelude::*;
 
-    /// `data`'s shape, twice.
-    pub fn shape(inputs: &[Shape], _p: &DropoutParams) -> Result<Vec<Shape>> {
+    /// `data`'s shape, twice. Checks `p`, `mode` and `axes` here, so that
+    /// a bad one fails at bind, not halfway through a pass.
+    pub fn shape(inputs: &[Shape], p: &DropoutParams) -> Result<Vec<Shape>> {
+        super::dropping(p, false)?;
+        super::shared_axes(p, inputs[0].ndim())?;
         Ok(vec![inputs[0].clone(), inputs[0].clone()])
     }
 
@@ -129,11 +150,12 @@ fn dropout_forward(
 ) -> Result<()> {
     let drop = dropping(p, ctx.is_train)?;
     let dims = x.shape().dims().to_vec();
-    let mut shared = vec![false; dims.len()];
-    for &a in &p.axes {
-        shared[axis_of(DROPOUT, "axes", a, dims.len())?] = true;
-    }
+    let shared = shared_axes(p, dims.len())?;
     let dtype = x.dtype();
+    check_outputs(x, outs)?;
+    if x.is_empty() {
+        return Ok(());
+    }
     dispatch_float!(dtype, T => {
         let xs = x.as_slice::<T>()?;
         let keep = 1.0 - p.p;
@@ -176,6 +198,12 @@ fn dropout_backward(
             "expected output and mask",
         ));
     };
+    let (shape, dtype) = (mask.shape(), mask.dtype());
+    let dx = crate::common::meta_mut(&grads[0]);
+    crate::common::check_blob(DROPOUT, "data_grad", dx, shape, dtype)?;
+    if let Some(dy) = &dys[0] {
+        crate::common::check_blob(DROPOUT, "out_grad", crate::common::meta(dy), shape, dtype)?;
+    }
     let dtype = mask.dtype();
     dispatch_float!(dtype, T => {
         let mk = mask.as_slice::<T>()?;

@@ -41,6 +41,9 @@ impl Block {
     /// Writes the part `src` into the joined `dst`.
     fn join<E: Element>(self, src: &[E], dst: &mut [E], req: OpReqType) {
         let n = self.len * self.inner;
+        if n == 0 {
+            return;
+        }
         for o in 0..self.outer {
             let at = (o * self.total + self.start) * self.inner;
             assign(&mut dst[at..at + n], &src[o * n..(o + 1) * n], req);
@@ -49,6 +52,9 @@ impl Block {
     /// Writes the part of the joined `src` into `dst`.
     fn part<E: Element>(self, src: &[E], dst: &mut [E], req: OpReqType) {
         let n = self.len * self.inner;
+        if n == 0 {
+            return;
+        }
         for o in 0..self.outer {
             let at = (o * self.total + self.start) * self.inner;
             assign(&mut dst[o * n..(o + 1) * n], &src[at..at + n], req);
@@ -254,10 +260,19 @@ pub mod concat {
     ) -> Result<()> {
         let shapes: Vec<Shape> = grads.iter().map(|b| b.shape().clone()).collect();
         let (k, lens) = super::concat_axis(&shapes, p)?;
+        super::check_dy(super::CONCAT, &dy, &shape(&shapes, p)?)?;
         let bl = super::blocks(shapes[0].dims(), k, &lens);
         let whole = vec![Some((*dy).clone()); grads.len()];
         super::part_all(super::CONCAT, &whole, grads, reqs, &bl)
     }
+}
+
+/// The output gradient has the output's shape.
+fn check_dy(op: &str, dy: &TBlob<'_>, want: &Shape) -> Result<()> {
+    if dy.shape() != want {
+        return Err(shape_error(op, "out_grad", want.to_string(), dy.shape()));
+    }
+    Ok(())
 }
 
 /// One dtype for all inputs, any dtype.
@@ -382,7 +397,10 @@ pub mod slice_channel {
         p: &SliceChannelParams,
     ) -> Result<()> {
         let data = grads[0].shape().clone();
-        let (k, len, _) = super::split_geometry(&data, p)?;
+        let (k, len, piece) = super::split_geometry(&data, p)?;
+        for dy in dys.iter().flatten() {
+            super::check_dy(super::SPLIT, dy, &piece)?;
+        }
         let bl = super::blocks(data.dims(), k, &vec![len; p.num_outputs]);
         super::join_grads(super::SPLIT, &dys, &mut grads[0], reqs[0], &bl)
     }
@@ -504,6 +522,7 @@ pub mod stack {
     ) -> Result<()> {
         let shapes: Vec<Shape> = grads.iter().map(|b| b.shape().clone()).collect();
         let k = super::stack_axis(&shapes, p)?;
+        super::check_dy(super::STACK, &dy, &shape(&shapes, p)?)?;
         let bl = super::blocks(dy.shape().dims(), k, &vec![1; grads.len()]);
         let whole = vec![Some((*dy).clone()); grads.len()];
         super::part_all(super::STACK, &whole, grads, reqs, &bl)
@@ -568,6 +587,8 @@ pub mod add_n {
         _p: &AddNParams,
     ) -> Result<()> {
         let n = grads.len();
+        let shapes: Vec<Shape> = grads.iter().map(|b| b.shape().clone()).collect();
+        super::check_dy(super::ADD_N, &dy, &shape(&shapes, _p)?)?;
         let bl = vec![
             super::Block {
                 outer: 1,

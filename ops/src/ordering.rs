@@ -108,6 +108,10 @@ fn for_each_sorted<T: Float>(
     is_ascend: bool,
     mut f: impl FnMut(usize, usize, &[usize]),
 ) {
+    // No lanes hold anything (and there may be 2⁴⁰ empty ones).
+    if x.is_empty() {
+        return;
+    }
     let mut order: Vec<usize> = Vec::with_capacity(len);
     let mut keys: Vec<f64> = Vec::with_capacity(len);
     for o in 0..outer {
@@ -196,7 +200,7 @@ fn sort_backward(
 
 /// Errors unless `dtype` holds every index below `len` exactly (MXNet's
 /// check).
-fn indices_fit(dtype: DType, len: usize) -> Result<()> {
+fn indices_fit(op: &str, dtype: DType, len: usize) -> Result<()> {
     let max_exact: u64 = match dtype {
         DType::F16 => 2048,
         DType::BF16 => 256,
@@ -207,7 +211,7 @@ fn indices_fit(dtype: DType, len: usize) -> Result<()> {
     };
     if len > 0 && (len - 1) as u64 > max_exact {
         return Err(bad_kwarg(
-            "argsort",
+            op,
             "dtype",
             format!(
                 "{dtype} cannot hold the index {} exactly; use a wider dtype",
@@ -227,7 +231,7 @@ fn argsort_forward(
     let x = one("argsort", inputs)?;
     let (lanes, oshape) = sort_geometry("argsort", x.shape(), p.axis)?;
     let dtype = dtype_attr("argsort", "dtype", &p.dtype)?;
-    indices_fit(dtype, lanes.1)?;
+    indices_fit("argsort", dtype, lanes.1)?;
     if req == OpReqType::Null {
         return Ok(());
     }
@@ -296,7 +300,7 @@ pub mod argsort {
     pub fn shape(inputs: &[Shape], p: &ArgSortParams) -> Result<Shape> {
         let (lanes, shape) = super::sort_geometry("argsort", &inputs[0], p.axis)?;
         let dtype = crate::common::dtype_attr("argsort", "dtype", &p.dtype)?;
-        super::indices_fit(dtype, lanes.1)?;
+        super::indices_fit("argsort", dtype, lanes.1)?;
         Ok(shape)
     }
 
@@ -430,8 +434,11 @@ fn topk_forward(
     let (lanes, k, _) = topk_geometry(x.shape(), p)?;
     let typ = ret_typ(p)?;
     let index_dtype = dtype_attr(TOPK, "dtype", &p.dtype)?;
-    indices_fit(index_dtype, lanes.1)?;
+    indices_fit(TOPK, index_dtype, lanes.1)?;
     let (outer, len, inner) = lanes;
+    if x.is_empty() {
+        return Ok(());
+    }
     // The kept elements' lane offsets, `k` per lane, in lane order.
     let mut picks: Vec<(usize, usize, usize)> = Vec::with_capacity(outer * inner * k);
     dispatch_float!(x.dtype(), T => {
@@ -500,10 +507,24 @@ fn topk_backward(
         return Ok(());
     }
     let data = grads[0].shape().clone();
-    let (lanes, k, _) = topk_geometry(&data, p)?;
+    let (lanes, k, kept) = topk_geometry(&data, p)?;
     let (_, len, inner) = lanes;
     let typ = ret_typ(p)?;
     let dtype = grads[0].dtype();
+    if let (RetTyp::Value | RetTyp::Both, Some(dy)) = (typ, &dys[0]) {
+        check_blob(TOPK, "out_grad", meta(dy), &kept, dtype)?;
+        let ix = ys.get(1).ok_or_else(|| {
+            Error::invalid(TOPK, "outputs", "the gradient reads the indices output")
+        })?;
+        if ix.shape() != &kept {
+            return Err(crate::common::shape_error(
+                TOPK,
+                "indices",
+                kept.to_string(),
+                ix.shape(),
+            ));
+        }
+    }
     dispatch_float!(dtype, T => {
         let g = grads[0].as_slice_mut::<T>()?;
         if req != OpReqType::AddTo {
@@ -511,6 +532,9 @@ fn topk_backward(
         }
         if let (RetTyp::Value | RetTyp::Both, Some(dy), Some(ix)) = (typ, &dys[0], ys.get(1)) {
             let (d, ix) = (dy.as_slice::<T>()?, crate::common::values_f64(ix)?);
+            if let Some(&j) = ix.iter().find(|&&j| !(j >= 0.0 && j < len as f64)) {
+                return Err(Error::invalid(TOPK, "indices", format!("index {j} outside 0..{len}")));
+            }
             for (n, (&dv, &j)) in d.iter().zip(&ix).enumerate() {
                 // `n` is `(o, i, jj)` of the `(outer, k, inner)` values.
                 let (o, jj) = (n / (k * inner), n % inner);

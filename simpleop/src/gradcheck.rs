@@ -143,7 +143,7 @@ impl GradCheck {
                         self.low,
                         self.high,
                         DType::F64,
-                        self.seed + i as u64,
+                        self.seed.wrapping_add(i as u64),
                     )
                     .map(|a| a.to_f64_vec())
                 })

@@ -199,6 +199,68 @@ fn check_aux_shapes(
     Ok(())
 }
 
+/// Checks every array a backward call is given against what inference
+/// gives for `inputs`: counts, then each output gradient and output (when
+/// the gradient reads them) and each gradient buffer's shape and dtype.
+#[allow(clippy::too_many_arguments)]
+fn check_backward_arrays(
+    op: &OpDef,
+    env: &EnvArguments,
+    needs_output: bool,
+    out_grads: &[Option<&NDArray>],
+    outputs: &[&NDArray],
+    inputs: &[&NDArray],
+    grads: &[NDArray],
+    reqs: &[OpReqType],
+) -> Result<()> {
+    let n_args = op.num_arguments(env);
+    for (what, got) in [
+        ("inputs", inputs.len()),
+        ("grads", grads.len()),
+        ("reqs", reqs.len()),
+    ] {
+        if got != n_args {
+            return Err(crate::Error::invalid(
+                op.name,
+                what,
+                format!("expected {n_args}, one per argument, got {got}"),
+            ));
+        }
+    }
+    let shapes: Vec<_> = inputs.iter().map(|a| a.shape().clone()).collect();
+    let dtypes: Vec<_> = inputs.iter().map(|a| a.dtype()).collect();
+    let out_shapes = op.output_shapes(&shapes, env)?;
+    let out_dtypes = op.output_dtypes(&dtypes, env)?;
+    let n_out = out_shapes.len();
+    if out_grads.len() != n_out || (needs_output && outputs.len() != n_out) {
+        return Err(crate::Error::invalid(
+            op.name,
+            "out_grads",
+            format!(
+                "expected {n_out} output gradients{}, got {} and {} outputs",
+                if needs_output { " and outputs" } else { "" },
+                out_grads.len(),
+                outputs.len()
+            ),
+        ));
+    }
+    let given = out_grads.iter().map(|g| ("out_grad", *g));
+    let given = given.chain(outputs.iter().map(|o| ("output", Some(*o))));
+    for (k, (what, a)) in given.enumerate() {
+        if let Some(a) = a {
+            let (s, d) = (&out_shapes[k % n_out], out_dtypes[k % n_out]);
+            check_blob(op, what, a.shape(), a.dtype(), s, d)?;
+        }
+    }
+    for (i, (g, x)) in grads.iter().zip(inputs).enumerate() {
+        if reqs[i] != OpReqType::Null {
+            let arg = format!("{}_grad", op.input_name(i));
+            check_blob(op, &arg, g.shape(), g.dtype(), x.shape(), x.dtype())?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs `op`'s backward kernel for any op, with one optional gradient per
 /// output (`None`: nothing reads that output, its gradient is zero) and
 /// the forward outputs (`outputs`, all of them, when the gradient reads
@@ -214,24 +276,19 @@ pub fn invoke_backward_outputs(
     reqs: &[OpReqType],
 ) -> Result<()> {
     let entry = registered(op)?;
-    let n_args = op.num_arguments(env);
-    if inputs.len() != n_args || grads.len() != n_args || reqs.len() != n_args {
-        return Err(crate::Error::Arity {
-            op: op.name.into(),
-            expected: n_args,
-            got: inputs.len(),
-        });
-    }
-    if out_grads.len() != op.num_outputs(env) {
-        return Err(crate::Error::invalid(
-            op.name,
-            "out_grads",
-            format!("expected {}, one per output", op.num_outputs(env)),
-        ));
-    }
     let spec = op
         .gradient
         .ok_or_else(|| crate::Error::NoGradient { op: op.name.into() })?;
+    check_backward_arrays(
+        op,
+        env,
+        spec.needs_output,
+        out_grads,
+        outputs,
+        inputs,
+        grads,
+        reqs,
+    )?;
     let ctx = RunContext {
         is_train: true,
         ..RunContext::default()

@@ -48,7 +48,9 @@ impl General<'_> {
             .aux_shapes()?
             .into_iter()
             .enumerate()
-            .map(|(i, s)| NDArray::random_uniform(s, 0.5, 1.5, dtype, self.seed + 50 + i as u64))
+            .map(|(i, s)| {
+                NDArray::random_uniform(s, 0.5, 1.5, dtype, self.seed.wrapping_add(50 + i as u64))
+            })
             .collect::<Result<_>>()?;
         let mut refs: Vec<&mut NDArray> = aux.iter_mut().collect();
         let inputs: Vec<&NDArray> = xs.iter().collect();

@@ -189,12 +189,19 @@ impl Symbol {
     /// (`fc1_output`, `bn0_mean`, `split0_output1`), the variable's name
     /// for a variable.
     pub fn list_outputs(&self) -> Vec<String> {
+        // One list of names per node, not per head: a split shows
+        // thousands of outputs of one node.
+        let mut names: Option<(*const Node, Vec<String>)> = None;
         self.heads
             .iter()
             .map(|e| match e.node.op {
                 Some(op) => {
-                    let names = op.output_names(&e.node.env);
-                    let out = names.get(e.index).map_or("output", String::as_str);
+                    let ptr = Arc::as_ptr(&e.node);
+                    if names.as_ref().is_none_or(|(p, _)| *p != ptr) {
+                        names = Some((ptr, op.output_names(&e.node.env)));
+                    }
+                    let list = names.as_ref().map(|(_, n)| n.as_slice()).unwrap_or(&[]);
+                    let out = list.get(e.index).map_or("output", String::as_str);
                     format!("{}_{out}", e.node.name)
                 }
                 None => e.node.name.clone(),

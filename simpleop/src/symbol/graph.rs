@@ -133,6 +133,8 @@ impl Graph {
     /// Argument and aux-state names are how arrays are bound, so they must
     /// be unique, and a variable is either an argument or an aux state.
     pub(crate) fn check_unique_arguments(&self) -> Result<()> {
+        let mut is_aux = vec![false; self.nodes.len()];
+        self.aux.iter().for_each(|&a| is_aux[a] = true);
         for (n, node) in self.nodes.iter().enumerate() {
             let aux = &node.inputs[node.num_args()..];
             if let Some(k) = (1..aux.len()).find(|&k| aux[..k].contains(&aux[k])) {
@@ -142,7 +144,7 @@ impl Graph {
                 )));
             }
             for (i, &src) in node.inputs.iter().enumerate() {
-                if i < node.num_args() && self.aux.contains(&src) {
+                if i < node.num_args() && is_aux[src] {
                     return Err(node.error(Error::argument(
                         &self.nodes[src].name,
                         format!(

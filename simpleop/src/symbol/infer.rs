@@ -172,14 +172,13 @@ fn infer_node<V: Clone + PartialEq + std::fmt::Display>(
     let node = &g.nodes[n];
     let what = rule.what;
     let settled = node.inputs.iter().all(|&i| values[i].is_some());
-    if !settled {
-        let mut ins: Vec<Option<V>> = node.inputs.iter().map(|&i| values[i].clone()).collect();
-        (rule.complete)(n, &mut ins).map_err(|e| node.error(e))?;
-        for (&i, v) in node.inputs.iter().zip(ins) {
-            if values[i].is_none() && v.is_some() {
-                values[i] = v;
-                changed.push(i);
-            }
+    // Also when all are known: the rule checks them (aux states' shapes).
+    let mut ins: Vec<Option<V>> = node.inputs.iter().map(|&i| values[i].clone()).collect();
+    (rule.complete)(n, &mut ins).map_err(|e| node.error(e))?;
+    for (&i, v) in node.inputs.iter().zip(ins) {
+        if values[i].is_none() && v.is_some() {
+            values[i] = v;
+            changed.push(i);
         }
     }
     let args = &node.inputs[..node.num_args()];
@@ -326,7 +325,11 @@ pub(crate) fn node_shapes(g: &Graph, known: &HashMap<String, Shape>) -> Result<V
     let complete = |n: usize, ins: &mut [Option<Shape>]| {
         let node = &g.nodes[n];
         let op = node.op.expect("op nodes only");
-        op.complete_shapes.map_or(Ok(()), |f| f(op, ins, &node.env))
+        let Some(f) = op.complete_shapes else {
+            return Ok(());
+        };
+        f(op, ins, &node.env)?;
+        check_against_data(op, ins, &node.env, f)
     };
     let rule = Rule {
         what: "shape",
@@ -335,6 +338,36 @@ pub(crate) fn node_shapes(g: &Graph, known: &HashMap<String, Shape>) -> Result<V
     };
     fixed_point(g, &mut values, rule)?;
     Ok(values)
+}
+
+/// Checks the known inputs against what the op infers from its data
+/// (input 0) alone: a weight or aux state bound with the wrong shape is a
+/// bind-time error naming it, not a kernel's halfway through a pass.
+fn check_against_data(
+    op: &crate::OpDef,
+    ins: &[Option<Shape>],
+    env: &crate::EnvArguments,
+    f: crate::op::CompleteFn,
+) -> Result<()> {
+    let Some(data) = ins.first().cloned().flatten() else {
+        return Ok(());
+    };
+    let mut probe: Vec<Option<Shape>> = vec![None; ins.len()];
+    probe[0] = Some(data);
+    f(op, &mut probe, env)?;
+    for (i, (have, want)) in ins.iter().zip(probe).enumerate().skip(1) {
+        if let (Some(have), Some(want)) = (have, want)
+            && *have != want
+        {
+            return Err(Error::ShapeMismatch {
+                op: op.name.into(),
+                arg: op.input_name(i).into(),
+                expected: format!("{want} (from the shape of `{}`)", op.input_name(0)),
+                got: have.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Per-node output dtypes (complete or not). An op that completes its

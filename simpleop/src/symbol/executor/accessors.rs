@@ -215,11 +215,14 @@ impl Executor {
             let (name, value) = (name.as_ref(), value.borrow());
             let target = match name.strip_prefix(AUX_PREFIX) {
                 Some(aux) => self.aux_index(aux).map(|k| n_args + k),
-                None => {
-                    let bare = name.strip_prefix(ARG_PREFIX).unwrap_or(name);
-                    let aux = || self.aux_index(bare).map(|k| n_args + k);
-                    self.arg_index(bare).or_else(aux)
-                }
+                // `arg:` names an argument; a bare name either.
+                None => match name.strip_prefix(ARG_PREFIX) {
+                    Some(arg) => self.arg_index(arg),
+                    None => {
+                        let aux = || self.aux_index(name).map(|k| n_args + k);
+                        self.arg_index(name).or_else(aux)
+                    }
+                },
             };
             let Some(slot) = target else {
                 if options.ignore_extra {
@@ -308,26 +311,30 @@ impl Executor {
 
     /// An output by name (`<node>_output`, `<node>_mean`, as [`super::Symbol::list_outputs`](crate::symbol::Symbol::list_outputs)).
     pub fn output(&self, name: &str) -> Option<&NDArray> {
+        // One list of output names per node, not per head.
+        let mut names: Option<(usize, Vec<String>)> = None;
         self.graph
             .heads
             .iter()
-            .position(|&h| self.output_name(h) == name)
+            .position(|&h| {
+                let (producer, k) = self.graph.nodes[h].output_of.unwrap_or((h, 0));
+                let p = &self.graph.nodes[producer];
+                let Some(op) = p.op else {
+                    return p.name == name;
+                };
+                let Some(out) = name
+                    .strip_prefix(p.name.as_str())
+                    .and_then(|r| r.strip_prefix('_'))
+                else {
+                    return false;
+                };
+                if names.as_ref().is_none_or(|(q, _)| *q != producer) {
+                    names = Some((producer, op.output_names(&p.env)));
+                }
+                let list = names.as_ref().map(|(_, n)| n.as_slice()).unwrap_or(&[]);
+                list.get(k).is_some_and(|n| n == out)
+            })
             .map(|i| &self.outputs[i])
-    }
-
-    /// The name [`Executor::output`] knows node `h`'s value by.
-    fn output_name(&self, h: usize) -> String {
-        let node = &self.graph.nodes[h];
-        let (producer, k) = node.output_of.unwrap_or((h, 0));
-        let p = &self.graph.nodes[producer];
-        match p.op {
-            None => p.name.clone(),
-            Some(op) => {
-                let names = op.output_names(&p.env);
-                let out = names.get(k).map_or("output", String::as_str);
-                format!("{}_{out}", p.name)
-            }
-        }
     }
 
     /// The memory plan of training (forward + backward) when some argument
