@@ -20,7 +20,7 @@ mod general;
 mod measure;
 
 pub use measure::GradReport;
-use measure::{compare, mismatch, tolerance};
+use measure::{central_differences, compare, mismatch, tolerance};
 
 use crate::{Attrs, DType, EnvArguments, Error, NDArray, OpDef, OpReqType, Result, Shape, eager};
 
@@ -207,26 +207,7 @@ fn numeric_grads(
         let y = eager::invoke_with(op, &refs, env)?.to_f64_vec();
         Ok(y.iter().zip(dy).map(|(a, b)| a * b).sum())
     };
-    let mut grads = Vec::with_capacity(x.len());
-    for i in 0..x.len() {
-        let vals = x[i].to_f64_vec();
-        let mut g = vec![0.0; vals.len()];
-        for (j, gj) in g.iter_mut().enumerate() {
-            let h = 1e-6 * vals[j].abs().max(1.0);
-            let mut probe = x.to_vec();
-            let mut plus = vals.clone();
-            plus[j] += h;
-            probe[i] = NDArray::from_slice(&plus, x[i].shape().clone())?;
-            let lp = loss(&probe)?;
-            let mut minus = vals.clone();
-            minus[j] -= h;
-            probe[i] = NDArray::from_slice(&minus, x[i].shape().clone())?;
-            let lm = loss(&probe)?;
-            *gj = (lp - lm) / (2.0 * h);
-        }
-        grads.push(g);
-    }
-    Ok(grads)
+    central_differences(x, loss)
 }
 
 fn exact(

@@ -1,8 +1,10 @@
-//! `simpleop run` and weights: a Gluon MLP exported by MXNet 1.9.1
-//! (`tests/data/models`, made by `tests/conformance/gen_dense.py`) loads
-//! with its `.params` and matches MXNet's output and every parameter's
-//! gradient; a graph built here round-trips its weights through `.params`
-//! and safetensors and `simpleop run` agrees with the executor bitwise.
+//! `simpleop run` and weights: Gluon exports made by MXNet 1.9.1
+//! (`tests/data/models`: an MLP from `gen_dense.py`, and an MLP with
+//! BatchNorm and Dropout, a Concat/split model and a transformer-style
+//! block from `gen_models.py`) load with their `.params` and match MXNet's
+//! output, every parameter's gradient and the moving statistics; a graph
+//! built here round-trips its weights through `.params` and safetensors
+//! and `simpleop run` agrees with the executor bitwise.
 
 use std::path::{Path, PathBuf};
 
@@ -44,74 +46,16 @@ fn floats(v: &serde_json::Value) -> Vec<f64> {
         .collect()
 }
 
-/// MXNet's expectations for the MLP export: its output for
-/// `mlp-input.npy`, and each parameter's gradient of `sum(output · head)`.
-fn mlp_expect() -> serde_json::Value {
-    let text = std::fs::read_to_string(Path::new(MODELS).join("mlp-expect.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
 #[test]
 fn gluon_mlp_export_runs_and_matches_mxnet() {
-    let dir = temp_dir("mlp");
-    let out = dir.join("y.npy");
-    let symbol = format!("{MODELS}/mlp-symbol.json");
-    let params = format!("{MODELS}/mlp-0000.params");
-    let input = format!("data={MODELS}/mlp-input.npy");
-    let o = out.to_str().unwrap();
-    let printed = run(&[
-        "run", &symbol, "--params", &params, "--input", &input, "-o", o,
-    ]);
-    assert_eq!(printed.trim(), o);
-    let expect = mlp_expect();
-    let y = NDArray::load_npy(&out).unwrap();
-    assert_eq!(y.shape().dims(), [4, 3]);
-    assert_close(&y.to_f64_vec(), &floats(&expect["output"]), 1e-5, "output");
+    inference_matches("mlp");
 }
 
 #[test]
 fn gluon_mlp_export_trains_with_mxnet_gradients() {
     // MXNet's gradients are of sum(output · head); the executor is bound
     // here directly so that head can be given.
-    simpleop_ops::link();
-    let expect = mlp_expect();
-    let sym =
-        Symbol::from_json(&std::fs::read_to_string(format!("{MODELS}/mlp-symbol.json")).unwrap())
-            .unwrap();
-    let weights = NDArray::load_params(format!("{MODELS}/mlp-0000.params")).unwrap();
-    let x = NDArray::load_npy(format!("{MODELS}/mlp-input.npy")).unwrap();
-    let mut shapes = std::collections::HashMap::new();
-    shapes.insert("data".to_string(), x.shape().clone());
-    for (name, w) in &weights {
-        shapes.insert(
-            name.trim_start_matches("arg:").to_string(),
-            w.shape().clone(),
-        );
-    }
-    let reqs = sym
-        .list_arguments()
-        .into_iter()
-        .filter(|a| a != "data")
-        .map(|a| (a, simpleop::symbol::GradReq::Write))
-        .collect();
-    let mut exec = sym.simple_bind(&shapes, &Default::default(), reqs).unwrap();
-    let options = simpleop::params::LoadOptions {
-        inputs: &["data"],
-        ..Default::default()
-    };
-    exec.load_params(&weights, &options).unwrap();
-    exec.set_arg("data", &x).unwrap();
-    exec.forward(true).unwrap();
-    let head = NDArray::from_f64(&floats(&expect["head"]), vec![4, 3], DType::F32).unwrap();
-    exec.backward(&[head]).unwrap();
-    let grads = expect["grads"].as_object().unwrap();
-    assert_eq!(grads.len(), 6);
-    for (name, want) in grads {
-        let got = exec
-            .grad(name)
-            .unwrap_or_else(|| panic!("no gradient for {name}"));
-        assert_close(&got.to_f64_vec(), &floats(want), 1e-4, name);
-    }
+    training_matches("mlp");
 }
 
 /// `relu(FullyConnected(x, w, b))` with weights saved here.

@@ -2,7 +2,7 @@
 //! gradients on the chosen outputs, fresh aux states for every call (a
 //! training call updates them), and every request of the backward pass.
 
-use super::measure::{GradReport, compare, tolerance};
+use super::measure::{GradReport, central_differences, compare, tolerance};
 use crate::{DType, EnvArguments, Error, NDArray, OpDef, OpReqType, Result, Shape, eager};
 
 /// One configured check of an op that is not simple.
@@ -153,24 +153,6 @@ impl General<'_> {
                 })
                 .sum())
         };
-        let mut grads = Vec::with_capacity(x64.len());
-        for i in 0..x64.len() {
-            let vals = x64[i].to_f64_vec();
-            let mut g = vec![0.0; vals.len()];
-            for (j, gj) in g.iter_mut().enumerate() {
-                let h = 1e-6 * vals[j].abs().max(1.0);
-                let mut probe = x64.to_vec();
-                let mut plus = vals.clone();
-                plus[j] += h;
-                probe[i] = NDArray::from_slice(&plus, x64[i].shape().clone())?;
-                let lp = loss(&probe)?;
-                let mut minus = vals.clone();
-                minus[j] -= h;
-                probe[i] = NDArray::from_slice(&minus, x64[i].shape().clone())?;
-                *gj = (lp - loss(&probe)?) / (2.0 * h);
-            }
-            grads.push(g);
-        }
-        Ok(grads)
+        central_differences(&x64, loss)
     }
 }

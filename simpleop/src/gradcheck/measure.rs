@@ -1,7 +1,7 @@
 //! What a gradient check measures: the report, the tolerances per dtype,
 //! and the element-wise comparison both checks share.
 
-use crate::{DType, Error, OpDef, OpReqType, Result};
+use crate::{DType, Error, NDArray, OpDef, OpReqType, Result};
 
 /// What one check measured.
 #[derive(Clone, Debug, PartialEq)]
@@ -62,4 +62,32 @@ pub(super) fn compare(
         worst = worst.max(ratio);
     }
     Ok(worst)
+}
+
+/// Central differences of `loss` at `x` (f64 arrays), one gradient per
+/// array, with a step relative to each element's size.
+pub(super) fn central_differences(
+    x: &[NDArray],
+    loss: impl Fn(&[NDArray]) -> Result<f64>,
+) -> Result<Vec<Vec<f64>>> {
+    let mut grads = Vec::with_capacity(x.len());
+    for i in 0..x.len() {
+        let vals = x[i].to_f64_vec();
+        let mut g = vec![0.0; vals.len()];
+        for (j, gj) in g.iter_mut().enumerate() {
+            let h = 1e-6 * vals[j].abs().max(1.0);
+            let mut probe = x.to_vec();
+            let mut plus = vals.clone();
+            plus[j] += h;
+            probe[i] = NDArray::from_slice(&plus, x[i].shape().clone())?;
+            let lp = loss(&probe)?;
+            let mut minus = vals.clone();
+            minus[j] -= h;
+            probe[i] = NDArray::from_slice(&minus, x[i].shape().clone())?;
+            let lm = loss(&probe)?;
+            *gj = (lp - lm) / (2.0 * h);
+        }
+        grads.push(g);
+    }
+    Ok(grads)
 }
