@@ -143,7 +143,8 @@ impl Worklist {
 }
 
 /// How one property is inferred: its name for messages, an op's outputs
-/// from its arguments, and the filling of unknown inputs from known ones.
+/// from its arguments, and the filling of unknown inputs from known ones
+/// (run only for ops with `complete_shapes`).
 struct Rule<'a, V> {
     what: &'a str,
     forward: &'a OutputsRule<'a, V>,
@@ -172,13 +173,16 @@ fn infer_node<V: Clone + PartialEq + std::fmt::Display>(
     let node = &g.nodes[n];
     let what = rule.what;
     let settled = node.inputs.iter().all(|&i| values[i].is_some());
-    // Also when all are known: the rule checks them (aux states' shapes).
-    let mut ins: Vec<Option<V>> = node.inputs.iter().map(|&i| values[i].clone()).collect();
-    (rule.complete)(n, &mut ins).map_err(|e| node.error(e))?;
-    for (&i, v) in node.inputs.iter().zip(ins) {
-        if values[i].is_none() && v.is_some() {
-            values[i] = v;
-            changed.push(i);
+    // Only ops with backward shape inference have inputs to fill; for them
+    // it runs also when all are known, to check them (aux states' shapes).
+    if node.op.is_some_and(|op| op.complete_shapes.is_some()) {
+        let mut ins: Vec<Option<V>> = node.inputs.iter().map(|&i| values[i].clone()).collect();
+        (rule.complete)(n, &mut ins).map_err(|e| node.error(e))?;
+        for (&i, v) in node.inputs.iter().zip(ins) {
+            if values[i].is_none() && v.is_some() {
+                values[i] = v;
+                changed.push(i);
+            }
         }
     }
     let args = &node.inputs[..node.num_args()];
@@ -381,13 +385,11 @@ pub(crate) fn node_types(g: &Graph, known: &HashMap<String, DType>) -> Result<Ve
         let op = node.op.expect("op nodes only");
         op.output_dtypes(ins, &node.env)
     };
-    let complete = |n: usize, ins: &mut [Option<DType>]| {
-        let op = g.nodes[n].op.expect("op nodes only");
+    // Called for ops with backward shape inference only (`infer_node`).
+    let complete = |_: usize, ins: &mut [Option<DType>]| {
         // Once the data's dtype is known: its float dtype (indices may be
         // integers; their weights are not).
-        if op.complete_shapes.is_some()
-            && let Some(Some(first)) = ins.first().copied()
-        {
+        if let Some(Some(first)) = ins.first().copied() {
             let float = ins.iter().flatten().copied().find(|d| d.is_float());
             let fill = float.unwrap_or(if first.is_float() { first } else { DType::F32 });
             ins.iter_mut().for_each(|d| *d = Some(d.unwrap_or(fill)));
