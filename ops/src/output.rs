@@ -379,6 +379,26 @@ fn so_run_forward(
     }, _ => Err(float_error(SO, "data", x.dtype())))
 }
 
+/// Checks the gradient buffers the output heads write: `data_grad` like
+/// `data`, `label_grad` like `label`, each unless its request is `Null`.
+fn check_grads(
+    op: &str,
+    x: &TBlob<'_>,
+    label: &TBlob<'_>,
+    grads: &[TBlobMut<'_>],
+    req: &[OpReqType],
+) -> Result<()> {
+    for (k, (arg, like)) in [("data_grad", x), ("label_grad", label)]
+        .into_iter()
+        .enumerate()
+    {
+        if req[k] != OpReqType::Null {
+            check_blob(op, arg, meta_mut(&grads[k]), like.shape(), like.dtype())?;
+        }
+    }
+    Ok(())
+}
+
 fn so_run_backward(
     dy: &TBlob<'_>,
     y: &TBlob<'_>,
@@ -393,17 +413,8 @@ fn so_run_backward(
     if p.out_grad {
         check_blob(SO, "out_grad", meta(dy), x.shape(), x.dtype())?;
     }
-    if req[1] != OpReqType::Null {
-        check_blob(
-            SO,
-            "label_grad",
-            meta_mut(&grads[1]),
-            label.shape(),
-            label.dtype(),
-        )?;
-    }
+    check_grads(SO, x, label, grads, req)?;
     if req[0] != OpReqType::Null {
-        check_blob(SO, "data_grad", meta_mut(&grads[0]), x.shape(), x.dtype())?;
         let labels = values_f64(label)?;
         dispatch_float!(x.dtype(), T => {
             let ys: Vec<f64> = y.as_slice::<T>()?.iter().map(|v| v.to_f64()).collect();
@@ -502,17 +513,8 @@ fn regression_backward(
     regression_shape(op, x.shape(), label.shape())?;
     require_same_dtype(op, "label", label.dtype(), x.dtype(), "data")?;
     check_blob(op, "output", meta(y), x.shape(), x.dtype())?;
-    if req[1] != OpReqType::Null {
-        check_blob(
-            op,
-            "label_grad",
-            meta_mut(&grads[1]),
-            label.shape(),
-            label.dtype(),
-        )?;
-    }
+    check_grads(op, x, label, grads, req)?;
     if req[0] != OpReqType::Null {
-        check_blob(op, "data_grad", meta_mut(&grads[0]), x.shape(), x.dtype())?;
         // MXNet: grad_scale / (label.Size() / label.shape[0]), in f32
         let num_output = match label.shape().dims()[0] {
             0 => 1,
