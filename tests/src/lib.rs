@@ -56,3 +56,29 @@ pub fn least_grain() -> usize {
     simpleop::Tuning::update(|t| t.parallel_work = 0).expect("the grain always applies");
     simpleop::Tuning::current().parallel_work
 }
+
+/// Runs the gradient checker and asserts it covered every float dtype and
+/// request; `first_is_output`: input 0 has the output's shape, so the op's
+/// declared in-place options are checked too (one row per dtype each).
+pub fn check_gradients(g: simpleop::gradcheck::GradCheck, first_is_output: bool) {
+    use simpleop::{DType, OpReqType, Registry};
+    let report = g.run().unwrap_or_else(|e| panic!("{e}"));
+    for dtype in DType::FLOATS {
+        for req in [OpReqType::Null, OpReqType::WriteTo, OpReqType::AddTo] {
+            assert!(
+                report.rows.iter().any(|(d, r, _)| *d == dtype && *r == req),
+                "{}: no row for {dtype} {req:?}",
+                report.op
+            );
+        }
+    }
+    let op = Registry::global().unwrap().get(&report.op).unwrap().def;
+    let inplace_rows = report
+        .rows
+        .iter()
+        .filter(|(_, r, _)| *r == OpReqType::WriteInplace)
+        .count();
+    let declared = op.inplace.gradient.is_some() as usize + op.inplace.forward.is_some() as usize;
+    let want = if first_is_output { 4 * declared } else { 0 };
+    assert_eq!(inplace_rows, want, "{}: in-place rows", report.op);
+}

@@ -5,6 +5,7 @@
 
 use simpleop::gradcheck::GradCheck;
 use simpleop::{Attrs, DType, Error, NDArray, OpReqType, Registry, eager};
+use simpleop_tests::check_gradients;
 
 const UNARY: [&str; 30] = [
     "abs",
@@ -81,34 +82,7 @@ fn grid(n: usize, offset: f64) -> Vec<f64> {
 }
 
 fn check(g: GradCheck) {
-    check_with(g, true)
-}
-
-/// Runs the checker and asserts it covered every dtype and request;
-/// `first_is_output`: input 0 has the output's shape, so in-place applies.
-fn check_with(g: GradCheck, first_is_output: bool) {
-    let report = g.run().unwrap_or_else(|e| panic!("{e}"));
-    for dtype in DType::FLOATS {
-        for req in [OpReqType::Null, OpReqType::WriteTo, OpReqType::AddTo] {
-            assert!(
-                report.rows.iter().any(|(d, r, _)| *d == dtype && *r == req),
-                "{}: no row for {dtype} {req:?}",
-                report.op
-            );
-        }
-    }
-    let op = Registry::global().unwrap().get(&report.op).unwrap().def;
-    let inplace_rows = report
-        .rows
-        .iter()
-        .filter(|(_, r, _)| *r == OpReqType::WriteInplace)
-        .count();
-    let want = if first_is_output {
-        4 * (op.inplace.gradient.is_some() as usize + op.inplace.forward.is_some() as usize)
-    } else {
-        0
-    };
-    assert_eq!(inplace_rows, want, "{}: in-place rows", report.op);
+    check_gradients(g, true)
 }
 
 /// Runs `op` by name on f64 inputs `(values, shape)` and returns the output.
@@ -496,7 +470,7 @@ fn comparison_ops() {
     ] {
         for (k, s) in shapes.iter().enumerate() {
             let n: Vec<usize> = s.iter().map(|d| d.iter().product()).collect();
-            check_with(
+            check_gradients(
                 GradCheck::new(op)
                     .shapes(s)
                     .inputs(vec![grid(n[0], 0.1), grid(n[1], 0.225)]),
@@ -591,13 +565,13 @@ fn binary_ops() {
     ];
     for (k, s) in shapes.iter().enumerate() {
         let first_is_output = k == 0;
-        check_with(
+        check_gradients(
             GradCheck::new("broadcast_power").shapes(s).range(0.5, 2.0),
             first_is_output,
         );
         let sizes: Vec<usize> = s.iter().map(|d| d.iter().product()).collect();
         for op in ["broadcast_maximum", "broadcast_minimum"] {
-            check_with(
+            check_gradients(
                 GradCheck::new(op)
                     .shapes(s)
                     .inputs(vec![grid(sizes[0], 0.1), grid(sizes[1], 0.225)]),
@@ -697,7 +671,7 @@ fn where_op() {
         let c: Vec<f64> = (0..sizes[0])
             .map(|i| if i % 2 == 0 { 0.0 } else { 1.5 })
             .collect();
-        check_with(
+        check_gradients(
             GradCheck::new("where").shapes(s).inputs(vec![
                 c,
                 grid(sizes[1], 0.1),

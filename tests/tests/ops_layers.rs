@@ -6,33 +6,11 @@
 //! op, argument and expectation.
 
 use simpleop::gradcheck::GradCheck;
-use simpleop::{Attrs, DType, NDArray, OpReqType, Registry, eager};
+use simpleop::{Attrs, DType, NDArray, OpReqType, eager};
+use simpleop_tests::check_gradients;
 
 fn check(g: GradCheck) {
-    check_with(g, true)
-}
-
-/// `first_is_output`: input 0 has the output's shape, so in-place applies.
-fn check_with(g: GradCheck, first_is_output: bool) {
-    let report = g.run().unwrap_or_else(|e| panic!("{e}"));
-    for dtype in DType::FLOATS {
-        for req in [OpReqType::Null, OpReqType::WriteTo, OpReqType::AddTo] {
-            assert!(
-                report.rows.iter().any(|(d, r, _)| *d == dtype && *r == req),
-                "{}: no row for {dtype} {req:?}",
-                report.op
-            );
-        }
-    }
-    let op = Registry::global().unwrap().get(&report.op).unwrap().def;
-    let inplace_rows = report
-        .rows
-        .iter()
-        .filter(|(_, r, _)| *r == OpReqType::WriteInplace)
-        .count();
-    let declared = op.inplace.gradient.is_some() as usize + op.inplace.forward.is_some() as usize;
-    let want = if first_is_output { 4 * declared } else { 0 };
-    assert_eq!(inplace_rows, want, "{}: in-place rows", report.op);
+    check_gradients(g, true)
 }
 
 /// Values away from the kinks at 0.
@@ -114,7 +92,7 @@ fn normalisation_gradients() {
 fn indexing_gradients() {
     simpleop_ops::link();
     let weight: Vec<f64> = (0..20).map(|i| (i as f64 * 0.37).sin()).collect();
-    check_with(
+    check_gradients(
         GradCheck::new("Embedding")
             .attr("input_dim", 5)
             .attr("output_dim", 4)
@@ -122,13 +100,13 @@ fn indexing_gradients() {
             .inputs(vec![vec![0.5, 2.5, 4.5, 2.5, 1.5, 7.5], weight.clone()]),
         false,
     );
-    check_with(
+    check_gradients(
         GradCheck::new("take")
             .shapes(&[&[4, 3], &[5]])
             .inputs(vec![weight[..12].to_vec(), vec![0.5, 3.5, 1.5, 1.5, 9.5]]),
         false,
     );
-    check_with(
+    check_gradients(
         GradCheck::new("take")
             .attr("axis", 1)
             .attr("mode", "wrap")
@@ -136,13 +114,13 @@ fn indexing_gradients() {
             .inputs(vec![weight[..12].to_vec(), vec![-1.5, 2.5, 1.5, 4.5]]),
         false,
     );
-    check_with(
+    check_gradients(
         GradCheck::new("pick")
             .shapes(&[&[3, 4], &[3]])
             .inputs(vec![weight[..12].to_vec(), vec![0.5, 3.5, 2.5]]),
         false,
     );
-    check_with(
+    check_gradients(
         GradCheck::new("pick")
             .attr("axis", 0)
             .attr("keepdims", true)
@@ -187,7 +165,7 @@ fn check_per_dtype(make: impl Fn(DType) -> GradCheck) {
 #[test]
 fn shape_and_ordering_gradients() {
     simpleop_ops::link();
-    check_with(
+    check_gradients(
         GradCheck::new("SwapAxis")
             .attr("dim1", 0)
             .attr("dim2", 2)
@@ -205,7 +183,7 @@ fn shape_and_ordering_gradients() {
         0.3, -1.2, 1.9, -0.4, 1.1, -1.9, 0.7, -0.9, 1.5, 0.0, -1.6, 0.5,
     ];
     for (axis, asc) in [("-1", "True"), ("0", "False"), ("None", "True")] {
-        check_with(
+        check_gradients(
             GradCheck::new("sort")
                 .attr("axis", axis)
                 .attr("is_ascend", asc)
