@@ -83,16 +83,24 @@ fn dense_relu() -> (Symbol, Vec<(String, NDArray)>, NDArray) {
     (y, weights, input)
 }
 
-#[test]
-fn run_agrees_with_the_eager_ops_bitwise_from_params_and_safetensors() {
+/// [`dense_relu`] written into `dir` as `simpleop run` reads it: the
+/// symbol JSON, the input `.npy` and the `.params` file.
+fn write_dense_relu(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let (sym, weights, x) = dense_relu();
-    let dir = temp_dir("dense");
     let symbol = dir.join("model-symbol.json");
     std::fs::write(&symbol, sym.to_json()).unwrap();
     let input = dir.join("x.npy");
     x.save_npy(&input).unwrap();
     let params = dir.join("model-0000.params");
     NDArray::save_params(&params, &weights).unwrap();
+    (symbol, input, params)
+}
+
+#[test]
+fn run_agrees_with_the_eager_ops_bitwise_from_params_and_safetensors() {
+    let (_, weights, x) = dense_relu();
+    let dir = temp_dir("dense");
+    let (symbol, input, params) = write_dense_relu(&dir);
     let bare: Vec<(String, NDArray)> = weights
         .iter()
         .map(|(n, a)| (n.trim_start_matches("arg:").to_string(), a.clone()))
@@ -131,14 +139,8 @@ fn run_agrees_with_the_eager_ops_bitwise_from_params_and_safetensors() {
 
 #[test]
 fn run_trains_and_reports_json() {
-    let (sym, weights, x) = dense_relu();
     let dir = temp_dir("train");
-    let symbol = dir.join("model-symbol.json");
-    std::fs::write(&symbol, sym.to_json()).unwrap();
-    let input = dir.join("x.npy");
-    x.save_npy(&input).unwrap();
-    let params = dir.join("model-0000.params");
-    NDArray::save_params(&params, &weights).unwrap();
+    let (symbol, input, params) = write_dense_relu(&dir);
     let out = dir.join("y.npy");
     let input = format!("x={}", input.display());
     let printed = run(&[
