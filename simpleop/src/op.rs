@@ -374,6 +374,33 @@ impl OpDef {
         }
     }
 
+    /// Checks the known input shapes (arguments, then aux states) against
+    /// what [`OpDef::complete_shapes`] infers from the data (input 0)
+    /// alone: a weight or aux state of the wrong shape is an error naming
+    /// it before any kernel runs. Nothing to check without that function
+    /// or the data's shape.
+    pub fn check_against_data(&self, inputs: &[Option<Shape>], env: &EnvArguments) -> Result<()> {
+        let (Some(f), Some(Some(data))) = (self.complete_shapes, inputs.first()) else {
+            return Ok(());
+        };
+        let mut probe: Vec<Option<Shape>> = vec![None; inputs.len()];
+        probe[0] = Some(data.clone());
+        f(self, &mut probe, env)?;
+        for (i, (have, want)) in inputs.iter().zip(probe).enumerate().skip(1) {
+            if let (Some(have), Some(want)) = (have, want)
+                && *have != want
+            {
+                return Err(Error::ShapeMismatch {
+                    op: self.name.into(),
+                    arg: self.input_name(i).into(),
+                    expected: format!("{want} (from the shape of `{}`)", self.input_name(0)),
+                    got: have.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the op has one output and no aux states, the mould that
     /// fusion and the in-place options assume.
     pub fn is_simple(&self) -> bool {

@@ -129,7 +129,13 @@ fn run_outputs(
     let dtypes: Vec<_> = inputs.iter().map(|a| a.dtype()).collect();
     let out_shapes = op.output_shapes(&shapes, env)?;
     let out_dtypes = op.output_dtypes(&dtypes, env)?;
-    check_aux_shapes(op, &shapes, aux, env)?;
+    let known: Vec<Option<crate::Shape>> = shapes
+        .iter()
+        .cloned()
+        .chain(aux.iter().map(|a| a.shape().clone()))
+        .map(Some)
+        .collect();
+    op.check_against_data(&known, env)?;
     let mut outs = Vec::with_capacity(out_shapes.len());
     for (s, d) in out_shapes.into_iter().zip(out_dtypes) {
         crate::ndarray::check_size(op.name, &s, d)?;
@@ -168,35 +174,6 @@ fn run_outputs(
     (kernels.forward)(&call, &blobs, &mut targets, &reqs)?;
     drop(targets);
     Ok(outs)
-}
-
-/// Checks each aux state against the shape the op infers for it from
-/// the arguments, when it infers one.
-fn check_aux_shapes(
-    op: &OpDef,
-    shapes: &[crate::Shape],
-    aux: &[&mut NDArray],
-    env: &EnvArguments,
-) -> Result<()> {
-    let Some(complete) = op.complete_shapes else {
-        return Ok(());
-    };
-    let mut all: Vec<Option<crate::Shape>> = shapes.iter().cloned().map(Some).collect();
-    all.extend(aux.iter().map(|_| None));
-    complete(op, &mut all, env)?;
-    for (j, a) in aux.iter().enumerate() {
-        if let Some(want) = &all[shapes.len() + j] {
-            check_blob(
-                op,
-                op.aux_states.get(j).copied().unwrap_or("aux"),
-                a.shape(),
-                a.dtype(),
-                want,
-                a.dtype(),
-            )?;
-        }
-    }
-    Ok(())
 }
 
 /// Checks every array a backward call is given against what inference

@@ -333,7 +333,7 @@ pub(crate) fn node_shapes(g: &Graph, known: &HashMap<String, Shape>) -> Result<V
             return Ok(());
         };
         f(op, ins, &node.env)?;
-        check_against_data(op, ins, &node.env, f)
+        op.check_against_data(ins, &node.env)
     };
     let rule = Rule {
         what: "shape",
@@ -342,36 +342,6 @@ pub(crate) fn node_shapes(g: &Graph, known: &HashMap<String, Shape>) -> Result<V
     };
     fixed_point(g, &mut values, rule)?;
     Ok(values)
-}
-
-/// Checks the known inputs against what the op infers from its data
-/// (input 0) alone: a weight or aux state bound with the wrong shape is a
-/// bind-time error naming it, not a kernel's halfway through a pass.
-fn check_against_data(
-    op: &crate::OpDef,
-    ins: &[Option<Shape>],
-    env: &crate::EnvArguments,
-    f: crate::op::CompleteFn,
-) -> Result<()> {
-    let Some(data) = ins.first().cloned().flatten() else {
-        return Ok(());
-    };
-    let mut probe: Vec<Option<Shape>> = vec![None; ins.len()];
-    probe[0] = Some(data);
-    f(op, &mut probe, env)?;
-    for (i, (have, want)) in ins.iter().zip(probe).enumerate().skip(1) {
-        if let (Some(have), Some(want)) = (have, want)
-            && *have != want
-        {
-            return Err(Error::ShapeMismatch {
-                op: op.name.into(),
-                arg: op.input_name(i).into(),
-                expected: format!("{want} (from the shape of `{}`)", op.input_name(0)),
-                got: have.clone(),
-            });
-        }
-    }
-    Ok(())
 }
 
 /// Per-node output dtypes (complete or not). An op that completes its
