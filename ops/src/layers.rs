@@ -1,6 +1,8 @@
 //! MXNet's activation layers: [`activation()`] (`Activation`, one op for
-//! relu, sigmoid, tanh, softrelu and softsign) and [`leaky_relu()`]
-//! (`LeakyReLU`: leaky, elu, selu, gelu, and rrelu at inference).
+//! relu, sigmoid, tanh, softrelu and softsign) and [`leaky_relu_simple()`]
+//! (`_LeakyReLU_simple`: the elementwise types of `LeakyReLU` — leaky,
+//! elu, selu, gelu, and rrelu at inference — which
+//! [`crate::leaky_relu::leaky_relu()`] runs them as).
 //!
 //! Both are elementwise ops with keyword arguments, so they fuse with their
 //! neighbours like any unary op. `Activation`'s gradient reads the output
@@ -89,11 +91,7 @@ pub mod activation {
     }
 }
 
-/// What [`leaky_relu()`] computes (MXNet's `act_type` of `LeakyReLU`).
-///
-/// MXNet's `prelu` is refused when the attributes are parsed: its slope is
-/// a second input (`gamma`) that exists for that type only, which needs
-/// ops whose inputs depend on their arguments.
+/// What `LeakyReLU` computes (MXNet's `act_type`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(try_from = "String", into = "&'static str")]
 pub enum LeakyActType {
@@ -109,6 +107,9 @@ pub enum LeakyActType {
     Selu,
     /// `x · Φ(x) = ½ x (1 + erf(x / √2))`, the exact GELU.
     Gelu,
+    /// `x > 0 ? x : gamma · x`, with `gamma` a second argument: one slope
+    /// per channel (axis 1), or one for all.
+    Prelu,
 }
 
 impl TryFrom<String> for LeakyActType {
@@ -120,14 +121,9 @@ impl TryFrom<String> for LeakyActType {
             "elu" => Ok(LeakyActType::Elu),
             "selu" => Ok(LeakyActType::Selu),
             "gelu" => Ok(LeakyActType::Gelu),
-            "prelu" => Err(
-                "`prelu` takes its slope from a second input (`gamma`), which simpleop's \
-                 LeakyReLU cannot take until ops have optional inputs; use `leaky` with a \
-                 fixed `slope`"
-                    .into(),
-            ),
+            "prelu" => Ok(LeakyActType::Prelu),
             other => Err(format!(
-                "expected one of leaky, rrelu, elu, selu, gelu (prelu is not supported), got `{other}`"
+                "expected one of leaky, prelu, rrelu, elu, selu, gelu, got `{other}`"
             )),
         }
     }
@@ -141,11 +137,12 @@ impl From<LeakyActType> for &'static str {
             LeakyActType::Elu => "elu",
             LeakyActType::Selu => "selu",
             LeakyActType::Gelu => "gelu",
+            LeakyActType::Prelu => "prelu",
         }
     }
 }
 
-/// Keyword arguments of [`leaky_relu()`] (MXNet's `LeakyReLUParam`).
+/// Keyword arguments of `LeakyReLU` (MXNet's `LeakyReLUParam`).
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default)]
 pub struct LeakyReLUParams {
@@ -187,10 +184,10 @@ impl LeakyReLUParams {
     }
 }
 
-/// MXNet's `LeakyReLU` layer: `leaky`, `elu`, `selu`, `gelu`, and `rrelu`
-/// with its inference slope `(lower_bound + upper_bound) / 2` (the
-/// random slopes of rrelu's training mode need a mask output and the
-/// train/inference flag, which single-output kernels do not have).
+/// The elementwise types of MXNet's `LeakyReLU`: `leaky`, `elu`, `selu`,
+/// `gelu`, and `rrelu` with its inference slope
+/// `(lower_bound + upper_bound) / 2`. `LeakyReLU` runs as this op for
+/// them; `prelu` is refused (its slopes are a second argument).
 ///
 /// Gradients are the derivatives, from the input's sign and the output:
 /// leaky and rrelu `x > 0 ? 1 : slope`; elu `x > 0 ? 1 : y + slope`
@@ -199,22 +196,38 @@ impl LeakyReLUParams {
 /// gradient is not the derivative: selu's is `λ (α + y)` below 0, and
 /// its non-oneDNN path (float64, float16) tests the output's sign, so an
 /// elu or leaky slope below 0 gets gradient 1 for negative inputs.
-#[simple_op(name = "LeakyReLU", kwargs = LeakyReLUParams, inplace = "OutIn")]
-pub mod leaky_relu {
+#[simple_op(name = "_LeakyReLU_simple", kwargs = LeakyReLUParams, inplace = "OutIn")]
+pub mod leaky_relu_simple {
     use super::{LeakyActType, LeakyReLUParams, SELU_ALPHA, SELU_LAMBDA};
     use simpleop::prelude::*;
+
+    /// The input's shape; `prelu` needs `LeakyReLU` and its `gamma`.
+    pub fn shape(inputs: &[Shape], p: &LeakyReLUParams) -> Result<Shape> {
+        if p.act_type == LeakyActType::Prelu {
+            return Err(simpleop::Error::invalid(
+                "_LeakyReLU_simple",
+                "act_type",
+                "prelu takes a second argument, gamma: call LeakyReLU",
+            ));
+        }
+        Ok(inputs[0].clone())
+    }
 
     /// The function `act_type` names.
     #[inline(always)]
     pub fn forward<T: Float>(data: T, p: &LeakyReLUParams) -> T {
         let (x, zero) = (data, T::zero());
-        if matches!(p.act_type, LeakyActType::Leaky | LeakyActType::Rrelu) {
+        // prelu never gets here (`shape` refuses it)
+        if matches!(
+            p.act_type,
+            LeakyActType::Leaky | LeakyActType::Rrelu | LeakyActType::Prelu
+        ) {
             // the common case first, outside the match (measured faster)
             let s = p.slope::<T>();
             return if x > zero { x } else { x * s };
         }
         match p.act_type {
-            LeakyActType::Leaky | LeakyActType::Rrelu => {
+            LeakyActType::Leaky | LeakyActType::Rrelu | LeakyActType::Prelu => {
                 if x > zero {
                     x
                 } else {
@@ -246,7 +259,7 @@ pub mod leaky_relu {
         let (zero, one) = (T::zero(), T::one());
         let positive = *x > zero;
         let d = match p.act_type {
-            LeakyActType::Leaky | LeakyActType::Rrelu => {
+            LeakyActType::Leaky | LeakyActType::Rrelu | LeakyActType::Prelu => {
                 if positive {
                     one
                 } else {

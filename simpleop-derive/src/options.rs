@@ -62,9 +62,11 @@ pub struct Options {
     pub arguments: Option<At<Path>>,
     /// `aux = ["moving_mean", "moving_var"]`.
     pub aux: Option<At<Vec<String>>>,
+    /// `simple_form = path`: the elementwise op that runs calls with some kwargs.
+    pub simple_form: Option<At<Path>>,
 }
 
-const KNOWN: &str = "name, alias, inplace, scalar, kwargs, resources, pattern, broadcast, blob, inputs, vector, lanes, impure, outputs, visible_outputs, output_names, arguments, aux";
+const KNOWN: &str = "name, alias, inplace, scalar, kwargs, resources, pattern, broadcast, blob, inputs, vector, lanes, impure, outputs, visible_outputs, output_names, arguments, aux, simple_form";
 
 pub const PATTERNS: [&str; 6] = [
     "elementwise",
@@ -147,6 +149,13 @@ fn apply(key: &str, meta: &Meta, opts: &mut Options, errors: &mut Vec<syn::Error
             opts.arguments = path_value(
                 meta,
                 "the path of a function of the kwargs giving the argument names: `arguments = my_arguments`",
+                errors,
+            );
+        }
+        "simple_form" => {
+            opts.simple_form = path_value(
+                meta,
+                "the path of a function of the kwargs naming the elementwise op that runs such calls: `simple_form = my_simple_form`",
                 errors,
             );
         }

@@ -283,6 +283,11 @@ pub struct OpDef {
     pub outputs: Option<&'static MultiOutput>,
     /// Backward shape inference, when the op has it.
     pub complete_shapes: Option<CompleteFn>,
+    /// For a general op that is elementwise for some kwargs: the name of
+    /// the registered elementwise op (same kwargs, arguments and one
+    /// output) that runs such calls, so that executors fuse them. `None`
+    /// from the function, or no function, runs the op itself.
+    pub simple_form: Option<EnvFn<Option<&'static str>>>,
 }
 
 impl fmt::Debug for OpDef {
@@ -330,6 +335,19 @@ impl OpDef {
     /// Checks the number of inputs (arguments and aux states) of a call.
     pub fn check_inputs(&self, env: &EnvArguments, got: usize) -> Result<()> {
         let expected = self.arity(env);
+        if got != expected && self.arguments.is_some() {
+            // Name them: which inputs a call takes depends on its kwargs.
+            let mut names = self.argument_names(env);
+            names.extend(self.aux_states.iter().map(|s| (*s).to_owned()));
+            return Err(Error::invalid(
+                self.name,
+                "inputs",
+                format!(
+                    "expected {expected} input(s) for these kwargs ({}), got {got}",
+                    names.join(", ")
+                ),
+            ));
+        }
         if got != expected {
             return Err(Error::Arity {
                 op: self.name.into(),
@@ -389,16 +407,31 @@ impl OpDef {
         for (i, (have, want)) in inputs.iter().zip(probe).enumerate().skip(1) {
             if let (Some(have), Some(want)) = (have, want)
                 && *have != want
+                && !self.accepts_arguments(inputs, env)
             {
                 return Err(Error::ShapeMismatch {
                     op: self.name.into(),
-                    arg: self.input_name(i).into(),
-                    expected: format!("{want} (from the shape of `{}`)", self.input_name(0)),
+                    arg: self.argument_name(i, env),
+                    expected: format!(
+                        "{want} (from the shape of `{}`)",
+                        self.argument_name(0, env)
+                    ),
                     got: have.clone(),
                 });
             }
         }
         Ok(())
+    }
+
+    /// Whether the shape function takes these arguments as they are: the
+    /// completed shape is a default, and some ops take others too
+    /// (prelu's one `gamma` for every channel). Aux states are always
+    /// checked against their completion.
+    fn accepts_arguments(&self, inputs: &[Option<Shape>], env: &EnvArguments) -> bool {
+        let n = self.num_arguments(env);
+        let args: Option<Vec<Shape>> = inputs.iter().take(n).cloned().collect();
+        let aux_match = inputs.len() == n; // any aux state differs: refuse
+        aux_match && args.is_some_and(|a| a.len() == n && self.output_shapes(&a, env).is_ok())
     }
 
     /// Whether the op has one output and no aux states, the mould that
@@ -418,6 +451,25 @@ impl OpDef {
             });
         }
         Ok(())
+    }
+
+    /// The name of input `i` of a call with `env` (arguments, then aux
+    /// states), for messages.
+    pub fn argument_name(&self, i: usize, env: &EnvArguments) -> String {
+        match self.arguments {
+            Some(f) => {
+                let names = f(env);
+                let aux = i
+                    .checked_sub(names.len())
+                    .and_then(|j| self.aux_states.get(j));
+                names
+                    .get(i)
+                    .cloned()
+                    .or(aux.map(|s| (*s).to_owned()))
+                    .unwrap_or_else(|| "input".into())
+            }
+            None => self.input_name(i).into(),
+        }
     }
 
     /// The name of input `i`, for messages.
@@ -575,7 +627,7 @@ pub fn broadcast_shape(op: &OpDef, inputs: &[Shape], _env: &EnvArguments) -> Res
 }
 
 /// Dtype rule of most ops: every input has one float dtype, and so does the output.
-pub fn same_float_dtype(op: &OpDef, inputs: &[DType], _env: &EnvArguments) -> Result<DType> {
+pub fn same_float_dtype(op: &OpDef, inputs: &[DType], env: &EnvArguments) -> Result<DType> {
     op.check_arity(inputs.len())?;
     let Some(&first) = inputs.first() else {
         return Ok(DType::F32);
@@ -584,7 +636,7 @@ pub fn same_float_dtype(op: &OpDef, inputs: &[DType], _env: &EnvArguments) -> Re
         if !d.is_float() {
             return Err(Error::DTypeMismatch {
                 op: op.name.into(),
-                arg: op.input_name(i).into(),
+                arg: op.argument_name(i, env),
                 expected: "a float dtype (float32, float64, float16, bfloat16)".into(),
                 got: d,
             });
@@ -592,8 +644,8 @@ pub fn same_float_dtype(op: &OpDef, inputs: &[DType], _env: &EnvArguments) -> Re
         if d != first {
             return Err(Error::DTypeMismatch {
                 op: op.name.into(),
-                arg: op.input_name(i).into(),
-                expected: format!("{first} (the dtype of `{}`)", op.input_name(0)),
+                arg: op.argument_name(i, env),
+                expected: format!("{first} (the dtype of `{}`)", op.argument_name(0, env)),
                 got: d,
             });
         }

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap;
 use std::sync::OnceLock;
 
-use crate::{BackwardFn, Device, Error, ForwardFn, OpDef, Result};
+use crate::{BackwardFn, Device, EnvArguments, Error, ForwardFn, OpDef, OpForm, ParamKind, Result};
 
 /// One op submitted to the global registry.
 pub struct OpRegistration(pub &'static OpDef);
@@ -199,6 +199,34 @@ impl Registry {
             name: name.into(),
             suggestions: self.suggest(name),
         })
+    }
+
+    /// The op that runs `op` called with `env`: `op` itself, or the
+    /// elementwise op its [`OpDef::simple_form`] names for these kwargs,
+    /// checked to take the same kind of kwargs, as many arguments and to
+    /// give one output.
+    pub fn simple_form(&self, op: &'static OpDef, env: &EnvArguments) -> Result<&'static OpDef> {
+        let Some(name) = op.simple_form.and_then(|f| f(env)) else {
+            return Ok(op);
+        };
+        let target = self.get(name)?.def;
+        let fits = target.form == OpForm::Elementwise
+            && target.is_simple()
+            && matches!(target.params, ParamKind::Kwargs { .. })
+            && target.num_inputs() == op.num_arguments(env)
+            && op.num_outputs(env) == 1
+            && op.aux_states.is_empty();
+        if !fits {
+            return Err(Error::invalid(
+                op.name,
+                "simple_form",
+                format!(
+                    "`{name}` must be an elementwise op with kwargs, {} input(s) and one output",
+                    op.num_arguments(env)
+                ),
+            ));
+        }
+        Ok(target)
     }
 
     /// Whether an op of that name exists.

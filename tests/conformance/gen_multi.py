@@ -28,6 +28,12 @@ MXNet 1.9.1 behaviours these cases pin down:
 - BatchNorm's momentum and eps (and LayerNorm's eps) act as float32 values
   also on float64 data: (1 - momentum) is 1 - 0.9f = 0.10000002384185791,
   which the float64 cases' tolerances see.
+- LeakyReLU prelu on float64 rounds x * gamma (x <= 0) to float32.
+- graph/bn_prelu_bn: MXNet's gradient of prelu's gamma after a training
+  BatchNorm (0.0787, -0.0415) disagrees with central differences of the
+  same graph in float64 numpy (0.7040, -0.2676); the single-op prelu cases
+  agree, so the bug is in how the executor wires this graph. The test
+  skips the case; simpleop's value matches the differences.
 - fix_gamma=True uses gamma = 1 (MXNet also overwrites the gamma argument
   with ones in the forward pass) and its gamma gradient is 0.
 
@@ -342,9 +348,11 @@ def prelu_cases(g):
     g.case("LeakyReLU/prelu/2d", s, {"data": g.randn(4, 3), "gamma": g.uniform(0.05, 0.5, 3)})
     g.case("LeakyReLU/prelu/3d", s, {"data": g.randn(2, 3, 4), "gamma": g.uniform(-0.5, 0.5, 3)})
     g.case("LeakyReLU/prelu/gamma_shape_1", s, {"data": g.randn(2, 3, 2), "gamma": g.uniform(0.05, 0.5, 1)})
+    # MXNet's float64 prelu rounds the negative part's product to float32
+    # (its gradients are float64): the tolerance is float32's.
     g.case("LeakyReLU/prelu/float64", s,
            {"data": g.randn(3, 4, dtype=np.float64), "gamma": g.uniform(0.05, 0.5, 4, dtype=np.float64)},
-           rtol=1e-12, atol=1e-13)
+           rtol=1e-7, atol=1e-8)
     g.case("LeakyReLU/prelu/add", s, {"data": g.randn(3, 2), "gamma": g.uniform(0.05, 0.5, 2)},
            grad_req={"data": "add", "gamma": "add"},
            grad_init={"data": g.randn(3, 2), "gamma": g.randn(2)})

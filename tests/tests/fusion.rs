@@ -814,3 +814,44 @@ fn a_fused_forward_allocates_at_most_a_few_times() {
     // instruction list among them).
     assert!(per_call <= 4.0, "{per_call} allocations per fused forward");
 }
+
+/// `LeakyReLU` is a general op (prelu's `gamma`, rrelu's `mask`), but its
+/// scalar types run as the elementwise `_LeakyReLU_simple` and so fuse with
+/// their neighbours; prelu stays a step of its own. Fused, unfused and
+/// eager agree.
+#[test]
+fn leaky_relu_fuses_for_its_scalar_types_only() {
+    simpleop_ops::link();
+    let x = Symbol::var("x");
+    let a = op("exp", "a", &[&x]);
+    for act in ["leaky", "elu", "selu", "gelu"] {
+        let attrs = Attrs::new().with("act_type", act);
+        let b = op_with("LeakyReLU", "b", &[&a], attrs.clone());
+        let c = op("tanh", "c", &[&b]);
+        let shapes: &[(&str, &[usize])] = &[("x", &[3, 7])];
+        let exe = bind(&c, shapes, DType::F32, true, false);
+        assert_eq!(
+            groups(&exe),
+            [(Pattern::Elementwise, names(&["a", "b", "c"]))],
+            "{act}"
+        );
+        check_same(&c, shapes, DType::F32);
+        let mut exe = exe;
+        exe.forward(false).unwrap();
+        let xv = exe.arg("x").unwrap().clone();
+        let eager = simpleop::eager::invoke("exp", &[&xv], &Attrs::new()).unwrap();
+        let eager = simpleop::eager::invoke("LeakyReLU", &[&eager], &attrs).unwrap();
+        let eager = simpleop::eager::invoke("tanh", &[&eager], &Attrs::new()).unwrap();
+        assert_eq!(bits(&exe.outputs()[0]), bits(&eager), "{act}");
+    }
+    let g = Symbol::var("g");
+    let attrs = Attrs::new().with("act_type", "prelu");
+    let b = op_with("LeakyReLU", "b", &[&a, &g], attrs);
+    let c = op("tanh", "c", &[&b]);
+    let exe = bind(&c, &[("x", &[3, 7]), ("g", &[7])], DType::F32, true, false);
+    assert!(
+        groups(&exe)
+            .iter()
+            .all(|(_, nodes)| !nodes.contains(&"b".to_string()))
+    );
+}

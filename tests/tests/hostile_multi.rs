@@ -869,3 +869,47 @@ fn gradcheck_of_batch_norm_with_a_large_seed() {
         .run();
     assert!(r.is_ok() || r.is_err());
 }
+
+#[test]
+fn leaky_relu_refuses_bad_gamma_bounds_and_arity() {
+    link();
+    let x = f32s(&[1.0, -2.0, 3.0, -4.0, 5.0, -6.0], &[2, 3]);
+    let prelu = Attrs::new().with("act_type", "prelu");
+    let call = |inputs: &[&NDArray], attrs: &Attrs| {
+        eager::invoke_outputs_by_name("LeakyReLU", inputs, &mut [], attrs)
+            .unwrap_err()
+            .to_string()
+    };
+    let err = call(&[&x, &f32s(&[0.1, 0.2], &[2])], &prelu);
+    assert!(err.contains("gamma") && err.contains("(3,)"), "{err}");
+    let err = call(&[&x, &f32s(&[0.1; 3], &[1, 3])], &prelu);
+    assert!(err.contains("gamma"), "{err}");
+    let err = call(&[&x], &prelu);
+    assert!(err.contains("LeakyReLU"), "{err}");
+    let g64 = NDArray::from_vec(vec![0.1f64; 3], [3]).unwrap();
+    let err = call(&[&x, &g64], &prelu);
+    assert!(err.contains("gamma"), "{err}");
+    let bounds = Attrs::new()
+        .with("act_type", "rrelu")
+        .with("lower_bound", 0.5)
+        .with("upper_bound", 0.1);
+    let err = call(&[&x], &bounds);
+    assert!(err.contains("lower_bound"), "{err}");
+    let nan = Attrs::new()
+        .with("act_type", "rrelu")
+        .with("upper_bound", "nan");
+    assert!(call(&[&x], &nan).contains("lower_bound"));
+    let err = eager::invoke("_LeakyReLU_simple", &[&x], &prelu)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("gamma"), "{err}");
+    // 1-D data: gamma cannot be inferred, and binding says which is unknown.
+    let s = Symbol::invoke("LeakyReLU", &[&Symbol::var("x"), &Symbol::var("g")], &prelu).unwrap();
+    let known = HashMap::from([("x".to_string(), Shape::new(vec![4]))]);
+    let err = s
+        .simple_bind(&known, &HashMap::new(), HashMap::new())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("`g`"), "{err}");
+}

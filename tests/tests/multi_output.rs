@@ -215,3 +215,43 @@ fn fully_connected_without_bias_takes_two_inputs_and_infers_its_weight() {
     let three = Symbol::invoke("FullyConnected", &[&x, &w, &x], &attrs);
     assert!(three.is_err());
 }
+
+/// rrelu draws one slope per element in `[lower_bound, upper_bound]` in
+/// training, shows it as `mask`, and is reproducible from its seed; at
+/// inference it uses their mean, which `mask` then holds.
+#[test]
+fn rrelu_draws_seeded_slopes_in_training_and_uses_their_mean_otherwise() {
+    link();
+    let x = NDArray::from_vec((0..400).map(|i| i as f32 - 300.0).collect(), [400]).unwrap();
+    let attrs = Attrs::new()
+        .with("act_type", "rrelu")
+        .with("lower_bound", 0.1)
+        .with("upper_bound", 0.3);
+    let op = eager::lookup("LeakyReLU").unwrap().def;
+    // A seed of its own: the global generator is shared by parallel tests.
+    let env = (op.parse)(op, &attrs).unwrap().with_seed(5);
+    let train = || eager::train_mode(|| eager::invoke_outputs(op, &[&x], &mut [], &env)).unwrap();
+    let (a, b) = (train(), train());
+    assert_eq!(a[1].to_vec::<f32>().unwrap(), b[1].to_vec::<f32>().unwrap());
+    let (xs, ys, ms) = (
+        x.to_vec::<f32>().unwrap(),
+        a[0].to_vec::<f32>().unwrap(),
+        a[1].to_vec::<f32>().unwrap(),
+    );
+    for ((x, y), m) in xs.iter().zip(&ys).zip(&ms) {
+        assert!((0.1..=0.3).contains(m), "slope {m}");
+        assert_eq!(*y, if *x > 0.0 { *x } else { x * m });
+    }
+    let spread =
+        ms.iter().cloned().fold(f32::MIN, f32::max) - ms.iter().cloned().fold(f32::MAX, f32::min);
+    assert!(spread > 0.15, "slopes barely vary: {spread}");
+    let infer = eager::invoke_outputs_by_name("LeakyReLU", &[&x], &mut [], &attrs).unwrap();
+    let mean = (0.1f32 + 0.3f32) / 2.0;
+    for (x, y) in xs.iter().zip(infer[0].to_vec::<f32>().unwrap()) {
+        assert_eq!(y, if *x > 0.0 { *x } else { x * mean });
+    }
+    assert!(infer[1].to_vec::<f32>().unwrap().iter().all(|&m| m == mean));
+    // MXNet shows both outputs.
+    let s = Symbol::invoke("LeakyReLU", &[&Symbol::var("x")], &attrs).unwrap();
+    assert_eq!(s.list_outputs().len(), 2);
+}

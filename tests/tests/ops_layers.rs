@@ -501,11 +501,9 @@ fn err(op: &str, inputs: &[&NDArray], attrs: &[(&str, &str)]) -> String {
 fn errors_name_op_argument_and_expectation() {
     simpleop_ops::link();
     let x = NDArray::zeros([2, 3], DType::F32);
+    // prelu's slopes are a second argument, which the call lacks.
     let e = err("LeakyReLU", &[&x], &[("act_type", "prelu")]);
-    assert!(
-        e.contains("LeakyReLU") && e.contains("act_type") && e.contains("gamma"),
-        "{e}"
-    );
+    assert!(e.contains("LeakyReLU") && e.contains("gamma"), "{e}");
     let e = err("Activation", &[&x], &[("act_type", "swish")]);
     assert!(e.contains("Activation") && e.contains("act_type"), "{e}");
     let e = err("Activation", &[&x], &[]);

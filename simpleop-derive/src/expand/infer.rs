@@ -24,6 +24,7 @@ pub(super) struct Infer {
 pub(super) fn functions(m: &OpModel) -> Infer {
     let mut items = quote!();
     items.extend(arguments_fn(m));
+    items.extend(simple_form_fn(m));
     let complete = match &m.input_shapes {
         Some(k) => {
             items.extend(complete_fn(m, k));
@@ -87,6 +88,20 @@ fn arguments_fn(m: &OpModel) -> TokenStream {
     }
 }
 
+/// `__simple_form`: the elementwise op that runs a call with these kwargs
+/// (`simple_form = path`).
+fn simple_form_fn(m: &OpModel) -> TokenStream {
+    let (Some(path), Some(p)) = (&m.simple_form, kwargs_type(m)) else {
+        return quote!();
+    };
+    let name = &m.name;
+    quote! {
+        fn __simple_form(env: &::simpleop::EnvArguments) -> ::core::option::Option<&'static str> {
+            env.require_kwargs::<#p>(#name).ok().and_then(#path)
+        }
+    }
+}
+
 /// `__complete`: unknown input shapes from known ones (`fn input_shapes`).
 fn complete_fn(m: &OpModel, k: &Kernel) -> TokenStream {
     let a = args(m, k, &quote!(shapes));
@@ -130,7 +145,12 @@ fn multi_output(m: &OpModel) -> TokenStream {
         quote!(__num_outputs(env)),
     ));
     let names = match &m.output_names {
-        Some(list) => quote!(vec![#(#list.to_owned()),*]),
+        // A kwargs-dependent count takes the first names (rrelu's mask).
+        Some(list) => quote!({
+            let mut names = vec![#(#list.to_owned()),*];
+            names.truncate(__num_outputs(env));
+            names
+        }),
         None => quote!(match __num_outputs(env) {
             1 => vec!["output".to_owned()],
             n => (0..n).map(|k| format!("output{k}")).collect(),

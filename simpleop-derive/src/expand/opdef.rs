@@ -45,6 +45,10 @@ pub(super) fn op_def(m: &OpModel, infer: &Infer) -> TokenStream {
         Some(_) => quote!(Some(__arguments)),
         None => quote!(None),
     };
+    let simple_form = match &m.simple_form {
+        Some(_) => quote!(Some(__simple_form)),
+        None => quote!(None),
+    };
     let aux = &m.aux;
     quote! {
         #[doc = concat!("The definition of op `", #name, "`.")]
@@ -70,6 +74,7 @@ pub(super) fn op_def(m: &OpModel, infer: &Infer) -> TokenStream {
             aux_states: &[#(#aux),*],
             outputs: #outputs,
             complete_shapes: #complete,
+            simple_form: #simple_form,
         };
     }
 }

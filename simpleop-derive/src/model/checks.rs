@@ -263,6 +263,7 @@ pub(super) fn general_fit(d: &Draft, has_inplace: bool, errors: &mut Vec<syn::Er
         opts.output_names.as_ref().map(|o| ("output_names", o.span)),
         opts.arguments.as_ref().map(|o| ("arguments", o.span)),
         opts.aux.as_ref().map(|o| ("aux", o.span)),
+        opts.simple_form.as_ref().map(|o| ("simple_form", o.span)),
     ];
     for (key, span) in spans.into_iter().flatten() {
         if d.form != Form::Blob {
@@ -322,6 +323,7 @@ pub(super) fn general_fit(d: &Draft, has_inplace: bool, errors: &mut Vec<syn::Er
         .then(|| opts.visible_outputs.as_ref().map(|o| o.span))
         .flatten(),
         opts.arguments.as_ref().map(|a| a.span),
+        opts.simple_form.as_ref().map(|a| a.span),
     ];
     if !matches!(d.params, Params::Kwargs(_)) {
         for span in needs_kwargs.into_iter().flatten() {

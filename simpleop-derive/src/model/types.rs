@@ -139,6 +139,8 @@ pub struct OpModel {
     pub arguments: Option<syn::Path>,
     /// `aux = [...]`: the aux-state names.
     pub aux: Vec<String>,
+    /// `simple_form = path`: the elementwise op some calls run as.
+    pub simple_form: Option<syn::Path>,
     /// `fn input_shapes`: backward shape inference.
     pub input_shapes: Option<Kernel>,
 }

@@ -101,6 +101,7 @@ impl Executor {
         grad_req: HashMap<String, GradReq>,
         config: BindConfig,
     ) -> Result<Executor> {
+        let graph = graph.with_simple_forms()?;
         let arg_names = graph.argument_names();
         let aux_names = graph.aux_names();
         let aux = bind_aux(&aux_names, &mut args)?;

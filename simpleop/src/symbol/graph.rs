@@ -175,6 +175,19 @@ impl Graph {
         Ok(())
     }
 
+    /// This graph with each op that is elementwise for its node's kwargs
+    /// ([`OpDef::simple_form`]) replaced by that elementwise op, which
+    /// executors fuse and run in place.
+    pub(crate) fn with_simple_forms(mut self) -> Result<Graph> {
+        for node in &mut self.nodes {
+            if let Some(op) = node.op.filter(|op| op.simple_form.is_some()) {
+                let simple = crate::Registry::global()?.simple_form(op, &node.env);
+                node.op = Some(simple.map_err(|e| node.error(e))?);
+            }
+        }
+        Ok(self)
+    }
+
     /// The argument names, in [`Graph::args`] order.
     pub(crate) fn argument_names(&self) -> Vec<String> {
         self.args
