@@ -11,7 +11,10 @@
 //!   ([`RowScaleParams`]), its own shape function, dtype dispatch and
 //!   explicit [`OpReqType`] handling;
 //! * [`running_centre()`]: a blob-form op with two outputs and an aux
-//!   state updated in training, like BatchNorm.
+//!   state updated in training, like BatchNorm;
+//! * [`sincos()`] and [`polar_to_xy()`]: elementwise ops whose forward
+//!   returns a tuple (two outputs), with gradients reading every output's
+//!   gradient (`OutGrads<[T; 2]>`).
 //!
 //! Every op gets a typed eager function (`softplus(&x)`), an `_into`
 //! variant and an `_inplace` variant, and is callable by name through
@@ -51,7 +54,9 @@ use simpleop::{Element, Error, Float, OpReqType, Result, Shape, simple_op};
 simpleop::link_ops!();
 
 mod centre;
+mod polar;
 pub use centre::{RunningCentreParams, running_centre, running_centre_symbol};
+pub use polar::{polar_to_xy, polar_to_xy_symbol, sincos, sincos_symbol};
 
 /// Softplus, a smooth ReLU: `ln(1 + e^x)`.
 #[simple_op(inplace = "OutIn")]

@@ -55,10 +55,12 @@ wrapper! {
     In2;
     /// All input blobs, for blob-form gradients that read the inputs.
     Inputs;
-    /// Every output's gradient, for blob ops with several outputs: `None`
-    /// for an output nothing reads, whose gradient is zero.
+    /// Every output's gradient, for ops with several outputs: blob ops
+    /// get `&[Option<TBlob>]` (`None` for an output nothing reads, whose
+    /// gradient is zero), elementwise ops `[T; M]` (zero there).
     OutGrads;
-    /// Every forward output, for blob ops with several outputs.
+    /// Every forward output, for ops with several outputs (`&[TBlob]`,
+    /// or `[T; M]` elementwise).
     OutValues;
 }
 

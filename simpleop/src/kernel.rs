@@ -69,6 +69,22 @@ pub trait MapGrad<const N: usize>: Sync + Copy {
     fn apply<T: Float>(&self, dy: T, y: T, x: [T; N]) -> [T; N];
 }
 
+/// A forward kernel of arity `N` with `M` outputs (`fn forward<T>(..) ->
+/// (T, T)`): every output at one element. `Copy` for the reason given on
+/// [`MapFn`].
+pub trait MultiMapFn<const N: usize, const M: usize>: Sync + Copy {
+    /// Computes the `M` outputs at one element, in the compute type `T`.
+    fn apply<T: Float>(&self, x: [T; N]) -> [T; M];
+}
+
+/// The gradient of a [`MultiMapFn`]: the `N` input gradients at one element
+/// from each output's gradient (zero for an output no one read), the
+/// outputs and the inputs (zero where the gradient does not read them).
+pub trait MultiMapGrad<const N: usize, const M: usize>: Sync + Copy {
+    /// Computes the `N` input gradients at one element.
+    fn apply<T: Float>(&self, dy: [T; M], y: [T; M], x: [T; N]) -> [T; N];
+}
+
 /// A source kernel: one output element from the random stream.
 pub trait SourceFn: Sync {
     /// Computes one element.
@@ -101,6 +117,10 @@ pub struct TileFns {
     /// (`#[simple_op(lanes = ...)]`): `None` from the function where the
     /// arguments do not allow it.
     pub lane: Option<LaneFn>,
+    /// For an op with several outputs: the forward of outputs `1..`, each
+    /// on its own (`forward_f32`/`forward_f64` compute output 0), so that a
+    /// fused program computes just the outputs it needs.
+    pub more_outputs: &'static [(TileForwardFn<f32>, TileForwardFn<f64>)],
 }
 
 /// An op's `jit::Lane` for its arguments.

@@ -14,6 +14,9 @@ fn scalar_t() -> TokenStream {
 }
 
 pub(super) fn code(m: &OpModel) -> FormCode {
+    if m.elem_outputs > 1 {
+        return multi_code(m);
+    }
     let arity = m.arity();
     let mut items = if arity == 0 {
         source_impl(m)
@@ -135,6 +138,66 @@ fn grad_impl(b: &Backward, arity: usize) -> TokenStream {
         impl ::simpleop::kernel::MapGrad<#arity> for __Kernel<'_> {
             #[inline(always)]
             fn apply<__T: ::simpleop::Float>(&self, dy: __T, y: __T, x: [__T; #arity]) -> [__T; #arity] {
+                let _ = (&y, &x);
+                let r = backward::<__T>(#(#args),*);
+                #ret
+            }
+        }
+    }
+}
+
+/// An op whose forward returns a tuple: `MultiMapFn` over the forward,
+/// `MultiMapGrad` over the gradient (its `OutGrads`/`OutValues` read as
+/// arrays), run by the several-output drivers.
+fn multi_code(m: &OpModel) -> FormCode {
+    let (n, outs) = (m.arity(), m.elem_outputs);
+    let binds = (0..n).map(|k| format_ident!("__x{}", k));
+    let fwd_args = forward_args(m);
+    let idx = (0..outs).map(syn::Index::from);
+    let mut items = quote! {
+        impl ::simpleop::kernel::MultiMapFn<#n, #outs> for __Kernel<'_> {
+            #[inline(always)]
+            fn apply<__T: ::simpleop::Float>(&self, mut x: [__T; #n]) -> [__T; #outs] {
+                let [#(#binds),*] = &mut x;
+                let r = forward::<__T>(#(#fwd_args),*);
+                [#(r.#idx),*]
+            }
+        }
+    };
+    let forward = quote!(::simpleop::__private::multi_map_forward::<_, #n, #outs>(call, &__kernel(call.env)?, inputs, outputs, reqs));
+    let backward = m.backward.as_ref().map(|b| {
+        items.extend(multi_grad_impl(b, n, outs));
+        quote!(::simpleop::__private::multi_map_backward::<_, #n, #outs>(call, &__kernel(call.env)?, args, grads, reqs))
+    });
+    FormCode {
+        items,
+        forward,
+        backward,
+    }
+}
+
+fn multi_grad_impl(b: &Backward, arity: usize, outs: usize) -> TokenStream {
+    let args = b.kernel.roles.iter().map(|r| match r {
+        Role::OutGrads => quote!(::simpleop::OutGrads(dy)),
+        Role::OutValues => quote!(::simpleop::OutValues(y)),
+        Role::InputValue(k) => {
+            let w = format_ident!("In{}", k);
+            quote!(::simpleop::#w(x[#k]))
+        }
+        Role::Scalar => scalar_t(),
+        Role::Kwargs => quote!(self.params),
+        _ => quote!(compile_error!("unsupported role")),
+    });
+    let ret = if arity == 1 {
+        quote!([r])
+    } else {
+        let idx = (0..arity).map(syn::Index::from);
+        quote!([#(r.#idx),*])
+    };
+    quote! {
+        impl ::simpleop::kernel::MultiMapGrad<#arity, #outs> for __Kernel<'_> {
+            #[inline(always)]
+            fn apply<__T: ::simpleop::Float>(&self, dy: [__T; #outs], y: [__T; #outs], x: [__T; #arity]) -> [__T; #arity] {
                 let _ = (&y, &x);
                 let r = backward::<__T>(#(#args),*);
                 #ret

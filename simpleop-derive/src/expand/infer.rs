@@ -161,6 +161,13 @@ fn multi_output(m: &OpModel) -> TokenStream {
             let a = args(m, k, &quote!(shapes));
             quote!(Ok(shape(#(#a),*)?))
         }
+        // An elementwise tuple: every output has the inputs' one shape.
+        None if m.elem_outputs > 1 => {
+            quote!(Ok(vec![
+                ::simpleop::__private::same_shape(op, shapes, env)?;
+                __num_outputs(env)
+            ]))
+        }
         None => {
             quote!(Err(::simpleop::Error::invalid(#name, "shape", "an op with several outputs needs `fn shape`")))
         }

@@ -22,6 +22,9 @@ pub(super) fn fns(m: &OpModel) -> TokenStream {
             quote!(None)
         }
     };
+    if m.elem_outputs > 1 {
+        return multi_fns(m);
+    }
     let (b32, b64) = (bwd(quote!(f32)), bwd(quote!(f64)));
     let lane = lane(m);
     quote!(Some(::simpleop::kernel::TileFns {
@@ -34,6 +37,32 @@ pub(super) fn fns(m: &OpModel) -> TokenStream {
         backward_f32: #b32,
         backward_f64: #b64,
         lane: #lane,
+        more_outputs: &[],
+    }))
+}
+
+/// The tile functions of an op with several outputs: one forward per
+/// output, and no tile gradient (its backward reads every output's
+/// gradient, which fused gradient chains do not carry).
+fn multi_fns(m: &OpModel) -> TokenStream {
+    let (n, outs) = (m.arity(), m.elem_outputs);
+    let one = |k: usize, c: TokenStream| {
+        quote!(|env: &::simpleop::EnvArguments, ins: &[&[#c]], out: &mut [#c]| {
+            ::simpleop::__private::tile_forward_output::<_, #c, #n, #outs>(&__kernel(env)?, #k, ins, out)
+        })
+    };
+    let more = (1..outs).map(|k| {
+        let (a, b) = (one(k, quote!(f32)), one(k, quote!(f64)));
+        quote!((#a, #b))
+    });
+    let (f32_0, f64_0) = (one(0, quote!(f32)), one(0, quote!(f64)));
+    quote!(Some(::simpleop::kernel::TileFns {
+        forward_f32: #f32_0,
+        forward_f64: #f64_0,
+        backward_f32: None,
+        backward_f64: None,
+        lane: None,
+        more_outputs: &[#(#more),*],
     }))
 }
 

@@ -27,6 +27,7 @@ pub(super) fn kernels(
     };
     let backward = bwd.map(|b| backward(b, params, arity, opts.outputs.as_ref(), errors));
     Kernels {
+        outputs: 1,
         forward,
         input_names,
         backward,

@@ -66,6 +66,7 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
     checks::rng_used(&draft, errors);
     let pattern = pattern(&opts, form);
     checks::general_fit(&draft, fwd_inplace.or(grad_inplace).is_some(), errors);
+    checks::tuple_fit(&draft, errors);
     let input_shapes = find_fn(module, "input_shapes").map(|f| input_shapes_fn(f, &params, errors));
     let rows = find_fn(module, "rows").map(|f| {
         checks::rows_fit(&draft, f, &pattern, errors);
@@ -74,6 +75,7 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
 
     let Kernels {
         forward,
+        outputs: elem_outputs,
         input_names,
         backward,
     } = kernels;
@@ -100,7 +102,11 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
         vector: opts.vector.as_ref().map(|v| v.value.clone()),
         lanes: opts.lanes.as_ref().map(|v| v.value.clone()),
         impure: opts.impure.is_some(),
-        outputs: opts.outputs.as_ref().map(|o| o.value.clone()),
+        // An elementwise tuple is a fixed count of outputs.
+        outputs: match elem_outputs {
+            1 => opts.outputs.as_ref().map(|o| o.value.clone()),
+            n => Some(crate::options::Count::Fixed(n)),
+        },
         visible_outputs: opts.visible_outputs.as_ref().map(|o| o.value.clone()),
         output_names: opts.output_names.as_ref().map(|o| o.value.clone()),
         arguments: opts.arguments.as_ref().map(|o| o.value.clone()),
@@ -111,6 +117,7 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
             .map(|o| o.value.clone())
             .unwrap_or_default(),
         input_shapes,
+        elem_outputs,
     })
 }
 

@@ -265,8 +265,10 @@ pub(super) fn general_fit(d: &Draft, has_inplace: bool, errors: &mut Vec<syn::Er
         opts.aux.as_ref().map(|o| ("aux", o.span)),
         opts.simple_form.as_ref().map(|o| ("simple_form", o.span)),
     ];
+    let tuple = d.kernels.outputs > 1;
     for (key, span) in spans.into_iter().flatten() {
-        if d.form != Form::Blob {
+        let names_of_tuple = tuple && matches!(key, "output_names" | "visible_outputs");
+        if d.form != Form::Blob && !names_of_tuple {
             err(
                 errors,
                 span,
@@ -285,6 +287,7 @@ pub(super) fn general_fit(d: &Draft, has_inplace: bool, errors: &mut Vec<syn::Er
     }
     let fixed = match opts.outputs.as_ref().map(|o| &o.value) {
         Some(Count::Fixed(n)) => Some(*n),
+        _ if tuple => Some(d.kernels.outputs),
         _ => None,
     };
     if let (Some(n), Some(names)) = (fixed, &opts.output_names)
@@ -293,10 +296,10 @@ pub(super) fn general_fit(d: &Draft, has_inplace: bool, errors: &mut Vec<syn::Er
         err(
             errors,
             names.span,
-            format!("{} output names for `outputs = {n}`", names.value.len()),
+            format!("{} output names for {n} outputs", names.value.len()),
         );
     }
-    if opts.outputs.is_none() {
+    if opts.outputs.is_none() && !tuple {
         for (key, span) in [
             opts.visible_outputs
                 .as_ref()
@@ -340,6 +343,39 @@ pub(super) fn general_fit(d: &Draft, has_inplace: bool, errors: &mut Vec<syn::Er
             errors,
             x.span,
             "aux states after kwargs-dependent arguments are not supported: list fixed `inputs` instead",
+        );
+    }
+}
+
+/// An elementwise forward returning a tuple has several outputs: nothing
+/// that assumes one output (in place, vector and lane forms,
+/// broadcasting, updated inputs) or sets the count another way applies.
+pub(super) fn tuple_fit(d: &Draft, errors: &mut Vec<syn::Error>) {
+    let m = d.kernels.outputs;
+    if m < 2 {
+        return;
+    }
+    let opts = d.opts;
+    let conflicts = [
+        opts.inplace.first().map(|i| ("inplace", i.span)),
+        opts.vector.as_ref().map(|v| ("vector", v.span)),
+        opts.lanes.as_ref().map(|v| ("lanes", v.span)),
+        opts.broadcast.map(|s| ("broadcast", s)),
+        opts.outputs.as_ref().map(|o| ("outputs", o.span)),
+    ];
+    for (key, span) in conflicts.into_iter().flatten() {
+        let why = if key == "outputs" {
+            format!("the forward's tuple already gives {m} outputs")
+        } else {
+            format!("it assumes one output, and this forward returns {m}")
+        };
+        err(errors, span, format!("`{key}` does not fit this op: {why}"));
+    }
+    if d.kernels.forward.has_state() {
+        err(
+            errors,
+            d.ident.span(),
+            "an elementwise op with several outputs cannot update its inputs (`&mut T`)",
         );
     }
 }

@@ -14,6 +14,9 @@ use crate::options::Options;
 /// The most inputs an elementwise kernel takes (its tile buffers live on the stack).
 const MAX_INPUTS: usize = 8;
 
+/// The most outputs an elementwise kernel returns (`-> (T, T, T, T)`).
+const MAX_OUTPUTS: usize = 4;
+
 /// Parameter names of the generated eager functions; inputs cannot use them.
 pub(super) const RESERVED: [&str; 4] = ["out", "req", "scalar", "params"];
 
@@ -25,9 +28,9 @@ pub(super) fn kernels(
     opts: &Options,
     errors: &mut Vec<syn::Error>,
 ) -> Option<Kernels> {
-    let (forward, input_names) = forward(fwd, params, opts, errors)?;
+    let (forward, input_names, outputs) = forward(fwd, params, opts, errors)?;
     let arity = input_names.len();
-    let backward = bwd.and_then(|b| backward(b, params, arity, errors));
+    let backward = bwd.and_then(|b| backward(b, params, arity, outputs, errors));
     if arity == 0
         && let Some(b) = bwd
     {
@@ -39,18 +42,19 @@ pub(super) fn kernels(
     }
     Some(Kernels {
         forward,
+        outputs,
         input_names,
         backward,
     })
 }
 
-/// The forward kernel and the names of its inputs.
+/// The forward kernel, the names of its inputs and its number of outputs.
 fn forward(
     f: &ItemFn,
     params: &Params,
     opts: &Options,
     errors: &mut Vec<syn::Error>,
-) -> Option<(Kernel, Vec<Ident>)> {
+) -> Option<(Kernel, Vec<Ident>, usize)> {
     let t = type_param(f, "forward", errors)?;
     let args = args(f, errors);
     let sig = ForwardSig {
@@ -76,23 +80,44 @@ fn forward(
         }
         Some(role)
     });
-    let t = &sig.t;
-    match &f.sig.output {
-        ReturnType::Type(_, ty) if is_ident(ty, t) => {}
-        ReturnType::Type(_, ty) => err(
-            errors,
-            ty.span(),
-            format!("an elementwise `forward` returns one `{t}`"),
-        ),
-        ReturnType::Default => err(
+    let outputs = forward_outputs(f, &sig.t, errors);
+    check_inputs(f, &names, &roles, errors);
+    if outputs > 1 && names.is_empty() {
+        err(
             errors,
             f.sig.ident.span(),
-            format!("an elementwise `forward` returns one `{t}`"),
-        ),
+            "a source op (no inputs) returns one value; several outputs need inputs",
+        );
     }
-    check_inputs(f, &names, &roles, errors);
     no_duplicates(&roles, errors);
-    Some((kernel(roles), names))
+    Some((kernel(roles), names, outputs))
+}
+
+/// How many values the forward returns: one `T`, or a tuple of 2 to
+/// [`MAX_OUTPUTS`] `T`s (an op with several outputs).
+fn forward_outputs(f: &ItemFn, t: &Ident, errors: &mut Vec<syn::Error>) -> usize {
+    let why = format!(
+        "an elementwise `forward` returns one `{t}`, or a tuple of 2 to {MAX_OUTPUTS} `{t}`s for several outputs"
+    );
+    match &f.sig.output {
+        ReturnType::Type(_, ty) if is_ident(ty, t) => 1,
+        ReturnType::Type(_, ty) => match &**ty {
+            Type::Tuple(tt)
+                if (2..=MAX_OUTPUTS).contains(&tt.elems.len())
+                    && tt.elems.iter().all(|e| is_ident(e, t)) =>
+            {
+                tt.elems.len()
+            }
+            _ => {
+                err(errors, ty.span(), why);
+                1
+            }
+        },
+        ReturnType::Default => {
+            err(errors, f.sig.ident.span(), why);
+            1
+        }
+    }
 }
 
 /// With `scalar`, the position of the last `T` parameter, which is the
@@ -249,6 +274,7 @@ fn backward(
     f: &ItemFn,
     params: &Params,
     arity: usize,
+    outputs: usize,
     errors: &mut Vec<syn::Error>,
 ) -> Option<Backward> {
     let t = type_param(f, "backward", errors)?;
@@ -256,15 +282,26 @@ fn backward(
     if untyped_gradient(&args, &t, params, errors) {
         return None;
     }
+    let shape = GradShape { arity, outputs };
     let roles = collect_roles(args, params, errors, |_, ty, span, _, errors| {
-        gradient_role(ty, span, &t, params, arity, errors)
+        gradient_role(ty, span, &t, params, shape, errors)
     });
     no_duplicates(&roles, errors);
-    if !has_role(&roles, Role::OutGrad) {
+    let (role, want) = match outputs {
+        1 => (
+            Role::OutGrad,
+            format!("the output gradient: `dy: OutGrad<{t}>`"),
+        ),
+        m => (
+            Role::OutGrads,
+            format!("every output's gradient: `dys: OutGrads<[{t}; {m}]>`"),
+        ),
+    };
+    if !has_role(&roles, role) {
         err(
             errors,
             f.sig.ident.span(),
-            format!("a gradient takes the output gradient: `dy: OutGrad<{t}>`"),
+            format!("a gradient takes {want}"),
         );
     }
     check_gradient_returns(f, &t, arity, errors);
@@ -286,7 +323,7 @@ fn untyped_gradient(
         .map(|(_, s)| *s)
         .collect();
     let has_out_grad = args.iter().any(|(ty, _)| {
-        matches!(last_segment(ty), Some((n, Some(inner))) if n == "OutGrad" && is_ident(inner, t))
+        matches!(last_segment(ty), Some((n, Some(inner))) if (n == "OutGrad" && is_ident(inner, t)) || n == "OutGrads")
     });
     let scalar_op = matches!(params, Params::Scalar);
     if !has_out_grad && (plain.len() > 1 || (plain.len() == 1 && !scalar_op)) {
@@ -302,21 +339,45 @@ fn untyped_gradient(
     false
 }
 
+/// The inputs and outputs a gradient's parameters are read against.
+#[derive(Clone, Copy)]
+struct GradShape {
+    arity: usize,
+    outputs: usize,
+}
+
 /// The role of one gradient parameter: the scalar `T`, the kwargs, or a
-/// `T` wrapped in what it reads.
+/// `T` wrapped in what it reads (`[T; M]` for every output's).
 fn gradient_role(
     ty: &Type,
     span: Span,
     t: &Ident,
     params: &Params,
-    arity: usize,
+    shape: GradShape,
     errors: &mut Vec<syn::Error>,
 ) -> Option<Role> {
+    let GradShape { arity, outputs } = shape;
     if is_ident(ty, t) {
         return Some(Role::Scalar);
     }
     if let Some(r) = direct_common_role(ty, params, "gradients", errors) {
         return r;
+    }
+    if let Some((n, Some(inner))) = last_segment(ty)
+        && (n == "OutGrads" || n == "OutValues")
+    {
+        return every_output_role(&n, inner, span, t, outputs, errors);
+    }
+    if outputs > 1
+        && let Some((n, _)) = last_segment(ty)
+        && (n == "OutGrad" || n == "OutValue")
+    {
+        err(
+            errors,
+            span,
+            format!("this op has {outputs} outputs: read them all with `{n}s<[{t}; {outputs}]>`"),
+        );
+        return None;
     }
     let n = match last_segment(ty) {
         Some((n, Some(inner))) if is_ident(inner, t) => n,
@@ -356,6 +417,40 @@ fn gradient_role(
             None
         }
     }
+}
+
+/// `OutGrads<[T; M]>` or `OutValues<[T; M]>` of an op with `M` outputs.
+fn every_output_role(
+    n: &str,
+    inner: &Type,
+    span: Span,
+    t: &Ident,
+    outputs: usize,
+    errors: &mut Vec<syn::Error>,
+) -> Option<Role> {
+    let len = match inner {
+        Type::Array(a) if is_ident(&a.elem, t) => match &a.len {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(i),
+                ..
+            }) => i.base10_parse::<usize>().ok(),
+            _ => None,
+        },
+        _ => None,
+    };
+    if outputs < 2 || len != Some(outputs) {
+        let want = match outputs {
+            1 => format!("`OutGrad<{t}>` and `OutValue<{t}>` for an op with one output"),
+            m => format!("`{n}<[{t}; {m}]>`: one entry per output of the {m}"),
+        };
+        err(errors, span, format!("expected {want}"));
+        return None;
+    }
+    Some(if n == "OutGrads" {
+        Role::OutGrads
+    } else {
+        Role::OutValues
+    })
 }
 
 /// An `arity`-input gradient returns one `T` per input.

@@ -143,6 +143,8 @@ pub struct OpModel {
     pub simple_form: Option<syn::Path>,
     /// `fn input_shapes`: backward shape inference.
     pub input_shapes: Option<Kernel>,
+    /// Outputs of an elementwise forward (`-> (T, T)`: 2); 1 otherwise.
+    pub elem_outputs: usize,
 }
 
 impl OpModel {
@@ -203,6 +205,8 @@ pub(super) fn not_unary(
 /// An op's kernels as read from its module, before the op-level checks.
 pub(super) struct Kernels {
     pub forward: Kernel,
+    /// Outputs of an elementwise forward returning a tuple (else 1).
+    pub outputs: usize,
     pub input_names: Vec<Ident>,
     pub backward: Option<Backward>,
 }

@@ -54,6 +54,38 @@ pub fn par_chunks_mut<T: Send>(out: &mut [T], cost: usize, f: impl Fn(usize, &mu
         .for_each(|(c, part)| in_chunk(|| f(c * chunk, part)));
 }
 
+/// Calls `f(start, parts)` over several outputs of `n` elements each,
+/// split like [`for_each_chunk`] into disjoint contiguous chunks:
+/// `parts[k]` is output `k`'s elements from `start` (`None` for an output
+/// not written). For elementwise kernels with several outputs.
+pub(crate) fn for_each_chunk_of<T: Send>(
+    outs: Vec<Option<&mut [T]>>,
+    n: usize,
+    cost: usize,
+    f: impl Fn(usize, Vec<Option<&mut [T]>>) + Sync,
+) {
+    let chunks = chunk_count(n / MIN_CHUNK, n.saturating_mul(cost.max(1)));
+    if chunks < 2 || !may_split() {
+        f(0, outs);
+        return;
+    }
+    let chunk = n.div_ceil(chunks);
+    let mut parts: Vec<Option<std::slice::ChunksMut<'_, T>>> = outs
+        .into_iter()
+        .map(|o| o.map(|s| s.chunks_mut(chunk)))
+        .collect();
+    let work: Vec<(usize, Vec<Option<&mut [T]>>)> = (0..n.div_ceil(chunk))
+        .map(|c| {
+            let next = parts
+                .iter_mut()
+                .map(|p| p.as_mut().and_then(Iterator::next));
+            (c * chunk, next.collect())
+        })
+        .collect();
+    work.into_par_iter()
+        .for_each(|(start, parts)| in_chunk(|| f(start, parts)));
+}
+
 /// How many chunks to split `units` independent pieces of total `work`
 /// into: one per thread, fewer when the work is small, and 1 when entering
 /// the pool would not pay for itself.

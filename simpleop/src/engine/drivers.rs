@@ -41,10 +41,12 @@ use std::ops::Range;
 
 mod backward;
 mod checks;
+mod multi;
 
 pub use backward::map_backward;
 use checks::{Checked, check_float, check_input, tiles_of};
 pub(crate) use checks::{DstInfo, alias_of, source_for};
+pub use multi::{multi_map_backward, multi_map_forward, tile_forward_output};
 
 /// Work per element of drawing a random number.
 const SAMPLE_COST: usize = 20;

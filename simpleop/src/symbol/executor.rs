@@ -329,10 +329,15 @@ impl Executor {
         };
         for ins in &f.instrs {
             instrs.push(match ins {
-                Instr::Forward { node, ins, out } => {
+                Instr::Forward {
+                    node,
+                    ins,
+                    out,
+                    output,
+                } => {
                     cost += self.graph.nodes[*node].op.map_or(1, |o| o.cost as usize);
                     TileInstr::Forward {
-                        fns: fns(*node)?,
+                        fns: output_fns(fns(*node)?, *output)?,
                         env: &self.envs[*node],
                         ins,
                         out: *out,
@@ -848,4 +853,25 @@ fn without_output(prog: TileProgram<'_>, k: usize) -> (TileProgram<'_>, usize) {
         })
         .collect();
     (TileProgram { instrs, ..prog }, slot)
+}
+
+/// The entry points that compute output `k` of an op: its own for output
+/// 0, else those of [`crate::kernel::TileFns::more_outputs`] (no gradient
+/// or lane: fused gradients and code generation see one output).
+fn output_fns(fns: crate::kernel::TileFns, k: usize) -> Result<crate::kernel::TileFns> {
+    if k == 0 {
+        return Ok(fns);
+    }
+    let &(f32_fn, f64_fn) = fns
+        .more_outputs
+        .get(k - 1)
+        .ok_or_else(|| Error::graph(format!("no tile kernel for output {k}")))?;
+    Ok(crate::kernel::TileFns {
+        forward_f32: f32_fn,
+        forward_f64: f64_fn,
+        backward_f32: None,
+        backward_f64: None,
+        lane: None,
+        more_outputs: &[],
+    })
 }

@@ -41,7 +41,7 @@
 use std::collections::HashMap;
 
 use super::graph::Graph;
-use crate::{DType, Pattern, Shape};
+use crate::{DType, OpForm, Pattern, Shape};
 
 /// A group of fused nodes, as [`super::Executor::fusion_groups`] reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -178,19 +178,29 @@ pub(crate) fn group(g: &Graph, shapes: &[Shape], dtypes: &[DType], tile: &[bool]
 }
 
 /// Per node, its op's pattern (`None` for a variable); a simple op
-/// without tile entry points counts as opaque.
+/// without tile entry points counts as opaque. The outputs 1.. of an
+/// elementwise op with several (`-> (T, T)`) share its pattern, so that
+/// the op and its outputs' readers can fuse; other output nodes are
+/// values made elsewhere, as variables are.
 fn node_patterns(g: &Graph, tile: &[bool]) -> Vec<Option<Pattern>> {
+    let fusable = |n: usize| {
+        g.nodes[n].op.is_some_and(|op| {
+            tile[n]
+                && (op.is_simple() || (op.form == OpForm::Elementwise && op.aux_states.is_empty()))
+        })
+    };
     g.nodes
         .iter()
         .enumerate()
-        .map(|(n, node)| {
-            node.op.map(|op| {
-                if (simple(op.pattern) && !tile[n]) || !op.is_simple() {
+        .map(|(n, node)| match (node.op, node.output_of) {
+            (None, Some((p, _))) if fusable(p) => g.nodes[p].op.map(|op| op.pattern),
+            (op, _) => op.map(|op| {
+                if (simple(op.pattern) && !tile[n]) || !(op.is_simple() || fusable(n)) {
                     Pattern::Opaque
                 } else {
                     op.pattern
                 }
-            })
+            }),
         })
         .collect()
 }

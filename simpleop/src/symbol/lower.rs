@@ -347,9 +347,13 @@ impl Lowering<'_> {
                 .copied()
                 .filter(|&n| grouping.pattern[n].is_some_and(simple))
                 .collect();
-            let Some(&last) = members.last() else {
+            // Output nodes of an op with several outputs are members
+            // without a step of their own: the op's step writes them.
+            let stepped = members.iter().filter(|&&n| g.nodes[n].op.is_some());
+            let Some(&last) = stepped.clone().next_back() else {
                 continue;
             };
+            let steps = stepped.count();
             for &n in &members {
                 simple_group[n] = k + 1;
             }
@@ -362,7 +366,7 @@ impl Lowering<'_> {
             });
             let tail = self.reduce_tail(m, &members);
             let head = self.slab_head(m, &members);
-            if (members.len() < 2 && tail.is_none() && head.is_none())
+            if (steps < 2 && tail.is_none() && head.is_none())
                 || !late_readers
                 || !convex(g, &members)
             {
@@ -433,17 +437,31 @@ impl Lowering<'_> {
     ) -> FusedStep {
         let mut b = Builder::new(self.plan, self.reads, self.writes);
         for &n in &group.members {
-            let Some(Step::Forward { inputs, out, .. }) = forward_step(n) else {
+            let Some(Step::Forward {
+                inputs,
+                out,
+                more_outs,
+                ..
+            }) = forward_step(n)
+            else {
                 continue;
             };
-            let ins = inputs.iter().map(|&v| b.read(v)).collect();
-            let o = b.write(*out, OpReqType::WriteTo);
+            let ins: Vec<usize> = inputs.iter().map(|&v| b.read(v)).collect();
             b.f.nodes.push(n);
-            b.f.instrs.push(Instr::Forward {
-                node: n,
-                ins,
-                out: o,
-            });
+            // One instruction per output that something reads.
+            let outs = std::iter::once((*out, OpReqType::WriteTo)).chain(more_outs.iter().copied());
+            for (k, (v, req)) in outs.enumerate() {
+                if req == OpReqType::Null {
+                    continue;
+                }
+                let o = b.write(v, OpReqType::WriteTo);
+                b.f.instrs.push(Instr::Forward {
+                    node: n,
+                    ins: ins.clone(),
+                    out: o,
+                    output: k,
+                });
+            }
         }
         let (mut f, mut internal) = b.finish();
         if let Some(t) = &group.tail {
@@ -679,6 +697,7 @@ mod tests {
             node: 0,
             ins: ins.to_vec(),
             out,
+            output: 0,
         }
     }
     fn store(slot: usize, output: usize) -> Instr {

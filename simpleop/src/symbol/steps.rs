@@ -194,6 +194,9 @@ pub(crate) enum Instr {
         node: usize,
         ins: Vec<usize>,
         out: usize,
+        /// Which of the op's outputs it computes (0 but for an
+        /// elementwise op with several).
+        output: usize,
     },
     Backward {
         node: usize,

@@ -38,6 +38,7 @@ fn sub_fns() -> TileFns {
         backward_f32: None,
         backward_f64: None,
         lane: None,
+        more_outputs: &[],
     }
 }
 
@@ -267,6 +268,7 @@ fn only_a_result_no_op_reads_waits_for_the_next_tile() {
         backward_f32: None,
         backward_f64: None,
         lane: None,
+        more_outputs: &[],
     };
     let fwd = |ins: &'static [usize], out| TileInstr::Forward {
         fns,
