@@ -175,7 +175,21 @@ pub mod leaky_relu {
     }
 }
 
-/// The scalar types, by `_LeakyReLU_simple`'s registered kernels.
+/// `_LeakyReLU_simple` and its kernels on `ctx`'s device, which run the
+/// scalar types.
+fn simple_kernels(
+    ctx: &RunContext,
+) -> Result<(
+    &'static simpleop::OpDef,
+    &'static simpleop::KernelRegistration,
+)> {
+    let op = &crate::layers::leaky_relu_simple::OP;
+    let kernels = simpleop::Registry::global()?
+        .get(op.name)?
+        .kernels(ctx.device)?;
+    Ok((op, kernels))
+}
+
 fn simple_forward(
     inputs: &[TBlob<'_>],
     outs: &mut [TBlobMut<'_>],
@@ -183,10 +197,7 @@ fn simple_forward(
     ctx: &RunContext,
     env: &EnvArguments,
 ) -> Result<()> {
-    let op = &crate::layers::leaky_relu_simple::OP;
-    let kernels = simpleop::Registry::global()?
-        .get(op.name)?
-        .kernels(ctx.device)?;
+    let (op, kernels) = simple_kernels(ctx)?;
     (kernels.forward)(&OpCall { op, env, ctx }, inputs, outs, reqs)
 }
 
@@ -199,10 +210,7 @@ fn simple_backward(
     ctx: &RunContext,
     env: &EnvArguments,
 ) -> Result<()> {
-    let op = &crate::layers::leaky_relu_simple::OP;
-    let kernels = simpleop::Registry::global()?
-        .get(op.name)?
-        .kernels(ctx.device)?;
+    let (op, kernels) = simple_kernels(ctx)?;
     let backward = kernels
         .backward
         .ok_or_else(|| simpleop::Error::NoGradient { op: op.name.into() })?;

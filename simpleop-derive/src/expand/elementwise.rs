@@ -114,12 +114,15 @@ fn map_impl(m: &OpModel) -> TokenStream {
     }
 }
 
-/// The gradient as a map from the output gradient, the output and the
-/// inputs to one gradient per input.
-fn grad_impl(b: &Backward, arity: usize) -> TokenStream {
+/// The arguments of a call of `backward` over `dy`, `y` and `x` (one value
+/// each, or arrays over the outputs), and its result as an array `r` of
+/// one gradient per input.
+fn grad_call(b: &Backward, arity: usize) -> (Vec<TokenStream>, TokenStream) {
     let args = b.kernel.roles.iter().map(|r| match r {
         Role::OutGrad => quote!(::simpleop::OutGrad(dy)),
         Role::OutValue => quote!(::simpleop::OutValue(y)),
+        Role::OutGrads => quote!(::simpleop::OutGrads(dy)),
+        Role::OutValues => quote!(::simpleop::OutValues(y)),
         Role::InputValue(k) => {
             let w = format_ident!("In{}", k);
             quote!(::simpleop::#w(x[#k]))
@@ -134,6 +137,13 @@ fn grad_impl(b: &Backward, arity: usize) -> TokenStream {
         let idx = (0..arity).map(syn::Index::from);
         quote!([#(r.#idx),*])
     };
+    (args.collect(), ret)
+}
+
+/// The gradient as a map from the output gradient, the output and the
+/// inputs to one gradient per input.
+fn grad_impl(b: &Backward, arity: usize) -> TokenStream {
+    let (args, ret) = grad_call(b, arity);
     quote! {
         impl ::simpleop::kernel::MapGrad<#arity> for __Kernel<'_> {
             #[inline(always)]
@@ -177,23 +187,7 @@ fn multi_code(m: &OpModel) -> FormCode {
 }
 
 fn multi_grad_impl(b: &Backward, arity: usize, outs: usize) -> TokenStream {
-    let args = b.kernel.roles.iter().map(|r| match r {
-        Role::OutGrads => quote!(::simpleop::OutGrads(dy)),
-        Role::OutValues => quote!(::simpleop::OutValues(y)),
-        Role::InputValue(k) => {
-            let w = format_ident!("In{}", k);
-            quote!(::simpleop::#w(x[#k]))
-        }
-        Role::Scalar => scalar_t(),
-        Role::Kwargs => quote!(self.params),
-        _ => quote!(compile_error!("unsupported role")),
-    });
-    let ret = if arity == 1 {
-        quote!([r])
-    } else {
-        let idx = (0..arity).map(syn::Index::from);
-        quote!([#(r.#idx),*])
-    };
+    let (args, ret) = grad_call(b, arity);
     quote! {
         impl ::simpleop::kernel::MultiMapGrad<#arity, #outs> for __Kernel<'_> {
             #[inline(always)]
