@@ -779,7 +779,7 @@ fn rnn_backward(
 ) -> Result<()> {
     let a = read_args(inputs, p)?;
     let g = a.g;
-    if dys.len() != 4 || ys.len() != 4 || grads.len() != inputs.len() {
+    if dys.len() != 4 || ys.len() != 4 || grads.len() != inputs.len() || reqs.len() != grads.len() {
         return Err(simpleop::Error::invalid(
             RNN,
             "outputs",

@@ -105,3 +105,92 @@ fn fully_connected_without_bias() {
             .shapes(&[&[2, 4], &[3, 4]]),
     );
 }
+
+/// RNN's gradients (back-propagation through time) for f32 and f64 and
+/// every request, for every input and with heads on every shown output.
+fn check_rnn(c: GradCheck) {
+    simpleop_ops::link();
+    let c = c
+        .dtypes(&[simpleop::DType::F32, simpleop::DType::F64])
+        .range(-1.0, 1.0);
+    let report = c.run().unwrap_or_else(|e| panic!("{e}"));
+    // Three requests per dtype at least.
+    assert!(report.rows.len() >= 6, "{report:?}");
+    assert!(report.rows.iter().all(|r| r.2 <= 1.0), "{report:?}");
+}
+
+fn rnn(mode: &str, layers: usize, bidirectional: bool) -> GradCheck {
+    GradCheck::new("RNN")
+        .attr("mode", mode)
+        .attr("state_size", 2)
+        .attr("num_layers", layers)
+        .attr(
+            "bidirectional",
+            if bidirectional { "True" } else { "False" },
+        )
+}
+
+#[test]
+fn rnn_lstm_two_bidirectional_layers_with_state_heads() {
+    // (T, N, I) = (3, 2, 2), H = 2: 2·8·(2+2+2) + 2·8·(4+2+2) parameters.
+    let s: &[&[usize]] = &[&[3, 2, 2], &[224], &[4, 2, 2], &[4, 2, 2]];
+    check_rnn(
+        rnn("lstm", 2, true)
+            .attr("state_outputs", "True")
+            .shapes(s)
+            .heads(&[0, 1, 2]),
+    );
+    // hy and cy only: `output` has no head gradient.
+    check_rnn(
+        rnn("lstm", 2, true)
+            .attr("state_outputs", "True")
+            .shapes(s)
+            .heads(&[1, 2]),
+    );
+}
+
+#[test]
+fn rnn_gru_and_vanilla_cells() {
+    check_rnn(
+        rnn("gru", 1, true)
+            .attr("state_outputs", "True")
+            .shapes(&[&[3, 2, 2], &[72], &[2, 2, 2]])
+            .heads(&[0, 1]),
+    );
+    check_rnn(
+        rnn("gru", 2, false)
+            .shapes(&[&[3, 2, 2], &[60], &[2, 2, 2]])
+            .heads(&[0]),
+    );
+    for mode in ["rnn_tanh", "rnn_relu"] {
+        check_rnn(
+            rnn(mode, 2, false)
+                .attr("state_outputs", "True")
+                .shapes(&[&[3, 2, 2], &[24], &[2, 2, 2]])
+                .heads(&[0, 1]),
+        );
+    }
+}
+
+#[test]
+fn rnn_with_dropout_in_training() {
+    // The mask is drawn with the check's seed: every forward pass of the
+    // differences sees the same one, and backward reads it.
+    check_rnn(
+        rnn("lstm", 2, false)
+            .attr("p", 0.4)
+            .shapes(&[&[3, 2, 2], &[112], &[2, 2, 2], &[2, 2, 2]])
+            .train()
+            .heads(&[0]),
+    );
+}
+
+#[test]
+fn rnn_param_concat_gradients() {
+    check(
+        GradCheck::new("_rnn_param_concat")
+            .attr("num_args", 3)
+            .attr("dim", 0)
+            .shapes(&[&[4], &[6], &[2]]),
+    );
+}

@@ -385,3 +385,67 @@ fn simpleop_graph_binds_a_gluon_export_from_the_data_shape_alone() {
         "{text}"
     );
 }
+
+/// The Gluon `rnn.LSTM` export (2 layers, bidirectional; made by
+/// `tests/conformance/gen_rnn_model.py`): Reshape and `_rnn_param_concat`
+/// pack its weights into `RNN`'s parameters. Bound from the data's shape
+/// alone (the packed length and the states' shapes are inferred), it
+/// matches MXNet's output and final states in inference, and the gradient
+/// of every parameter and input in training.
+#[test]
+fn gluon_lstm_export_matches_mxnet_in_inference_and_training() {
+    simpleop_ops::link();
+    let expect = expect_of("lstm2");
+    let text = std::fs::read_to_string(format!("{MODELS}/lstm2-symbol.json")).unwrap();
+    let sym = Symbol::from_json(&text).unwrap();
+    let names = ["data0", "data1", "data2"];
+    let inputs: Vec<NDArray> = names
+        .iter()
+        .map(|n| {
+            let v = &expect["inputs"][n];
+            let shape: Vec<usize> = floats(&v["shape"]).iter().map(|&d| d as usize).collect();
+            NDArray::from_f64(&floats(&v["data"]), shape, DType::F32).unwrap()
+        })
+        .collect();
+    let shapes =
+        std::collections::HashMap::from([("data0".to_string(), inputs[0].shape().clone())]);
+    let reqs = sym
+        .list_arguments()
+        .into_iter()
+        .map(|a| (a, simpleop::symbol::GradReq::Write))
+        .collect();
+    let mut exec = sym.simple_bind(&shapes, &Default::default(), reqs).unwrap();
+    let weights = NDArray::load_params(format!("{MODELS}/lstm2-0000.params")).unwrap();
+    let options = simpleop::params::LoadOptions {
+        inputs: &names,
+        ..Default::default()
+    };
+    exec.load_params(&weights, &options).unwrap();
+    for (n, x) in names.iter().zip(&inputs) {
+        exec.set_arg(n, x).unwrap();
+    }
+    exec.forward(false).unwrap();
+    let outputs = expect["outputs"].as_array().unwrap();
+    assert_eq!(exec.outputs().len(), 3);
+    for (k, want) in outputs.iter().enumerate() {
+        let got = exec.outputs()[k].to_f64_vec();
+        assert_close(&got, &floats(want), 1e-5, &format!("output {k}"));
+    }
+    let heads: Vec<NDArray> = expect["heads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(exec.outputs())
+        .map(|(h, o)| NDArray::from_f64(&floats(h), o.shape().clone(), DType::F32).unwrap())
+        .collect();
+    exec.forward(true).unwrap();
+    exec.backward(&heads).unwrap();
+    let grads = expect["grads"].as_object().unwrap();
+    assert_eq!(grads.len(), 19); // 16 weights and biases, 3 inputs
+    for (arg, want) in grads {
+        let got = exec
+            .grad(arg)
+            .unwrap_or_else(|| panic!("no gradient for {arg}"));
+        assert_close(&got.to_f64_vec(), &floats(want), 1e-4, arg);
+    }
+}
