@@ -414,6 +414,11 @@ pub mod rnn {
         Ok(vec![g.out_shape(), s.clone(), s, Shape::new(vec![g.mask])])
     }
 
+    /// `data`'s float dtype for every output; the other arguments share it.
+    pub fn dtype(inputs: &[DType], p: &RnnParams) -> Result<Vec<DType>> {
+        super::rnn_dtypes(inputs, p)
+    }
+
     /// `parameters`, `state` and `state_cell` from `data`'s shape.
     pub fn input_shapes(shapes: &mut [Option<Shape>], p: &RnnParams) -> Result<()> {
         if let Some(data) = shapes[0].clone() {
@@ -451,6 +456,17 @@ pub mod rnn {
     ) -> Result<()> {
         super::rnn_backward(&dys, &ys, &x, grads, reqs, p)
     }
+}
+
+fn rnn_dtypes(inputs: &[simpleop::DType], p: &RnnParams) -> Result<Vec<simpleop::DType>> {
+    let data = *inputs
+        .first()
+        .ok_or_else(|| simpleop::Error::invalid(RNN, "data", "missing"))?;
+    crate::common::require_float(RNN, "data", data)?;
+    for (arg, &d) in rnn_arguments(p).iter().zip(inputs).skip(1) {
+        crate::common::require_same_dtype(RNN, arg, d, data, "data")?;
+    }
+    Ok(vec![data; 4])
 }
 
 /// A blob's values as f64, after checking its dtype is `dtype`.

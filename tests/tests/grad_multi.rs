@@ -159,7 +159,7 @@ fn rnn_gru_and_vanilla_cells() {
     );
     check_rnn(
         rnn("gru", 2, false)
-            .shapes(&[&[3, 2, 2], &[60], &[2, 2, 2]])
+            .shapes(&[&[3, 2, 2], &[72], &[2, 2, 2]])
             .heads(&[0]),
     );
     for mode in ["rnn_tanh", "rnn_relu"] {
@@ -179,7 +179,7 @@ fn rnn_with_dropout_in_training() {
     check_rnn(
         rnn("lstm", 2, false)
             .attr("p", 0.4)
-            .shapes(&[&[3, 2, 2], &[112], &[2, 2, 2], &[2, 2, 2]])
+            .shapes(&[&[3, 2, 2], &[96], &[2, 2, 2], &[2, 2, 2]])
             .train()
             .heads(&[0]),
     );
