@@ -14,12 +14,12 @@
 //!
 //! - `rnn_tanh`/`rnn_relu`: `h' = act(W_i2h x + b_i2h + W_h2h h + b_h2h)`.
 //! - `lstm`, gates `i, f, g, o` in that order (each `H` rows of the
-//!   weights): `i, f, o = σ(·)`, `g = tanh(·)` of `W_i2h x + b_i2h + W_h2h h
-//!   + b_h2h`; `c' = f ⊙ c + i ⊙ g` (`c` starts at `state_cell`), `h' = o ⊙
-//!   tanh(c')`.
+//!   weights), each of `W_i2h x + b_i2h + W_h2h h + b_h2h`: `i, f, o =
+//!   σ(·)`, `g = tanh(·)`; then `c' = f ⊙ c + i ⊙ g` (`c` starts at
+//!   `state_cell`) and `h' = o ⊙ tanh(c')`.
 //! - `gru`, gates `r, z, n`: `r, z = σ(W_i2h x + b_i2h + W_h2h h + b_h2h)`,
-//!   `n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))`, `h' = (1 − z) ⊙ n +
-//!   z ⊙ h`.
+//!   `n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))`, and `h' = (1 − z) ⊙
+//!   n + z ⊙ h`.
 //!
 //! The layer's output at step `t` is the directions' `h` side by side; the
 //! last layer's is `out`, `(T, N, D·H)`. With `state_outputs`, `hy` (and
