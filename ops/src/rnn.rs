@@ -372,7 +372,8 @@ fn check_arguments(g: &Geo, shapes: &[&Shape]) -> Result<()> {
         if *got != w {
             let why = match *arg {
                 "parameters" => format!(
-                    "{w}: the packed weights and biases of {} layer(s) for `data` {} and state_size {}",
+                    "{w}: the packed weights and biases of {} layer(s) \
+                     for `data` {} and state_size {}",
                     g.layers, shapes[0], g.h
                 ),
                 _ => format!("{w}: (num_layers·directions, batch, state_size)"),
@@ -557,11 +558,11 @@ fn rnn_forward(
     let g = a.g;
     let mask = (ctx.is_train && g.mask > 0).then(|| draw_mask(&g, p.p, env));
     let run = run_layers(&a, mask.as_deref());
-    let [out, hy, cy, mk] = outs else {
+    let ([out, hy, cy, mk], 4) = (outs, reqs.len()) else {
         return Err(simpleop::Error::invalid(
             RNN,
             "outputs",
-            "expected 4 outputs",
+            "expected 4 outputs and 4 requests",
         ));
     };
     store(out, "output", &run.out, reqs[0])?;
@@ -896,6 +897,27 @@ struct State<'a> {
     c: &'a [f64],
 }
 
+/// The pre-activation gradients of one direction, by time (`T·N × G·H`):
+/// the input projection's `dx`, and the recurrent one's `dh` when it
+/// differs (gru's `n` gate; empty otherwise), with the state each step
+/// read (`hprev`, `T·N × H`).
+struct PreGrads {
+    dx: Vec<f64>,
+    dh: Vec<f64>,
+    hprev: Vec<f64>,
+}
+
+impl PreGrads {
+    /// The recurrent projection's gradients.
+    fn recurrent(&self) -> &[f64] {
+        if self.dh.is_empty() {
+            &self.dx
+        } else {
+            &self.dh
+        }
+    }
+}
+
 /// The gradients of one direction of layer `l`: accumulates into the
 /// weights' gradient `dw` and the layer input's `dx`; returns those of
 /// the initial `h` and `c`. `dlast` are the gradients of the final `h`
@@ -913,87 +935,91 @@ fn back_direction(
     dw: &mut [f64],
     dx: &mut [f64],
 ) -> (Vec<f64>, Vec<f64>) {
-    let (gh, h, nh, inl, rows) = (g.gh, g.h, g.n * g.h, g.in_size(l), g.rows());
-    let [owx, owh, obx, obh] = g.offsets(l, d);
-    let (wx, wh) = (&w[owx..owx + gh * inl], &w[owh..owh + gh * h]);
-    // The gradients of the input and recurrent pre-activations; one
-    // buffer for both except for gru (its `n` gate differs).
-    let mut dxg = vec![0.0; rows * gh];
-    let mut dhg = if g.mode == Mode::Gru {
-        vec![0.0; rows * gh]
-    } else {
-        Vec::new()
+    let (gh, h, nh, rows) = (g.gh, g.h, g.n * g.h, g.rows());
+    let owh = g.offsets(l, d)[1];
+    let wh = &w[owh..owh + gh * h];
+    let gru = g.mode == Mode::Gru;
+    let mut pg = PreGrads {
+        dx: vec![0.0; rows * gh],
+        dh: if gru {
+            vec![0.0; rows * gh]
+        } else {
+            Vec::new()
+        },
+        hprev: vec![0.0; rows * h],
     };
-    // The state each step read, by time: h0 or a neighbour's output.
-    let mut hprev = vec![0.0; rows * h];
+    // gru's `z ⊙ dh`: the part of the previous state's gradient that
+    // skips the recurrent product.
     let mut dh_direct = vec![0.0; nh];
     let order: Vec<usize> = steps(g.t, d).collect();
     for (s, &t) in order.iter().enumerate().rev() {
         let prev = (s > 0).then(|| order[s - 1]);
         let hp = prev.map_or(init.h, |p| &tr.h[p * nh..(p + 1) * nh]);
-        hprev[t * nh..(t + 1) * nh].copy_from_slice(hp);
+        pg.hprev[t * nh..(t + 1) * nh].copy_from_slice(hp);
         let cp = match g.mode {
             Mode::Lstm => prev.map_or(init.c, |p| &tr.c[p * nh..(p + 1) * nh]),
             _ => init.c,
         };
-        for b in 0..g.n {
-            for j in 0..h {
-                dh[b * h + j] += dy[(t * g.n + b) * g.dirs * h + d * h + j];
-            }
-        }
+        add_out_grad(g, d, t, dy, &mut dh);
+        let span = t * g.n * gh..(t + 1) * g.n * gh;
+        let dhg = gru.then(|| &mut pg.dh[span.clone()]);
         let step = Step { t, hp, cp };
-        let dhg_t = if g.mode == Mode::Gru {
-            Some(&mut dhg[t * g.n * gh..(t + 1) * g.n * gh])
-        } else {
-            None
-        };
-        cell_backward(
-            g,
-            tr,
-            &step,
-            &dh,
-            &mut dc,
-            &mut dxg[t * g.n * gh..(t + 1) * g.n * gh],
-            dhg_t,
-            &mut dh_direct,
-        );
-        let dhg_t = if g.mode == Mode::Gru {
-            &dhg[t * g.n * gh..(t + 1) * g.n * gh]
-        } else {
-            &dxg[t * g.n * gh..(t + 1) * g.n * gh]
-        };
-        matmul_f64((g.n, h, gh), dhg_t, false, wh, false, &mut dh, false);
+        let dxg = &mut pg.dx[span.clone()];
+        cell_backward(g, tr, &step, &dh, &mut dc, dxg, dhg, &mut dh_direct);
+        let rec = &pg.recurrent()[span];
+        matmul_f64((g.n, h, gh), rec, false, wh, false, &mut dh, false);
         dh.iter_mut().zip(&dh_direct).for_each(|(v, e)| *v += e);
     }
-    let dhg = if g.mode == Mode::Gru { &dhg } else { &dxg };
-    matmul_f64(
-        (gh, inl, rows),
-        &dxg,
-        true,
-        x,
-        false,
-        &mut dw[owx..owx + gh * inl],
-        true,
-    );
+    weight_grads(g, w, (l, d), x, &pg, dw, dx);
+    (dh, dc)
+}
+
+/// `dh += dy[t]`: the layer output's gradient at step `t`, direction `d`.
+fn add_out_grad(g: &Geo, d: usize, t: usize, dy: &[f64], dh: &mut [f64]) {
+    let width = g.dirs * g.h;
+    for b in 0..g.n {
+        let at = (t * g.n + b) * width + d * g.h;
+        dh[b * g.h..(b + 1) * g.h]
+            .iter_mut()
+            .zip(&dy[at..at + g.h])
+            .for_each(|(v, e)| *v += e);
+    }
+}
+
+/// From one direction's pre-activation gradients: the weights' and
+/// biases' gradients (added into `dw`) and the layer input's (added into
+/// `dx`), each one product over all `T·N` rows.
+fn weight_grads(
+    g: &Geo,
+    w: &[f64],
+    (l, d): (usize, usize),
+    x: &[f64],
+    pg: &PreGrads,
+    dw: &mut [f64],
+    dx: &mut [f64],
+) {
+    let (gh, h, inl, rows) = (g.gh, g.h, g.in_size(l), g.rows());
+    let [owx, owh, obx, obh] = g.offsets(l, d);
+    let dwx = &mut dw[owx..owx + gh * inl];
+    matmul_f64((gh, inl, rows), &pg.dx, true, x, false, dwx, true);
+    let dwh = &mut dw[owh..owh + gh * h];
     matmul_f64(
         (gh, h, rows),
-        dhg,
+        pg.recurrent(),
         true,
-        &hprev,
+        &pg.hprev,
         false,
-        &mut dw[owh..owh + gh * h],
+        dwh,
         true,
     );
-    for (bias, src) in [(obx, &dxg), (obh, dhg)] {
+    for (bias, src) in [(obx, &pg.dx[..]), (obh, pg.recurrent())] {
+        let db = &mut dw[bias..bias + gh];
         for row in src.chunks_exact(gh) {
-            dw[bias..bias + gh]
-                .iter_mut()
-                .zip(row)
-                .for_each(|(o, v)| *o += v);
+            db.iter_mut().zip(row).for_each(|(o, v)| *o += v);
         }
     }
-    matmul_f64((rows, inl, gh), &dxg, false, wx, false, dx, true);
-    (dh, dc)
+    let wx = &w[owx..owx + gh * inl];
+    matmul_f64((rows, inl, gh), &pg.dx, false, wx, false, dx, true);
 }
 
 /// One step's time index and the state it read.
