@@ -1,7 +1,8 @@
 //! `simpleop run` and weights: Gluon exports made by MXNet 1.9.1
 //! (`tests/data/models`: an MLP from `gen_dense.py`, and an MLP with
 //! BatchNorm and Dropout, a Concat/split model and a transformer-style
-//! block from `gen_models.py`) load with their `.params` and match MXNet's
+//! block from `gen_models.py`, an LSTM and a GRU from `gen_rnn_model.py`)
+//! load with their `.params` and match MXNet's
 //! output, every parameter's gradient and the moving statistics; a graph
 //! built here round-trips its weights through `.params` and safetensors
 //! and `simpleop run` agrees with the executor bitwise.
@@ -386,23 +387,22 @@ fn simpleop_graph_binds_a_gluon_export_from_the_data_shape_alone() {
     );
 }
 
-/// The Gluon `rnn.LSTM` export (2 layers, bidirectional; made by
-/// `tests/conformance/gen_rnn_model.py`): Reshape and `_rnn_param_concat`
-/// pack its weights into `RNN`'s parameters. Bound from the data's shape
-/// alone (the packed length and the states' shapes are inferred), it
-/// matches MXNet's output and final states in inference, and the gradient
-/// of every parameter and input in training.
-#[test]
-fn gluon_lstm_export_matches_mxnet_in_inference_and_training() {
+/// The Gluon recurrent exports of `tests/conformance/gen_rnn_model.py`:
+/// Reshape and `_rnn_param_concat` pack their weights into `RNN`'s
+/// parameters. Bound from the data's shape alone (the packed length and
+/// the states' shapes are inferred), each matches MXNet's output and final
+/// states in inference, and the gradient of every parameter and input in
+/// training; `weights` counts the weight and bias variables.
+fn recurrent_export_matches(name: &str, weights: usize) {
     simpleop_ops::link();
-    let expect = expect_of("lstm2");
-    let text = std::fs::read_to_string(format!("{MODELS}/lstm2-symbol.json")).unwrap();
+    let expect = expect_of(name);
+    let text = std::fs::read_to_string(format!("{MODELS}/{name}-symbol.json")).unwrap();
     let sym = Symbol::from_json(&text).unwrap();
-    let names = ["data0", "data1", "data2"];
-    let inputs: Vec<NDArray> = names
-        .iter()
-        .map(|n| {
-            let v = &expect["inputs"][n];
+    let given = expect["inputs"].as_object().unwrap();
+    let names: Vec<&str> = given.keys().map(String::as_str).collect();
+    let inputs: Vec<NDArray> = given
+        .values()
+        .map(|v| {
             let shape: Vec<usize> = floats(&v["shape"]).iter().map(|&d| d as usize).collect();
             NDArray::from_f64(&floats(&v["data"]), shape, DType::F32).unwrap()
         })
@@ -415,21 +415,22 @@ fn gluon_lstm_export_matches_mxnet_in_inference_and_training() {
         .map(|a| (a, simpleop::symbol::GradReq::Write))
         .collect();
     let mut exec = sym.simple_bind(&shapes, &Default::default(), reqs).unwrap();
-    let weights = NDArray::load_params(format!("{MODELS}/lstm2-0000.params")).unwrap();
+    let saved = NDArray::load_params(format!("{MODELS}/{name}-0000.params")).unwrap();
+    assert_eq!(saved.len(), weights, "{name}");
     let options = simpleop::params::LoadOptions {
         inputs: &names,
         ..Default::default()
     };
-    exec.load_params(&weights, &options).unwrap();
+    exec.load_params(&saved, &options).unwrap();
     for (n, x) in names.iter().zip(&inputs) {
         exec.set_arg(n, x).unwrap();
     }
     exec.forward(false).unwrap();
     let outputs = expect["outputs"].as_array().unwrap();
-    assert_eq!(exec.outputs().len(), 3);
+    assert_eq!(exec.outputs().len(), outputs.len(), "{name}");
     for (k, want) in outputs.iter().enumerate() {
         let got = exec.outputs()[k].to_f64_vec();
-        assert_close(&got, &floats(want), 1e-5, &format!("output {k}"));
+        assert_close(&got, &floats(want), 1e-5, &format!("{name}: output {k}"));
     }
     let heads: Vec<NDArray> = expect["heads"]
         .as_array()
@@ -441,11 +442,25 @@ fn gluon_lstm_export_matches_mxnet_in_inference_and_training() {
     exec.forward(true).unwrap();
     exec.backward(&heads).unwrap();
     let grads = expect["grads"].as_object().unwrap();
-    assert_eq!(grads.len(), 19); // 16 weights and biases, 3 inputs
+    assert_eq!(grads.len(), weights + names.len(), "{name}");
     for (arg, want) in grads {
         let got = exec
             .grad(arg)
-            .unwrap_or_else(|| panic!("no gradient for {arg}"));
+            .unwrap_or_else(|| panic!("{name}: no gradient for {arg}"));
         assert_close(&got.to_f64_vec(), &floats(want), 1e-4, arg);
     }
+}
+
+/// `rnn.LSTM`, 2 layers, bidirectional: 16 weights and biases; inputs
+/// data, h0 and c0; outputs output, hy and cy.
+#[test]
+fn gluon_lstm_export_matches_mxnet_in_inference_and_training() {
+    recurrent_export_matches("lstm2", 16);
+}
+
+/// `rnn.GRU`, 1 layer: 4 weights and biases; inputs data and h0; outputs
+/// output and hy.
+#[test]
+fn gluon_gru_export_matches_mxnet_in_inference_and_training() {
+    recurrent_export_matches("gru1", 4);
 }
