@@ -64,10 +64,12 @@ def rnn_inputs(g, sym, mode, t, n, i, dtype=np.float32):
 
 def rnn_cases(g):
     for mode in ('lstm', 'gru', 'rnn_tanh', 'rnn_relu'):
-        for name, kw in (("1layer", dict(state_size=3, num_layers=1)),
+        for name, kw in (("1layer", dict(state_size=2, num_layers=1)),
                          ("bidirectional", dict(state_size=2, num_layers=1, bidirectional=True)),
                          ("2layers/bidirectional/state_outputs",
                           dict(state_size=2, num_layers=2, bidirectional=True, state_outputs=True))):
+            if name == "bidirectional" and mode.startswith('rnn_'):
+                continue  # the 2-layer bidirectional case stands for it (file size)
             s = rnn_sym(mode, **kw)
             g.case(f"RNN/{mode}/{name}", s, rnn_inputs(g, s, mode, 3, 2, 2), **F32)
         s = rnn_sym(mode, state_size=2, num_layers=2, state_outputs=True)
@@ -91,7 +93,9 @@ def rnn_cases(g):
         g.case(f"RNN/{mode}/add", s, i,
                grad_req={k: "add" for k in i},
                grad_init={k: g.randn(*v.shape) for k, v in i.items()}, **F32)
-        g.case(f"RNN/{mode}/data_null", s, rnn_inputs(g, s, mode, 3, 2, 2), no_grad=("data",), **F32)
+        if mode == 'lstm':
+            g.case(f"RNN/{mode}/data_null", s, rnn_inputs(g, s, mode, 3, 2, 2), no_grad=("data",),
+                   **F32)
 
 
 def param_concat_cases(g):

@@ -194,3 +194,44 @@ fn rnn_param_concat_gradients() {
             .shapes(&[&[4], &[6], &[2]]),
     );
 }
+
+/// f16 and bf16 run through the same f64 computation, rounded once: they
+/// agree with f32 to their precision.
+#[test]
+fn rnn_half_precision_agrees_with_f32() {
+    simpleop_ops::link();
+    use simpleop::{Attrs, DType, NDArray, eager};
+    let attrs = Attrs::new()
+        .with("mode", "gru")
+        .with("state_size", 3)
+        .with("num_layers", 2)
+        .with("state_outputs", "True");
+    // (T, N, I) = (4, 2, 3): 9·(3+3+2) + 9·(3+3+2) parameters.
+    let inputs = [
+        NDArray::random_uniform(vec![4, 2, 3], -1.0, 1.0, DType::F32, 1).unwrap(),
+        NDArray::random_uniform(vec![144], -0.5, 0.5, DType::F32, 2).unwrap(),
+        NDArray::random_uniform(vec![2, 2, 3], -0.5, 0.5, DType::F32, 3).unwrap(),
+    ];
+    let run = |dtype: DType| {
+        let cast: Vec<NDArray> = inputs.iter().map(|a| a.astype(dtype)).collect();
+        let refs: Vec<&NDArray> = cast.iter().collect();
+        let outs = eager::invoke_outputs_by_name("RNN", &refs, &mut [], &attrs).unwrap();
+        // Every output, hidden ones included: output, hy, (a GRU's
+        // unused) cy, the mask.
+        assert_eq!(outs.len(), 4);
+        assert!(outs.iter().all(|o| o.dtype() == dtype));
+        outs[..2]
+            .iter()
+            .map(NDArray::to_f64_vec)
+            .collect::<Vec<_>>()
+    };
+    let want = run(DType::F32);
+    for (dtype, tol) in [(DType::F16, 5e-3), (DType::BF16, 4e-2)] {
+        for (got, want) in run(dtype).iter().zip(&want) {
+            assert_eq!(got.len(), want.len());
+            for (a, e) in got.iter().zip(want) {
+                assert!((a - e).abs() <= tol, "{dtype}: {a} vs {e}");
+            }
+        }
+    }
+}

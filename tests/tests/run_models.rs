@@ -2,10 +2,10 @@
 //! (`tests/data/models`: an MLP from `gen_dense.py`, and an MLP with
 //! BatchNorm and Dropout, a Concat/split model and a transformer-style
 //! block from `gen_models.py`, an LSTM and a GRU from `gen_rnn_model.py`)
-//! load with their `.params` and match MXNet's
-//! output, every parameter's gradient and the moving statistics; a graph
-//! built here round-trips its weights through `.params` and safetensors
-//! and `simpleop run` agrees with the executor bitwise.
+//! load with their `.params` and match MXNet's output, every parameter's
+//! gradient and the moving statistics; a graph built here round-trips its
+//! weights through `.params` and safetensors and `simpleop run` agrees
+//! with the executor bitwise.
 
 use std::path::{Path, PathBuf};
 
