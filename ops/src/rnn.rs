@@ -281,18 +281,13 @@ impl Geo {
             mask: 0,
         };
         g.params = g.param_len().ok_or_else(|| too_big("parameters"))?;
-        let rows = t.checked_mul(n);
-        let width = dirs.checked_mul(h).and_then(|w| w.checked_mul(layers));
-        let work = rows
-            .and_then(|r| r.checked_mul(gh.max(i)))
-            .and_then(|r| r.checked_mul(dirs));
-        let out = rows.and_then(|r| width.and_then(|w| r.checked_mul(w)));
-        let states = n.checked_mul(h).and_then(|s| s.checked_mul(layers * dirs));
-        let out = out.ok_or_else(|| too_big("output"))?;
-        work.ok_or_else(|| too_big("per-step workspace"))?;
-        states.ok_or_else(|| too_big("states"))?;
+        let prod = |f: &[usize]| f.iter().try_fold(1usize, |a, &b| a.checked_mul(b));
+        // Every layer's output, every gate kept for backward, the states.
+        let outputs = prod(&[t, n, dirs, h, layers]).ok_or_else(|| too_big("layer outputs"))?;
+        prod(&[t, n, gh.max(i), dirs, layers]).ok_or_else(|| too_big("saved gates"))?;
+        prod(&[n, h, layers, dirs]).ok_or_else(|| too_big("states"))?;
         if p.p > 0.0 {
-            g.mask = out / layers * (layers - 1);
+            g.mask = outputs / layers * (layers - 1);
         }
         Ok(g)
     }
@@ -303,15 +298,18 @@ impl Geo {
     fn rows(&self) -> usize {
         self.t * self.n
     }
-    /// Σ over layers and directions of `G·H·(I_l + H + 2)`, checked.
+    /// Σ over layers and directions of `G·H·(I_l + H + 2)`, checked; in
+    /// closed form, so that a huge `num_layers` costs no loop.
     fn param_len(&self) -> Option<usize> {
-        let mut total = 0usize;
-        for l in 0..self.layers {
-            let per = self.in_size(l).checked_add(self.h)?.checked_add(2)?;
-            let per = per.checked_mul(self.gh)?.checked_mul(self.dirs)?;
-            total = total.checked_add(per)?;
-        }
-        Some(total)
+        let per = |inl: usize| {
+            inl.checked_add(self.h)?
+                .checked_add(2)?
+                .checked_mul(self.gh)?
+                .checked_mul(self.dirs)
+        };
+        let upper = self.dirs.checked_mul(self.h)?;
+        let rest = per(upper)?.checked_mul(self.layers - 1)?;
+        per(self.i)?.checked_add(rest)
     }
     /// Where `W_i2h`, `W_h2h`, `b_i2h`, `b_h2h` of layer `l`, direction
     /// `d` start in `parameters`.

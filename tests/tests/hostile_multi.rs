@@ -992,7 +992,18 @@ fn rnn_huge_sizes_are_errors_not_aborts() {
         let e = rnn_err(&x, &rnn_attrs("lstm", h));
         assert!(e.contains("RNN"), "state_size {h}: {e}");
     }
-    let e = rnn_err(&x, &rnn_attrs("lstm", 2).with("num_layers", usize::MAX));
+    // Layer counts whose parameter total fits in usize or not: an error
+    // at once, with no loop over the layers.
+    for layers in [1usize << 40, usize::MAX] {
+        let e = rnn_err(&x, &rnn_attrs("lstm", 2).with("num_layers", layers));
+        assert!(e.contains("RNN"), "{e}");
+    }
+    // A vanilla RNN's state_size just past half of usize: two directions
+    // overflow the layer width.
+    let tanh = rnn_attrs("rnn_tanh", usize::MAX / 2 + 1)
+        .with("bidirectional", "True")
+        .with("num_layers", 2);
+    let e = rnn_err(&x[..3], &tanh);
     assert!(e.contains("RNN"), "{e}");
     // Shape inference of a symbol with a huge state_size.
     link();
