@@ -1021,6 +1021,27 @@ fn rnn_huge_sizes_are_errors_not_aborts() {
     }
 }
 
+/// A state_size whose parameter count fits in usize but not in memory:
+/// binding from the data's shape alone infers that length and refuses to
+/// allocate it.
+#[test]
+fn rnn_binding_a_huge_state_size_is_an_error() {
+    link();
+    let v = |n: &str| Symbol::var(n);
+    let s = Symbol::invoke(
+        "RNN",
+        &[&v("data"), &v("p"), &v("s"), &v("c")],
+        &rnn_attrs("lstm", 1 << 24),
+    )
+    .unwrap();
+    let shapes = HashMap::from([("data".to_string(), Shape::from([3, 2, 2]))]);
+    let r = within(20, move || {
+        s.simple_bind(&shapes, &HashMap::new(), HashMap::new())
+            .map(|_| ())
+    });
+    assert!(r.is_err());
+}
+
 #[test]
 fn rnn_backward_with_wrong_arrays_is_an_error() {
     let a = rnn_attrs("lstm", 2).with("state_outputs", "True");
