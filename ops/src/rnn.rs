@@ -1088,8 +1088,9 @@ const PARAM_CONCAT: &str = "_rnn_param_concat";
 /// [`rnn()`]'s `parameters`; same kwargs (`num_args`, `dim`), kernels and
 /// gradient. MXNet's version also fills one input of unknown length from
 /// a known output; simpleop's backward shape inference sees the inputs
-/// only, so the inputs' shapes must be known (Gluon writes them as
-/// `__shape__` hints when the layer's `input_size` is given).
+/// only, so the inputs' shapes must be known: Gluon writes them as
+/// `__shape__` hints when the layer's `input_size` is given, and the
+/// weights' own shapes give them otherwise.
 #[simple_op(
     blob,
     name = "_rnn_param_concat",

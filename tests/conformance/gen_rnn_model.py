@@ -2,8 +2,10 @@
 with `HybridBlock.export`, in the layout of gen_models.py, into
 tests/data/models/: lstm2, an rnn.LSTM (2 layers, bidirectional,
 state_size 3, input_size 3), described below, and gru1, an rnn.GRU (1
-layer, state_size 3, input_size 3; one state input data1, outputs output
-and hy) in the same layout.
+layer, state_size 3; one state input data1, outputs output and hy) in the
+same layout. gru1 is made without input_size, as most Gluon code does: its
+i2h weight's `__shape__` hint is then "(9, 0)" (unknown), and binding
+needs the weights' shapes besides the data's.
 
 - lstm2-symbol.json: Gluon's graph: each weight and bias flattened with
   Reshape, packed by _rnn_param_concat, fed to RNN (mode lstm,
@@ -28,6 +30,7 @@ from mxnet.gluon import rnn
 def export(net, name, rng, model_dir):
     randn = lambda *s, scale=1.0: (rng.standard_normal(s) * scale).astype(np.float32)  # noqa: E731
     net.initialize()
+    net(mx.nd.zeros((4, 2, 3)))  # completes a deferred initialisation
     for _, p in sorted(net.collect_params().items()):
         p.set_data(mx.nd.array(randn(*p.shape, scale=0.5)))
     net.hybridize()
@@ -62,7 +65,7 @@ def main(model_dir, seed):
     rng = np.random.default_rng(seed)
     lstm = rnn.LSTM(3, num_layers=2, bidirectional=True, input_size=3, prefix="lstm0_")
     export(lstm, "lstm2", rng, model_dir)
-    export(rnn.GRU(3, num_layers=1, input_size=3, prefix="gru0_"), "gru1", rng, model_dir)
+    export(rnn.GRU(3, num_layers=1, prefix="gru0_"), "gru1", rng, model_dir)
 
 
 if __name__ == "__main__":
