@@ -529,18 +529,14 @@ fn read_args(inputs: &[TBlob<'_>], p: &RnnParams) -> Result<Args> {
 }
 
 /// Draws the dropout mask (`0` or `1/(1 − p)` per element) for the layer
-/// outputs that feed another layer.
-fn draw_mask(g: &Geo, p: f64, env: &simpleop::EnvArguments) -> Vec<f64> {
+/// outputs that feed another layer. The scale is rounded to `dtype`, as
+/// the hidden output that backward reads holds it.
+fn draw_mask(g: &Geo, p: f64, dtype: simpleop::DType, env: &simpleop::EnvArguments) -> Vec<f64> {
     let keep = 1.0 - p;
+    let scale = dispatch_float!(dtype, T => T::from_f64(1.0 / keep).to_f64(), _ => 1.0 / keep);
     let mut rng = simpleop::Rng::new(env.seed_or_draw(), 0);
     (0..g.mask)
-        .map(|_| {
-            if rng.uniform() < keep {
-                1.0 / keep
-            } else {
-                0.0
-            }
-        })
+        .map(|_| if rng.uniform() < keep { scale } else { 0.0 })
         .collect()
 }
 
@@ -554,7 +550,8 @@ fn rnn_forward(
 ) -> Result<()> {
     let a = read_args(inputs, p)?;
     let g = a.g;
-    let mask = (ctx.is_train && g.mask > 0).then(|| draw_mask(&g, p.p, env));
+    let dtype = inputs[0].dtype();
+    let mask = (ctx.is_train && g.mask > 0).then(|| draw_mask(&g, p.p, dtype, env));
     let run = run_layers(&a, mask.as_deref());
     let ([out, hy, cy, mk], 4) = (outs, reqs.len()) else {
         return Err(simpleop::Error::invalid(
