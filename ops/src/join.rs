@@ -197,17 +197,56 @@ impl Default for ConcatParams {
     }
 }
 
-fn concat_arguments(p: &ConcatParams) -> Vec<String> {
+pub(crate) fn concat_arguments(p: &ConcatParams) -> Vec<String> {
     numbered(p.num_args)
 }
 
 /// Axis and per-input lengths of a concat.
-fn concat_axis(shapes: &[Shape], p: &ConcatParams) -> Result<(usize, Vec<usize>)> {
-    some_args(CONCAT, p.num_args)?;
-    some_args(CONCAT, shapes.len())?;
-    let k = axis_of(CONCAT, "dim", p.dim, shapes[0].ndim())?;
-    agree_except(CONCAT, shapes, Some(k))?;
+fn concat_axis(op: &str, shapes: &[Shape], p: &ConcatParams) -> Result<(usize, Vec<usize>)> {
+    some_args(op, p.num_args)?;
+    some_args(op, shapes.len())?;
+    let k = axis_of(op, "dim", p.dim, shapes[0].ndim())?;
+    agree_except(op, shapes, Some(k))?;
     Ok((k, shapes.iter().map(|s| s.dims()[k]).collect()))
+}
+
+/// The output shape of a concat named `op` (`Concat`, `_rnn_param_concat`).
+pub(crate) fn concat_shape(op: &str, inputs: &[Shape], p: &ConcatParams) -> Result<Shape> {
+    let (k, lens) = concat_axis(op, inputs, p)?;
+    let mut dims = inputs[0].dims().to_vec();
+    dims[k] = lens.iter().sum();
+    Ok(Shape::new(dims))
+}
+
+/// The forward kernel of a concat named `op`.
+pub(crate) fn concat_forward(
+    op: &str,
+    inputs: &[TBlob<'_>],
+    out: &mut TBlobMut<'_>,
+    req: OpReqType,
+    p: &ConcatParams,
+) -> Result<()> {
+    let shapes: Vec<Shape> = inputs.iter().map(|b| b.shape().clone()).collect();
+    let (k, lens) = concat_axis(op, &shapes, p)?;
+    let bl = blocks(shapes[0].dims(), k, &lens);
+    join_all(op, inputs, out, req, &bl)
+}
+
+/// The backward kernel of a concat named `op`: each input's gradient is
+/// its piece of `dy`.
+pub(crate) fn concat_backward(
+    op: &str,
+    dy: &TBlob<'_>,
+    grads: &mut [TBlobMut<'_>],
+    reqs: &[OpReqType],
+    p: &ConcatParams,
+) -> Result<()> {
+    let shapes: Vec<Shape> = grads.iter().map(|b| b.shape().clone()).collect();
+    let (k, lens) = concat_axis(op, &shapes, p)?;
+    check_dy(op, dy, &concat_shape(op, &shapes, p)?)?;
+    let bl = blocks(shapes[0].dims(), k, &lens);
+    let whole = vec![Some(dy.clone()); grads.len()];
+    part_all(op, &whole, grads, reqs, &bl)
 }
 
 /// MXNet's `Concat` (`concat`): joins its `num_args` inputs along `dim`;
@@ -227,10 +266,7 @@ pub mod concat {
 
     /// The inputs' shape with `dim` the sum of theirs.
     pub fn shape(inputs: &[Shape], p: &ConcatParams) -> Result<Shape> {
-        let (k, lens) = super::concat_axis(inputs, p)?;
-        let mut dims = inputs[0].dims().to_vec();
-        dims[k] = lens.iter().sum();
-        Ok(Shape::new(dims))
+        super::concat_shape(super::CONCAT, inputs, p)
     }
 
     /// Any dtype; the inputs share one.
@@ -245,10 +281,7 @@ pub mod concat {
         req: OpReqType,
         p: &ConcatParams,
     ) -> Result<()> {
-        let shapes: Vec<Shape> = inputs.iter().map(|b| b.shape().clone()).collect();
-        let (k, lens) = super::concat_axis(&shapes, p)?;
-        let bl = super::blocks(shapes[0].dims(), k, &lens);
-        super::join_all(super::CONCAT, inputs, out, req, &bl)
+        super::concat_forward(super::CONCAT, inputs, out, req, p)
     }
 
     /// Each input's gradient is its piece of `dy`.
@@ -258,12 +291,7 @@ pub mod concat {
         reqs: &[OpReqType],
         p: &ConcatParams,
     ) -> Result<()> {
-        let shapes: Vec<Shape> = grads.iter().map(|b| b.shape().clone()).collect();
-        let (k, lens) = super::concat_axis(&shapes, p)?;
-        super::check_dy(super::CONCAT, &dy, &shape(&shapes, p)?)?;
-        let bl = super::blocks(shapes[0].dims(), k, &lens);
-        let whole = vec![Some((*dy).clone()); grads.len()];
-        super::part_all(super::CONCAT, &whole, grads, reqs, &bl)
+        super::concat_backward(super::CONCAT, &dy, grads, reqs, p)
     }
 }
 
@@ -276,7 +304,7 @@ fn check_dy(op: &str, dy: &TBlob<'_>, want: &Shape) -> Result<()> {
 }
 
 /// One dtype for all inputs, any dtype.
-fn same_dtype(op: &str, inputs: &[simpleop::DType]) -> Result<simpleop::DType> {
+pub(crate) fn same_dtype(op: &str, inputs: &[simpleop::DType]) -> Result<simpleop::DType> {
     let first = *inputs
         .first()
         .ok_or_else(|| bad_kwarg(op, "num_args", "expected at least 1 input"))?;

@@ -899,6 +899,40 @@ pub mod fully_connected {
     }
 }
 
+/// `c (=|+=) op(a) · op(b)` for row-major f64 matrices, through `gemm`:
+/// `op(a)` is `m×k` (`a` stored `k×m` when `a_t`), `op(b)` is `k×n` (`b`
+/// stored `n×k` when `b_t`) and `c` is `m×n`; `accumulate` adds to `c`.
+/// For ops that compute in f64 internally (`RNN`). The callers size the
+/// slices from one geometry; a slice too short panics in `gemm_typed`'s
+/// bounds checks rather than reading out of bounds.
+pub(crate) fn matmul_f64(
+    (m, n, k): (usize, usize, usize),
+    a: &[f64],
+    a_t: bool,
+    b: &[f64],
+    b_t: bool,
+    c: &mut [f64],
+    accumulate: bool,
+) {
+    let (ar, ac) = if a_t { (k, m) } else { (m, k) };
+    let (br, bc) = if b_t { (n, k) } else { (k, n) };
+    let mm = Mm {
+        batch: 1,
+        m,
+        n,
+        k,
+        dst: Layout::stored(m, n, false),
+        lhs: Layout::stored(ar, ac, a_t),
+        rhs: Layout::stored(br, bc, b_t),
+    };
+    let req = if accumulate {
+        OpReqType::AddTo
+    } else {
+        OpReqType::WriteTo
+    };
+    gemm_typed::<f64>(&mm, c, a, b, req);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

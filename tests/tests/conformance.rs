@@ -135,3 +135,20 @@ fn multi_output_cases_match_mxnet_on_every_path() {
     let failures: Vec<String> = report.failures.iter().map(ToString::to_string).collect();
     assert!(report.ok(), "{}", failures.join("\n"));
 }
+
+/// `RNN` (lstm, gru, rnn_tanh, rnn_relu; 1 and 2 layers, bidirectional,
+/// state_outputs, float64, head gradients on the final states only, `add`
+/// and `null` requests, dropout at inference) and `_rnn_param_concat`
+/// feeding it as Gluon's exports do, made by `gen_rnn.py` with MXNet
+/// 1.9.1, on every path.
+#[test]
+fn rnn_cases_match_mxnet_on_every_path() {
+    simpleop_ops::link();
+    let text = include_str!("../conformance/mxnet-rnn.jsonl");
+    let cases = conformance::parse_cases(text).expect("case file parses");
+    assert_eq!(cases.len(), 25);
+    let report = conformance::check_paths(&cases, &EVERY_PATH);
+    let failures: Vec<String> = report.failures.iter().map(ToString::to_string).collect();
+    assert!(report.ok(), "{}", failures.join("\n"));
+    assert_eq!(report.summary(), "25 passed, 0 failed");
+}

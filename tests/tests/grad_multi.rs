@@ -198,3 +198,133 @@ fn prelu_gamma_gradient_after_batch_norm() {
     let mxnet = case.expect.grads["alpha"].values().unwrap();
     assert!((grad[0] - mxnet[0]).abs() > 0.5, "{grad:?} vs {mxnet:?}");
 }
+
+/// RNN's gradients (back-propagation through time) for f32 and f64 and
+/// every request, for every input and with heads on every shown output.
+fn check_rnn(c: GradCheck) {
+    simpleop_ops::link();
+    let c = c
+        .dtypes(&[simpleop::DType::F32, simpleop::DType::F64])
+        .range(-1.0, 1.0);
+    let report = c.run().unwrap_or_else(|e| panic!("{e}"));
+    // Three requests per dtype at least.
+    assert!(report.rows.len() >= 6, "{report:?}");
+    assert!(report.rows.iter().all(|r| r.2 <= 1.0), "{report:?}");
+}
+
+fn rnn(mode: &str, layers: usize, bidirectional: bool) -> GradCheck {
+    GradCheck::new("RNN")
+        .attr("mode", mode)
+        .attr("state_size", 2)
+        .attr("num_layers", layers)
+        .attr(
+            "bidirectional",
+            if bidirectional { "True" } else { "False" },
+        )
+}
+
+#[test]
+fn rnn_lstm_two_bidirectional_layers_with_state_heads() {
+    // (T, N, I) = (3, 2, 2), H = 2: 2·8·(2+2+2) + 2·8·(4+2+2) parameters.
+    let s: &[&[usize]] = &[&[3, 2, 2], &[224], &[4, 2, 2], &[4, 2, 2]];
+    check_rnn(
+        rnn("lstm", 2, true)
+            .attr("state_outputs", "True")
+            .shapes(s)
+            .heads(&[0, 1, 2]),
+    );
+    // hy and cy only: `output` has no head gradient.
+    check_rnn(
+        rnn("lstm", 2, true)
+            .attr("state_outputs", "True")
+            .shapes(s)
+            .heads(&[1, 2]),
+    );
+}
+
+#[test]
+fn rnn_gru_and_vanilla_cells() {
+    check_rnn(
+        rnn("gru", 1, true)
+            .attr("state_outputs", "True")
+            .shapes(&[&[3, 2, 2], &[72], &[2, 2, 2]])
+            .heads(&[0, 1]),
+    );
+    check_rnn(
+        rnn("gru", 2, false)
+            .shapes(&[&[3, 2, 2], &[72], &[2, 2, 2]])
+            .heads(&[0]),
+    );
+    for mode in ["rnn_tanh", "rnn_relu"] {
+        check_rnn(
+            rnn(mode, 2, false)
+                .attr("state_outputs", "True")
+                .shapes(&[&[3, 2, 2], &[24], &[2, 2, 2]])
+                .heads(&[0, 1]),
+        );
+    }
+}
+
+#[test]
+fn rnn_with_dropout_in_training() {
+    // The mask is drawn with the check's seed: every forward pass of the
+    // differences sees the same one, and backward reads it.
+    check_rnn(
+        rnn("lstm", 2, false)
+            .attr("p", 0.4)
+            .shapes(&[&[3, 2, 2], &[96], &[2, 2, 2], &[2, 2, 2]])
+            .train()
+            .heads(&[0]),
+    );
+}
+
+#[test]
+fn rnn_param_concat_gradients() {
+    check(
+        GradCheck::new("_rnn_param_concat")
+            .attr("num_args", 3)
+            .attr("dim", 0)
+            .shapes(&[&[4], &[6], &[2]]),
+    );
+}
+
+/// f16 and bf16 run through the same f64 computation, rounded once: they
+/// agree with f32 to their precision.
+#[test]
+fn rnn_half_precision_agrees_with_f32() {
+    simpleop_ops::link();
+    use simpleop::{Attrs, DType, NDArray, eager};
+    let attrs = Attrs::new()
+        .with("mode", "gru")
+        .with("state_size", 3)
+        .with("num_layers", 2)
+        .with("state_outputs", "True");
+    // (T, N, I) = (4, 2, 3): 9·(3+3+2) + 9·(3+3+2) parameters.
+    let inputs = [
+        NDArray::random_uniform(vec![4, 2, 3], -1.0, 1.0, DType::F32, 1).unwrap(),
+        NDArray::random_uniform(vec![144], -0.5, 0.5, DType::F32, 2).unwrap(),
+        NDArray::random_uniform(vec![2, 2, 3], -0.5, 0.5, DType::F32, 3).unwrap(),
+    ];
+    let run = |dtype: DType| {
+        let cast: Vec<NDArray> = inputs.iter().map(|a| a.astype(dtype)).collect();
+        let refs: Vec<&NDArray> = cast.iter().collect();
+        let outs = eager::invoke_outputs_by_name("RNN", &refs, &mut [], &attrs).unwrap();
+        // Every output, hidden ones included: output, hy, (a GRU's
+        // unused) cy, the mask.
+        assert_eq!(outs.len(), 4);
+        assert!(outs.iter().all(|o| o.dtype() == dtype));
+        outs[..2]
+            .iter()
+            .map(NDArray::to_f64_vec)
+            .collect::<Vec<_>>()
+    };
+    let want = run(DType::F32);
+    for (dtype, tol) in [(DType::F16, 5e-3), (DType::BF16, 4e-2)] {
+        for (got, want) in run(dtype).iter().zip(&want) {
+            assert_eq!(got.len(), want.len());
+            for (a, e) in got.iter().zip(want) {
+                assert!((a - e).abs() <= tol, "{dtype}: {a} vs {e}");
+            }
+        }
+    }
+}

@@ -913,3 +913,250 @@ fn leaky_relu_refuses_bad_gamma_bounds_and_arity() {
         .to_string();
     assert!(err.contains("`g`"), "{err}");
 }
+
+// ---------------------------------------------------------------- RNN
+
+fn rnn_attrs(mode: &str, h: usize) -> Attrs {
+    Attrs::new()
+        .with("mode", mode)
+        .with("state_size", h)
+        .with("num_layers", 1)
+}
+
+/// Data (3, 2, 2) with parameters, state and (lstm) state_cell of the
+/// right shapes for `mode` with state_size 2, one layer.
+fn rnn_inputs(mode: &str) -> Vec<NDArray> {
+    let g = match mode {
+        "lstm" => 4,
+        "gru" => 3,
+        _ => 1,
+    };
+    let mut v = vec![
+        NDArray::ones([3, 2, 2], DType::F32),
+        NDArray::ones([g * 2 * 6], DType::F32),
+        NDArray::zeros([1, 2, 2], DType::F32),
+    ];
+    if mode == "lstm" {
+        v.push(NDArray::zeros([1, 2, 2], DType::F32));
+    }
+    v
+}
+
+fn rnn_eager(inputs: &[NDArray], attrs: &Attrs) -> simpleop::Result<Vec<NDArray>> {
+    link();
+    let refs: Vec<&NDArray> = inputs.iter().collect();
+    eager::invoke_outputs_by_name("RNN", &refs, &mut [], attrs)
+}
+
+fn rnn_err(inputs: &[NDArray], attrs: &Attrs) -> String {
+    let a = attrs.clone();
+    let inputs = inputs.to_vec();
+    within(20, move || rnn_eager(&inputs, &a))
+        .expect_err("expected an error")
+        .to_string()
+}
+
+#[test]
+fn rnn_well_formed_call_runs() {
+    for mode in ["lstm", "gru", "rnn_tanh", "rnn_relu"] {
+        let a = rnn_attrs(mode, 2).with("state_outputs", "True");
+        let outs = rnn_eager(&rnn_inputs(mode), &a).unwrap();
+        assert_eq!(outs[0].shape().dims(), [3, 2, 2], "{mode}");
+    }
+}
+
+#[test]
+fn rnn_bad_kwargs_are_errors_naming_them() {
+    let x = rnn_inputs("lstm");
+    let base = rnn_attrs("lstm", 2);
+    for (key, value) in [
+        ("mode", "lstmx"),
+        ("state_size", "0"),
+        ("num_layers", "0"),
+        ("p", "1.0"),
+        ("p", "-0.5"),
+        ("projection_size", "2"),
+        ("lstm_state_clip_min", "-1.0"),
+        ("lstm_state_clip_max", "1.0"),
+    ] {
+        // An unknown mode has no state_cell argument.
+        let args = if key == "mode" { &x[..3] } else { &x[..] };
+        let e = rnn_err(args, &base.clone().with(key, value));
+        assert!(e.contains("RNN") && e.contains(key), "{key}={value}: {e}");
+    }
+    // use_sequence_length adds an argument, and is refused by name.
+    let mut with_len = x.clone();
+    with_len.push(NDArray::ones([2], DType::F32));
+    let e = rnn_err(&with_len, &base.clone().with("use_sequence_length", "True"));
+    assert!(e.contains("use_sequence_length"), "{e}");
+    // Required kwargs.
+    let missing = Attrs::new().with("mode", "lstm").with("num_layers", 1);
+    assert!(rnn_eager(&x, &missing).is_err());
+    let e = rnn_err(&x, &base.clone().with("state_size", "abc"));
+    assert!(e.contains("state_size"), "{e}");
+}
+
+#[test]
+fn rnn_wrong_shapes_and_dtypes_are_errors() {
+    let a = rnn_attrs("lstm", 2);
+    let good = rnn_inputs("lstm");
+    let with = |k: usize, v: NDArray| {
+        let mut x = good.clone();
+        x[k] = v;
+        x
+    };
+    let cases = [
+        (with(1, NDArray::ones([47], DType::F32)), "parameters"),
+        (with(1, NDArray::ones([4, 12], DType::F32)), "parameters"),
+        (with(2, NDArray::zeros([1, 3, 2], DType::F32)), "state"),
+        (with(3, NDArray::zeros([2, 2, 2], DType::F32)), "state_cell"),
+        (with(0, NDArray::ones([3, 2], DType::F32)), "data"),
+        (with(0, NDArray::ones([3, 0, 2], DType::F32)), "data"),
+        (with(0, NDArray::ones([0, 2, 2], DType::F32)), "data"),
+        (with(1, NDArray::ones([48], DType::F64)), "parameters"),
+        (with(0, NDArray::ones([3, 2, 2], DType::I32)), "data"),
+    ];
+    for (x, arg) in cases {
+        let e = rnn_err(&x, &a);
+        assert!(e.contains("RNN") && e.contains(arg), "{arg}: {e}");
+    }
+    // One input short, one too many.
+    assert!(rnn_eager(&good[..3], &a).is_err());
+    let mut extra = good.clone();
+    extra.push(NDArray::ones([1], DType::F32));
+    assert!(rnn_eager(&extra, &a).is_err());
+    // A GRU has no state_cell.
+    assert!(rnn_eager(&good, &rnn_attrs("gru", 2)).is_err());
+}
+
+#[test]
+fn rnn_huge_sizes_are_errors_not_aborts() {
+    let x = rnn_inputs("lstm");
+    for h in [1usize << 31, 1 << 40, usize::MAX / 2, usize::MAX] {
+        let e = rnn_err(&x, &rnn_attrs("lstm", h));
+        assert!(e.contains("RNN"), "state_size {h}: {e}");
+    }
+    // Layer counts whose parameter total fits in usize or not: an error
+    // at once, with no loop over the layers.
+    for layers in [1usize << 40, usize::MAX] {
+        let e = rnn_err(&x, &rnn_attrs("lstm", 2).with("num_layers", layers));
+        assert!(e.contains("RNN"), "{e}");
+    }
+    // A vanilla RNN's state_size just past half of usize: two directions
+    // overflow the layer width.
+    let tanh = rnn_attrs("rnn_tanh", usize::MAX / 2 + 1)
+        .with("bidirectional", "True")
+        .with("num_layers", 2);
+    let e = rnn_err(&x[..3], &tanh);
+    assert!(e.contains("RNN"), "{e}");
+    // Shape inference of a symbol with a huge state_size.
+    link();
+    let v = |n: &str| Symbol::var(n);
+    for h in [1usize << 40, usize::MAX / 3] {
+        let s = Symbol::invoke(
+            "RNN",
+            &[&v("data"), &v("p"), &v("s"), &v("c")],
+            &rnn_attrs("lstm", h),
+        )
+        .unwrap();
+        let known = HashMap::from([("data".to_string(), Shape::from([3, 2, 2]))]);
+        let r = within(20, move || s.infer_shape(&known).map(|_| ()));
+        assert!(r.is_err(), "state_size {h}");
+    }
+}
+
+/// A state_size whose parameter count fits in usize but not in memory:
+/// binding from the data's shape alone infers that length and refuses to
+/// allocate it.
+#[test]
+fn rnn_binding_a_huge_state_size_is_an_error() {
+    link();
+    let v = |n: &str| Symbol::var(n);
+    let s = Symbol::invoke(
+        "RNN",
+        &[&v("data"), &v("p"), &v("s"), &v("c")],
+        &rnn_attrs("lstm", 1 << 24),
+    )
+    .unwrap();
+    let shapes = HashMap::from([("data".to_string(), Shape::from([3, 2, 2]))]);
+    let r = within(20, move || {
+        s.simple_bind(&shapes, &HashMap::new(), HashMap::new())
+            .map(|_| ())
+    });
+    assert!(r.is_err());
+}
+
+#[test]
+fn rnn_backward_with_wrong_arrays_is_an_error() {
+    let a = rnn_attrs("lstm", 2).with("state_outputs", "True");
+    let x = rnn_inputs("lstm");
+    let outs = rnn_eager(&x, &a).unwrap();
+    let inputs: Vec<&NDArray> = x.iter().collect();
+    let hidden = NDArray::zeros([0], DType::F32);
+    let ys = [&outs[0], &outs[1], &outs[2], &hidden];
+    let good_grads = || x.to_vec();
+    // Well formed: fine.
+    let dy = NDArray::ones([3, 2, 2], DType::F32);
+    backward_outputs(
+        "RNN",
+        &a,
+        &[Some(&dy), None, None, None],
+        &ys,
+        &inputs,
+        &mut good_grads(),
+    )
+    .unwrap();
+    // A head gradient of the wrong shape.
+    let bad = NDArray::ones([3, 2], DType::F32);
+    let e = backward_outputs(
+        "RNN",
+        &a,
+        &[Some(&bad), None, None, None],
+        &ys,
+        &inputs,
+        &mut good_grads(),
+    );
+    assert!(e.is_err());
+    let e = backward_outputs(
+        "RNN",
+        &a,
+        &[None, Some(&bad), None, None],
+        &ys,
+        &inputs,
+        &mut good_grads(),
+    );
+    assert!(e.is_err());
+    // A gradient buffer of the wrong size; too few buffers.
+    let mut grads = good_grads();
+    grads[1] = NDArray::zeros([5], DType::F32);
+    let e = backward_outputs(
+        "RNN",
+        &a,
+        &[Some(&dy), None, None, None],
+        &ys,
+        &inputs,
+        &mut grads,
+    );
+    assert!(e.is_err());
+    let mut short = good_grads();
+    short.pop();
+    let e = backward_outputs(
+        "RNN",
+        &a,
+        &[Some(&dy), None, None, None],
+        &ys,
+        &inputs,
+        &mut short,
+    );
+    assert!(e.is_err());
+    // Too few outputs.
+    let e = backward_outputs(
+        "RNN",
+        &a,
+        &[Some(&dy), None],
+        &ys[..2],
+        &inputs,
+        &mut good_grads(),
+    );
+    assert!(e.is_err());
+}

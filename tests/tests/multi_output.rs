@@ -255,3 +255,63 @@ fn rrelu_draws_seeded_slopes_in_training_and_uses_their_mean_otherwise() {
     let s = Symbol::invoke("LeakyReLU", &[&Symbol::var("x")], &attrs).unwrap();
     assert_eq!(s.list_outputs().len(), 2);
 }
+
+/// RNN's dropout between layers through the executor: a training pass
+/// draws a mask (its hidden output), backward reads it; inference and
+/// `p = 0` are the identity.
+#[test]
+fn rnn_dropout_applies_in_training_only_through_the_executor() {
+    link();
+    let v = |n: &str| Symbol::var(n);
+    let rnn = |p: f64| {
+        let attrs = Attrs::new()
+            .with("mode", "rnn_tanh")
+            .with("state_size", 8)
+            .with("num_layers", 2)
+            .with("p", p);
+        Symbol::invoke("RNN", &[&v("data"), &v("w"), &v("s")], &attrs).unwrap()
+    };
+    // (T, N, I) = (3, 4, 2): 8·(2+8+2) + 8·(8+8+2) parameters.
+    let params = 8 * 12 + 8 * 18;
+    let args = || {
+        HashMap::from([
+            (
+                "data".to_string(),
+                NDArray::random_uniform(vec![3, 4, 2], -1.0, 1.0, DType::F32, 1).unwrap(),
+            ),
+            (
+                "w".to_string(),
+                NDArray::random_uniform(vec![params], -0.5, 0.5, DType::F32, 2).unwrap(),
+            ),
+            ("s".to_string(), NDArray::zeros([2, 4, 8], DType::F32)),
+        ])
+    };
+    let run = |p: f64, train: bool| {
+        let sym = rnn(p);
+        assert_eq!(sym.list_outputs().len(), 1);
+        let grads: HashMap<String, NDArray> = args()
+            .into_iter()
+            .map(|(k, a)| (k, NDArray::zeros(a.shape().clone(), DType::F32)))
+            .collect();
+        let reqs = args().into_keys().map(|k| (k, GradReq::Write)).collect();
+        let mut exe = sym.bind(args(), grads, reqs).unwrap();
+        exe.forward(train).unwrap();
+        let out = exe.outputs()[0].to_vec::<f32>().unwrap();
+        let dw = if train {
+            exe.backward(&[NDArray::ones([3, 4, 8], DType::F32)])
+                .unwrap();
+            exe.grad("w").unwrap().to_vec::<f32>().unwrap()
+        } else {
+            Vec::new()
+        };
+        (out, dw)
+    };
+    let (plain, dw_plain) = run(0.0, true);
+    assert_eq!(run(0.5, false).0, plain);
+    let (dropped, dw) = run(0.5, true);
+    assert_ne!(dropped, plain);
+    assert!(dw.iter().all(|g| g.is_finite()));
+    // Backward went through the mask: the parameters' gradient differs
+    // from the plain pass's.
+    assert_ne!(dw, dw_plain);
+}

@@ -1,10 +1,11 @@
 //! `simpleop run` and weights: Gluon exports made by MXNet 1.9.1
 //! (`tests/data/models`: an MLP from `gen_dense.py`, and an MLP with
 //! BatchNorm and Dropout, a Concat/split model and a transformer-style
-//! block from `gen_models.py`) load with their `.params` and match MXNet's
-//! output, every parameter's gradient and the moving statistics; a graph
-//! built here round-trips its weights through `.params` and safetensors
-//! and `simpleop run` agrees with the executor bitwise.
+//! block from `gen_models.py`, an LSTM and a GRU from `gen_rnn_model.py`)
+//! load with their `.params` and match MXNet's output, every parameter's
+//! gradient and the moving statistics; a graph built here round-trips its
+//! weights through `.params` and safetensors and `simpleop run` agrees
+//! with the executor bitwise.
 
 use std::path::{Path, PathBuf};
 
@@ -384,4 +385,98 @@ fn simpleop_graph_binds_a_gluon_export_from_the_data_shape_alone() {
         text.contains("bnmlp_batchnorm0_running_var\\n(8,) float32\\n[aux state]"),
         "{text}"
     );
+}
+
+/// The Gluon recurrent exports of `tests/conformance/gen_rnn_model.py`:
+/// Reshape and `_rnn_param_concat` pack their weights into `RNN`'s
+/// parameters. Bound from the data's shape alone (the packed length and
+/// the states' shapes are inferred), each matches MXNet's output and final
+/// states in inference, and the gradient of every parameter and input in
+/// training; `weights` counts the weight and bias variables. An export
+/// made without `input_size` (`from_weights`) leaves its i2h weight's
+/// shape unknown (`(9, 0)`): it binds with the weights' shapes given too,
+/// as `simpleop run --params` gives them.
+fn recurrent_export_matches(name: &str, weights: usize, from_weights: bool) {
+    simpleop_ops::link();
+    let expect = expect_of(name);
+    let text = std::fs::read_to_string(format!("{MODELS}/{name}-symbol.json")).unwrap();
+    let sym = Symbol::from_json(&text).unwrap();
+    let given = expect["inputs"].as_object().unwrap();
+    let names: Vec<&str> = given.keys().map(String::as_str).collect();
+    let inputs: Vec<NDArray> = given
+        .values()
+        .map(|v| {
+            let shape: Vec<usize> = floats(&v["shape"]).iter().map(|&d| d as usize).collect();
+            NDArray::from_f64(&floats(&v["data"]), shape, DType::F32).unwrap()
+        })
+        .collect();
+    let mut shapes =
+        std::collections::HashMap::from([("data0".to_string(), inputs[0].shape().clone())]);
+    let reqs = || {
+        sym.list_arguments()
+            .into_iter()
+            .map(|a| (a, simpleop::symbol::GradReq::Write))
+            .collect()
+    };
+    let saved = NDArray::load_params(format!("{MODELS}/{name}-0000.params")).unwrap();
+    assert_eq!(saved.len(), weights, "{name}");
+    if from_weights {
+        let err = sym
+            .simple_bind(&shapes, &Default::default(), reqs())
+            .map(|_| ())
+            .unwrap_err();
+        assert!(err.to_string().contains("i2h_weight"), "{err}");
+        for (n, a) in &saved {
+            shapes.insert(n.trim_start_matches("arg:").to_string(), a.shape().clone());
+        }
+    }
+    let mut exec = sym
+        .simple_bind(&shapes, &Default::default(), reqs())
+        .unwrap();
+    let options = simpleop::params::LoadOptions {
+        inputs: &names,
+        ..Default::default()
+    };
+    exec.load_params(&saved, &options).unwrap();
+    for (n, x) in names.iter().zip(&inputs) {
+        exec.set_arg(n, x).unwrap();
+    }
+    exec.forward(false).unwrap();
+    let outputs = expect["outputs"].as_array().unwrap();
+    assert_eq!(exec.outputs().len(), outputs.len(), "{name}");
+    for (k, want) in outputs.iter().enumerate() {
+        let got = exec.outputs()[k].to_f64_vec();
+        assert_close(&got, &floats(want), 1e-5, &format!("{name}: output {k}"));
+    }
+    let heads: Vec<NDArray> = expect["heads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(exec.outputs())
+        .map(|(h, o)| NDArray::from_f64(&floats(h), o.shape().clone(), DType::F32).unwrap())
+        .collect();
+    exec.forward(true).unwrap();
+    exec.backward(&heads).unwrap();
+    let grads = expect["grads"].as_object().unwrap();
+    assert_eq!(grads.len(), weights + names.len(), "{name}");
+    for (arg, want) in grads {
+        let got = exec
+            .grad(arg)
+            .unwrap_or_else(|| panic!("{name}: no gradient for {arg}"));
+        assert_close(&got.to_f64_vec(), &floats(want), 1e-4, arg);
+    }
+}
+
+/// `rnn.LSTM`, 2 layers, bidirectional: 16 weights and biases; inputs
+/// data, h0 and c0; outputs output, hy and cy.
+#[test]
+fn gluon_lstm_export_matches_mxnet_in_inference_and_training() {
+    recurrent_export_matches("lstm2", 16, false);
+}
+
+/// `rnn.GRU`, 1 layer, made without `input_size`: 4 weights and biases;
+/// inputs data and h0; outputs output and hy.
+#[test]
+fn gluon_gru_export_matches_mxnet_in_inference_and_training() {
+    recurrent_export_matches("gru1", 4, true);
 }
