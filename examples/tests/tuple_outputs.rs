@@ -228,3 +228,31 @@ fn each_output_follows_its_request() {
     }
     assert_eq!(a.to_f64_vec(), [10.0; 3]);
 }
+
+/// A backward call missing the outputs its gradient reads is an error,
+/// not a gradient computed from zeros.
+#[test]
+fn backward_without_the_outputs_it_reads_is_an_error() {
+    use simpleop::{Device, EnvArguments, GradArgs, OpCall, OpReqType, RunContext};
+    simpleop_examples::link();
+    let entry = eager::lookup("sincos").unwrap();
+    let backward = entry.kernels(Device::Cpu).unwrap().backward.unwrap();
+    let (env, ctx) = (EnvArguments::none(), RunContext::default());
+    let call = OpCall {
+        op: entry.def,
+        env: &env,
+        ctx: &ctx,
+    };
+    let dy = NDArray::from_vec(vec![1.0f32; 3], [3]).unwrap();
+    let mut g = NDArray::zeros([3], DType::F32);
+    let args = GradArgs {
+        out_grad: dy.blob(),
+        output: None,
+        inputs: vec![None],
+        out_grads: vec![Some(dy.blob()), None],
+        outputs: Vec::new(),
+    };
+    let mut grads = [g.try_blob_mut().unwrap()];
+    let err = backward(&call, &args, &mut grads, &[OpReqType::WriteTo]).unwrap_err();
+    assert!(err.to_string().contains("outputs"), "{err}");
+}

@@ -273,37 +273,36 @@ fn prelu_backward(
     };
     let ((_, c, inner), one) = prelu_layout(x, gamma)?;
     check_blob(LEAKY, "out_grad", meta(dy), x.shape(), x.dtype())?;
-    check_blob(
-        LEAKY,
-        "data_grad",
-        meta_mut(&grads[0]),
-        x.shape(),
-        x.dtype(),
-    )?;
-    check_blob(
-        LEAKY,
-        "gamma_grad",
-        meta_mut(&grads[1]),
-        gamma.shape(),
-        x.dtype(),
-    )?;
+    let wanted = [(x.shape(), "data_grad"), (gamma.shape(), "gamma_grad")];
+    for ((shape, arg), (g, r)) in wanted.into_iter().zip(grads.iter().zip(reqs)) {
+        if *r != OpReqType::Null {
+            check_blob(LEAKY, arg, meta_mut(g), shape, x.dtype())?;
+        }
+    }
     let dtype = x.dtype();
     dispatch_float!(dtype, T => {
         let (xs, gs, ds) = (x.as_slice::<T>()?, gamma.as_slice::<T>()?, dy.as_slice::<T>()?);
         let from = <<T as Float>::Compute as Element>::from_f64;
         let mut dgamma = vec![0.0f64; gs.len()];
-        let dx = grads[0].as_slice_mut::<T>()?;
-        for (i, ((o, v), d)) in dx.iter_mut().zip(xs).zip(ds).enumerate() {
-            let (v, d) = (v.to_f64(), d.to_f64());
-            let ch = if one { 0 } else { (i / inner) % c };
-            reqs[0].assign(o, from(if v > 0.0 { d } else { d * gs[ch].to_f64() }));
+        for (i, (v, d)) in xs.iter().zip(ds).enumerate() {
+            let v = v.to_f64();
             if v <= 0.0 {
-                dgamma[ch] += d * v;
+                dgamma[if one { 0 } else { (i / inner) % c }] += d.to_f64() * v;
             }
         }
-        let dg = grads[1].as_slice_mut::<T>()?;
-        for (o, v) in dg.iter_mut().zip(dgamma) {
-            reqs[1].assign(o, from(v));
+        if reqs[0] != OpReqType::Null {
+            let dx = grads[0].as_slice_mut::<T>()?;
+            for (i, ((o, v), d)) in dx.iter_mut().zip(xs).zip(ds).enumerate() {
+                let (v, d) = (v.to_f64(), d.to_f64());
+                let g = gs[if one { 0 } else { (i / inner) % c }].to_f64();
+                reqs[0].assign(o, from(if v > 0.0 { d } else { d * g }));
+            }
+        }
+        if reqs[1] != OpReqType::Null {
+            let dg = grads[1].as_slice_mut::<T>()?;
+            for (o, v) in dg.iter_mut().zip(dgamma) {
+                reqs[1].assign(o, from(v));
+            }
         }
         Ok(())
     }, _ => Err(float_error(LEAKY, "data", dtype)))
@@ -376,6 +375,9 @@ fn rrelu_backward(
     let (shape, dtype) = (x.shape(), x.dtype());
     check_blob(LEAKY, "mask", meta(mask), shape, dtype)?;
     check_blob(LEAKY, "out_grad", meta(dy), shape, dtype)?;
+    if reqs[0] == OpReqType::Null {
+        return Ok(());
+    }
     check_blob(LEAKY, "data_grad", meta_mut(&grads[0]), shape, dtype)?;
     dispatch_float!(dtype, T => {
         let (xs, ms, ds) = (x.as_slice::<T>()?, mask.as_slice::<T>()?, dy.as_slice::<T>()?);

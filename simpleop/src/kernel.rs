@@ -119,7 +119,7 @@ pub struct TileFns {
     pub lane: Option<LaneFn>,
     /// For an op with several outputs: the forward of outputs `1..`, each
     /// on its own (`forward_f32`/`forward_f64` compute output 0), so that a
-    /// fused program computes just the outputs it needs.
+    /// fused program stores just the outputs something reads.
     pub more_outputs: &'static [(TileForwardFn<f32>, TileForwardFn<f64>)],
 }
 

@@ -401,7 +401,9 @@ impl OpDef {
         let (Some(f), Some(Some(data))) = (self.complete_shapes, inputs.first()) else {
             return Ok(());
         };
-        let mut probe: Vec<Option<Shape>> = vec![None; inputs.len()];
+        // As many slots as the call takes, whatever was passed: the
+        // completion indexes them.
+        let mut probe: Vec<Option<Shape>> = vec![None; inputs.len().max(self.arity(env))];
         probe[0] = Some(data.clone());
         f(self, &mut probe, env)?;
         for (i, (have, want)) in inputs.iter().zip(probe).enumerate().skip(1) {

@@ -1160,3 +1160,21 @@ fn rnn_backward_with_wrong_arrays_is_an_error() {
     );
     assert!(e.is_err());
 }
+
+/// The completion behind `check_against_data` indexes every input slot:
+/// fewer shapes than the call takes must not panic.
+#[test]
+fn check_against_data_with_too_few_shapes_does_not_panic() {
+    for (name, attrs) in [
+        ("LeakyReLU", Attrs::new().with("act_type", "prelu")),
+        ("BatchNorm", Attrs::new()),
+        (
+            "Embedding",
+            Attrs::new().with("input_dim", 4).with("output_dim", 2),
+        ),
+    ] {
+        let (op, env) = op_env(name, &attrs);
+        let data = Some(Shape::new(vec![2, 3]));
+        let _ = op.check_against_data(&[data], &env);
+    }
+}

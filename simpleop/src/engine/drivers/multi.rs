@@ -156,6 +156,9 @@ pub fn multi_map_forward<K: MultiMapFn<N, M>, const N: usize, const M: usize>(
         .filter(|(_, r)| **r != OpReqType::Null);
     metas.extend(active.map(|(o, _)| ("output".to_string(), o.shape(), o.dtype())));
     let (shape, dtype) = common_meta(op.name, &metas)?;
+    if reqs.iter().all(|r| *r == OpReqType::Null) {
+        return Ok(());
+    }
     let n = shape.size();
     let cost = (op.cost as usize).max(1) * M;
     dispatch_float!(dtype, S => {
@@ -209,15 +212,22 @@ pub fn multi_map_backward<'a, K: MultiMapGrad<N, M>, const N: usize, const M: us
     let in_names: Vec<String> = (0..N)
         .map(|i| format!("{}_grad", op.argument_name(i, call.env)))
         .collect();
+    check_reads(op, call.env, args, M)?;
+    if reqs.iter().all(|r| *r == OpReqType::Null) {
+        return Ok(());
+    }
     let dys: Vec<(String, &TBlob<'a>)> = args
         .out_grads
         .iter()
         .zip(&out_names)
         .filter_map(|(g, n)| g.as_ref().map(|g| (format!("{n}_grad"), g)))
         .collect();
+    // Outputs join the checks only when the gradient reads them.
+    let reads_outputs = op.gradient.is_some_and(|g| g.needs_output);
     let ys: Vec<(String, &TBlob<'a>)> = args
         .outputs
         .iter()
+        .take(if reads_outputs { M } else { 0 })
         .zip(&out_names)
         .map(|(y, n)| (n.clone(), y))
         .collect();
@@ -256,7 +266,7 @@ pub fn multi_map_backward<'a, K: MultiMapGrad<N, M>, const N: usize, const M: us
             have[k].map_or(<S as Float>::Compute::zero(), |i| vals[i][j].to_compute())
         };
         let dy_at = positions(args.out_grads.iter().map(Option::is_some), M);
-        let y_at = positions((0..M).map(|k| k < args.outputs.len()), M);
+        let y_at = positions((0..M).map(|k| k < ys.len()), M);
         let x_at = positions(args.inputs.iter().map(Option::is_some), N);
         let outs = writable::<S>(grads, reqs)?;
         for_each_chunk_of(outs, n, (op.cost as usize).max(1) * M, |start, mut parts| {
@@ -274,6 +284,39 @@ pub fn multi_map_backward<'a, K: MultiMapGrad<N, M>, const N: usize, const M: us
         });
         Ok(())
     }, _ => Err(Error::invalid(op.name, "dtype", "a float dtype")))
+}
+
+/// Errors unless `args` holds every output and input the op's gradient
+/// reads: a missing one would silently read as zero.
+fn check_reads(
+    op: &crate::OpDef,
+    env: &crate::EnvArguments,
+    args: &GradArgs<'_>,
+    m: usize,
+) -> Result<()> {
+    let Some(spec) = op.gradient else {
+        return Err(Error::NoGradient { op: op.name.into() });
+    };
+    if spec.needs_output && args.outputs.len() != m {
+        return Err(Error::invalid(
+            op.name,
+            "outputs",
+            format!(
+                "the gradient reads all {m} outputs, got {}",
+                args.outputs.len()
+            ),
+        ));
+    }
+    for i in (0..args.inputs.len().max(op.num_arguments(env))).filter(|&i| spec.needs_input(i)) {
+        if args.inputs.get(i).is_none_or(Option::is_none) {
+            return Err(Error::invalid(
+                op.name,
+                op.argument_name(i, env),
+                "the gradient reads this input; got none",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// For `len` slots of which those flagged are present (in order), each
