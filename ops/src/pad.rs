@@ -67,7 +67,11 @@ fn mode_of(p: &PadParams) -> Result<Mode> {
         "constant" => Ok(Mode::Constant),
         "edge" => Ok(Mode::Edge),
         "reflect" => Ok(Mode::Reflect),
-        m => Err(bad_kwarg(PAD, "mode", format!("expected constant, edge or reflect, got `{m}`"))),
+        m => Err(bad_kwarg(
+            PAD,
+            "mode",
+            format!("expected constant, edge or reflect, got `{m}`"),
+        )),
     }
 }
 
@@ -75,20 +79,41 @@ fn mode_of(p: &PadParams) -> Result<Mode> {
 fn widths(data: &Shape, p: &PadParams) -> Result<Vec<(usize, usize)>> {
     let nd = data.ndim();
     if !(4..=5).contains(&nd) {
-        return Err(shape_error(PAD, "data", "4-D (N, C, H, W) or 5-D (N, C, D, H, W)", data));
+        return Err(shape_error(
+            PAD,
+            "data",
+            "4-D (N, C, H, W) or 5-D (N, C, D, H, W)",
+            data,
+        ));
     }
     let pw = &p.pad_width;
     if pw.len() != 2 * nd {
-        let why = format!("expected {} entries (before and after for each of the {nd} axes of `data`), got {pw:?}", 2 * nd);
+        let why = format!(
+            "expected {} entries (before and after for each of the {nd} axes of `data`), got {pw:?}",
+            2 * nd
+        );
         return Err(bad_kwarg(PAD, "pad_width", why));
     }
     if pw[..4].iter().any(|&v| v != 0) {
-        return Err(bad_kwarg(PAD, "pad_width", format!("expected 0 for the batch and channel axes (the first four entries), got {pw:?}")));
+        return Err(bad_kwarg(
+            PAD,
+            "pad_width",
+            format!(
+                "expected 0 for the batch and channel axes (the first four entries), got {pw:?}"
+            ),
+        ));
     }
     if pw.iter().any(|&v| !(0..i64::from(i32::MAX)).contains(&v)) {
-        return Err(bad_kwarg(PAD, "pad_width", format!("expected entries in 0..2^31, got {pw:?}")));
+        return Err(bad_kwarg(
+            PAD,
+            "pad_width",
+            format!("expected entries in 0..2^31, got {pw:?}"),
+        ));
     }
-    Ok(pw.chunks(2).map(|c| (c[0] as usize, c[1] as usize)).collect())
+    Ok(pw
+        .chunks(2)
+        .map(|c| (c[0] as usize, c[1] as usize))
+        .collect())
 }
 
 /// The input index output index `j` of an axis of `len` copies.
@@ -112,23 +137,48 @@ fn plan(data: &Shape, p: &PadParams) -> Result<Plan> {
     let mut out_dims = Vec::with_capacity(dims.len());
     for (a, (&d, &(b, e))) in dims.iter().zip(&w).enumerate() {
         if mode == Mode::Reflect && (b >= d || e >= d) && b + e > 0 {
-            return Err(bad_kwarg(PAD, "pad_width", format!("reflect padding needs pads smaller than the axis: axis {a} has size {d}, pads ({b}, {e})")));
+            return Err(bad_kwarg(
+                PAD,
+                "pad_width",
+                format!(
+                    "reflect padding needs pads smaller than the axis: axis {a} has size {d}, pads ({b}, {e})"
+                ),
+            ));
         }
         if mode == Mode::Edge && d == 0 && b + e > 0 {
-            return Err(shape_error(PAD, "data", format!("a non-empty axis {a} for edge padding"), data));
+            return Err(shape_error(
+                PAD,
+                "data",
+                format!("a non-empty axis {a} for edge padding"),
+                data,
+            ));
         }
         out_dims.push(d + b + e);
     }
-    if out_dims.iter().try_fold(1usize, |t, &o| t.checked_mul(o)).is_none() {
-        return Err(bad_kwarg(PAD, "pad_width", "the padded output would have 2^64 elements or more"));
+    if out_dims
+        .iter()
+        .try_fold(1usize, |t, &o| t.checked_mul(o))
+        .is_none()
+    {
+        return Err(bad_kwarg(
+            PAD,
+            "pad_width",
+            "the padded output would have 2^64 elements or more",
+        ));
     }
     let k = dims.len() - 2;
-    let mut pl = Plan { inp: [1; 3], out: [1; 3], src: [vec![Some(0)], vec![Some(0)], vec![Some(0)]] };
+    let mut pl = Plan {
+        inp: [1; 3],
+        out: [1; 3],
+        src: [vec![Some(0)], vec![Some(0)], vec![Some(0)]],
+    };
     for a in 0..k {
         let at = 3 - k + a;
         let (d, (b, _)) = (dims[a + 2], w[a + 2]);
         (pl.inp[at], pl.out[at]) = (d, out_dims[a + 2]);
-        pl.src[at] = (0..out_dims[a + 2]).map(|j| source(mode, j, b, d)).collect();
+        pl.src[at] = (0..out_dims[a + 2])
+            .map(|j| source(mode, j, b, d))
+            .collect();
     }
     Ok(pl)
 }
@@ -136,7 +186,13 @@ fn plan(data: &Shape, p: &PadParams) -> Result<Plan> {
 fn padded_shape(data: &Shape, p: &PadParams) -> Result<Shape> {
     plan(data, p)?;
     let w = widths(data, p)?;
-    Ok(Shape::new(data.dims().iter().zip(&w).map(|(&d, &(b, e))| d + b + e).collect::<Vec<_>>()))
+    Ok(Shape::new(
+        data.dims()
+            .iter()
+            .zip(&w)
+            .map(|(&d, &(b, e))| d + b + e)
+            .collect::<Vec<_>>(),
+    ))
 }
 
 /// Calls `f(out_index, in_index)` for each element of a plane's output,
@@ -162,7 +218,10 @@ fn pad_forward(x: &TBlob<'_>, out: &mut TBlobMut<'_>, req: OpReqType, p: &PadPar
     if req == OpReqType::Null || out.is_empty() {
         return Ok(());
     }
-    let (ilen, olen) = (pl.inp.iter().product::<usize>(), pl.out.iter().product::<usize>());
+    let (ilen, olen) = (
+        pl.inp.iter().product::<usize>(),
+        pl.out.iter().product::<usize>(),
+    );
     simpleop::dispatch_float!(dtype, T => {
         let xs = x.as_slice::<T>()?;
         let c = T::from_f64(p.constant_value).to_f64();
@@ -180,15 +239,30 @@ fn pad_forward(x: &TBlob<'_>, out: &mut TBlobMut<'_>, req: OpReqType, p: &PadPar
     }, _ => Err(float_error(PAD, "data", dtype)))
 }
 
-fn pad_backward(dy: &TBlob<'_>, x: &TBlob<'_>, dx: &mut TBlobMut<'_>, req: OpReqType, p: &PadParams) -> Result<()> {
+fn pad_backward(
+    dy: &TBlob<'_>,
+    x: &TBlob<'_>,
+    dx: &mut TBlobMut<'_>,
+    req: OpReqType,
+    p: &PadParams,
+) -> Result<()> {
     let pl = plan(x.shape(), p)?;
     let (dtype, oshape) = (x.dtype(), padded_shape(x.shape(), p)?);
     crate::common::check_blob(PAD, "out_grad", crate::common::meta(dy), &oshape, dtype)?;
-    crate::common::check_blob(PAD, "data_grad", crate::common::meta_mut(dx), x.shape(), dtype)?;
+    crate::common::check_blob(
+        PAD,
+        "data_grad",
+        crate::common::meta_mut(dx),
+        x.shape(),
+        dtype,
+    )?;
     if req == OpReqType::Null || dx.is_empty() {
         return Ok(());
     }
-    let (ilen, olen) = (pl.inp.iter().product::<usize>(), pl.out.iter().product::<usize>());
+    let (ilen, olen) = (
+        pl.inp.iter().product::<usize>(),
+        pl.out.iter().product::<usize>(),
+    );
     simpleop::dispatch_float!(dtype, T => {
         let dys = dy.as_slice::<T>()?;
         let mut planes: Vec<&mut [T]> = dx.as_slice_mut::<T>()?.chunks_mut(ilen).collect();
@@ -225,7 +299,12 @@ pub mod pad {
     }
 
     /// Copies the data into the padded output.
-    pub fn forward(inputs: &[TBlob<'_>], out: &mut TBlobMut<'_>, req: OpReqType, p: &PadParams) -> Result<()> {
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &PadParams,
+    ) -> Result<()> {
         super::pad_forward(&inputs[0], out, req, p)
     }
 

@@ -101,11 +101,27 @@ fn kind_of(p: &PoolingParams) -> Result<Kind> {
         "sum" => Kind::Sum,
         "lp" => match p.p_value {
             Some(v @ 1..=3) => Kind::Lp(v as u8),
-            Some(v) => return Err(bad_kwarg(POOL, "p_value", format!("expected 1, 2 or 3 for lp pooling, got {v}"))),
-            None => return Err(bad_kwarg(POOL, "p_value", "required for pool_type `lp` (1, 2 or 3)")),
+            Some(v) => {
+                return Err(bad_kwarg(
+                    POOL,
+                    "p_value",
+                    format!("expected 1, 2 or 3 for lp pooling, got {v}"),
+                ));
+            }
+            None => {
+                return Err(bad_kwarg(
+                    POOL,
+                    "p_value",
+                    "required for pool_type `lp` (1, 2 or 3)",
+                ));
+            }
         },
         t => {
-            return Err(bad_kwarg(POOL, "pool_type", format!("expected max, avg, sum or lp, got `{t}`")));
+            return Err(bad_kwarg(
+                POOL,
+                "pool_type",
+                format!("expected max, avg, sum or lp, got `{t}`"),
+            ));
         }
     })
 }
@@ -140,14 +156,22 @@ fn spatial(arg: &str, v: &[i64], n: usize, default: usize, min: i64) -> Result<V
         return Ok(vec![default; n]);
     }
     if v.len() != n {
-        return Err(bad_kwarg(POOL, arg, format!("expected {n} entries (one per spatial axis, as `kernel`), got {v:?}")));
+        return Err(bad_kwarg(
+            POOL,
+            arg,
+            format!("expected {n} entries (one per spatial axis, as `kernel`), got {v:?}"),
+        ));
     }
     v.iter()
         .map(|&x| {
             if (min..i64::from(i32::MAX)).contains(&x) {
                 Ok(x as usize)
             } else {
-                Err(bad_kwarg(POOL, arg, format!("expected entries in {min}..2^31, got {v:?}")))
+                Err(bad_kwarg(
+                    POOL,
+                    arg,
+                    format!("expected entries in {min}..2^31, got {v:?}"),
+                ))
             }
         })
         .collect()
@@ -158,16 +182,34 @@ fn check_layout(p: &PoolingParams, nd: usize) -> Result<()> {
     match p.layout.as_deref() {
         None => Ok(()),
         Some(l) if l == want => Ok(()),
-        Some(l) => Err(bad_kwarg(POOL, "layout", format!("expected {want} for {nd}-D data (channel-last layouts are not supported), got `{l}`"))),
+        Some(l) => Err(bad_kwarg(
+            POOL,
+            "layout",
+            format!(
+                "expected {want} for {nd}-D data (channel-last layouts are not supported), got `{l}`"
+            ),
+        )),
     }
 }
 
 /// Output size of one axis under `convention`, or an error naming `kernel`.
-fn out_size(convention: &str, axis: usize, i: usize, k: usize, s: usize, pd: usize) -> Result<usize> {
+fn out_size(
+    convention: &str,
+    axis: usize,
+    i: usize,
+    k: usize,
+    s: usize,
+    pd: usize,
+) -> Result<usize> {
     let padded = pd.checked_mul(2).and_then(|v| v.checked_add(i));
-    let padded = padded.ok_or_else(|| bad_kwarg(POOL, "pad", "input size plus padding overflows"))?;
+    let padded =
+        padded.ok_or_else(|| bad_kwarg(POOL, "pad", "input size plus padding overflows"))?;
     if k > padded {
-        return Err(bad_kwarg(POOL, "kernel", format!("kernel size {k} exceeds input size {i} padded to {padded} along axis {axis}")));
+        return Err(bad_kwarg(
+            POOL,
+            "kernel",
+            format!("kernel size {k} exceeds input size {i} padded to {padded} along axis {axis}"),
+        ));
     }
     Ok(match convention {
         "valid" => 1 + (padded - k) / s,
@@ -182,7 +224,12 @@ fn geom(data: &Shape, p: &PoolingParams) -> Result<Geom> {
     let dims = data.dims();
     let nd = dims.len();
     if !(3..=5).contains(&nd) {
-        return Err(shape_error(POOL, "data", "3-D (N, C, W), 4-D (N, C, H, W) or 5-D (N, C, D, H, W)", data));
+        return Err(shape_error(
+            POOL,
+            "data",
+            "3-D (N, C, W), 4-D (N, C, H, W) or 5-D (N, C, D, H, W)",
+            data,
+        ));
     }
     if dims.iter().any(|&d| d >= i32::MAX as usize) {
         return Err(shape_error(POOL, "data", "dimensions below 2^31", data));
@@ -190,14 +237,30 @@ fn geom(data: &Shape, p: &PoolingParams) -> Result<Geom> {
     check_layout(p, nd)?;
     let conv = p.pooling_convention.as_str();
     if !matches!(conv, "valid" | "full" | "same") {
-        return Err(bad_kwarg(POOL, "pooling_convention", format!("expected valid, full or same, got `{conv}`")));
+        return Err(bad_kwarg(
+            POOL,
+            "pooling_convention",
+            format!("expected valid, full or same, got `{conv}`"),
+        ));
     }
     if conv == "same" {
         if nd != 3 {
-            return Err(shape_error(POOL, "data", "3-D (N, C, W): pooling_convention `same` is 1-D only", data));
+            return Err(shape_error(
+                POOL,
+                "data",
+                "3-D (N, C, W): pooling_convention `same` is 1-D only",
+                data,
+            ));
         }
         if p.pad.iter().any(|&v| v != 0) {
-            return Err(bad_kwarg(POOL, "pad", format!("expected no padding with pooling_convention `same`, got {:?}", p.pad)));
+            return Err(bad_kwarg(
+                POOL,
+                "pad",
+                format!(
+                    "expected no padding with pooling_convention `same`, got {:?}",
+                    p.pad
+                ),
+            ));
         }
     }
     let n = nd - 2;
@@ -206,15 +269,31 @@ fn geom(data: &Shape, p: &PoolingParams) -> Result<Geom> {
         (sp.to_vec(), vec![1; n], vec![0; n])
     } else {
         if p.kernel.is_empty() {
-            return Err(bad_kwarg(POOL, "kernel", "required unless global_pool is set"));
+            return Err(bad_kwarg(
+                POOL,
+                "kernel",
+                "required unless global_pool is set",
+            ));
         }
         if p.kernel.len() != n {
-            let want = format!("{}-D data for a kernel of {} entries", p.kernel.len() + 2, p.kernel.len());
+            let want = format!(
+                "{}-D data for a kernel of {} entries",
+                p.kernel.len() + 2,
+                p.kernel.len()
+            );
             return Err(shape_error(POOL, "data", want, data));
         }
         // `same` has no padding (checked above, of any length).
-        let pad = if conv == "same" { vec![0; n] } else { spatial("pad", &p.pad, n, 0, 0)? };
-        (spatial("kernel", &p.kernel, n, 1, 1)?, spatial("stride", &p.stride, n, 1, 1)?, pad)
+        let pad = if conv == "same" {
+            vec![0; n]
+        } else {
+            spatial("pad", &p.pad, n, 0, 0)?
+        };
+        (
+            spatial("kernel", &p.kernel, n, 1, 1)?,
+            spatial("stride", &p.stride, n, 1, 1)?,
+            pad,
+        )
     };
     let mut g = Geom {
         planes: dims[0] * dims[1],
@@ -229,11 +308,20 @@ fn geom(data: &Shape, p: &PoolingParams) -> Result<Geom> {
     for a in 0..n {
         let at = 3 - n + a;
         (g.inp[at], g.kernel[at], g.stride[at], g.pad[at]) = (sp[a], kernel[a], stride[a], pad[a]);
-        g.out[at] = if p.global_pool { 1 } else { out_size(conv, a + 2, sp[a], kernel[a], stride[a], pad[a])? };
+        g.out[at] = if p.global_pool {
+            1
+        } else {
+            out_size(conv, a + 2, sp[a], kernel[a], stride[a], pad[a])?
+        };
     }
     let total = g.out.iter().try_fold(g.planes, |t, &o| t.checked_mul(o));
     if total.is_none() {
-        return Err(shape_error(POOL, "data", "an output of fewer than 2^64 elements", data));
+        return Err(shape_error(
+            POOL,
+            "data",
+            "an output of fewer than 2^64 elements",
+            data,
+        ));
     }
     Ok(g)
 }
@@ -258,14 +346,23 @@ struct Span {
 /// Each axis's spans, one per output index.
 fn spans(g: &Geom) -> [Vec<Span>; 3] {
     std::array::from_fn(|a| {
-        let (i, k, s, pd) = (g.inp[a] as i64, g.kernel[a] as i64, g.stride[a] as i64, g.pad[a] as i64);
+        let (i, k, s, pd) = (
+            g.inp[a] as i64,
+            g.kernel[a] as i64,
+            g.stride[a] as i64,
+            g.pad[a] as i64,
+        );
         (0..g.out[a] as i64)
             .map(|o| {
                 let start = o * s - pd;
                 let end = (start + k).min(i + pd);
                 let lo = start.max(0);
                 let hi = end.min(i).max(lo);
-                Span { lo: lo as usize, hi: hi as usize, full: (end - start).max(0) as usize }
+                Span {
+                    lo: lo as usize,
+                    hi: hi as usize,
+                    full: (end - start).max(0) as usize,
+                }
             })
             .collect()
     })
@@ -287,7 +384,11 @@ fn each(w: &Window, inp: [usize; 3], mut f: impl FnMut(usize)) {
 
 /// What `avg` divides by.
 fn divisor(g: &Geom, w: &Window) -> f64 {
-    let n: usize = if g.include_pad { w.iter().map(|s| s.full).product() } else { w.iter().map(|s| s.hi - s.lo).product() };
+    let n: usize = if g.include_pad {
+        w.iter().map(|s| s.full).product()
+    } else {
+        w.iter().map(|s| s.hi - s.lo).product()
+    };
     n as f64
 }
 
@@ -344,7 +445,12 @@ fn lowest(dtype: DType) -> f64 {
     }
 }
 
-fn pool_forward(x: &TBlob<'_>, out: &mut TBlobMut<'_>, req: OpReqType, p: &PoolingParams) -> Result<()> {
+fn pool_forward(
+    x: &TBlob<'_>,
+    out: &mut TBlobMut<'_>,
+    req: OpReqType,
+    p: &PoolingParams,
+) -> Result<()> {
     let g = geom(x.shape(), p)?;
     let (dtype, oshape) = (x.dtype(), out_shape(x.shape(), &g));
     crate::common::check_blob(POOL, "output", crate::common::meta_mut(out), &oshape, dtype)?;
@@ -397,17 +503,31 @@ fn unpool_window<T: Float>(g: &Geom, w: &Window, x: &[T], (dy, y): (f64, f64), a
     }
 }
 
-fn pool_backward(dy: &TBlob<'_>, x: &TBlob<'_>, dx: &mut TBlobMut<'_>, req: OpReqType, p: &PoolingParams) -> Result<()> {
+fn pool_backward(
+    dy: &TBlob<'_>,
+    x: &TBlob<'_>,
+    dx: &mut TBlobMut<'_>,
+    req: OpReqType,
+    p: &PoolingParams,
+) -> Result<()> {
     let g = geom(x.shape(), p)?;
     let (dtype, oshape) = (x.dtype(), out_shape(x.shape(), &g));
     crate::common::check_blob(POOL, "out_grad", crate::common::meta(dy), &oshape, dtype)?;
-    crate::common::check_blob(POOL, "data_grad", crate::common::meta_mut(dx), x.shape(), dtype)?;
+    crate::common::check_blob(
+        POOL,
+        "data_grad",
+        crate::common::meta_mut(dx),
+        x.shape(),
+        dtype,
+    )?;
     if req == OpReqType::Null || dx.is_empty() {
         return Ok(());
     }
     let sp = spans(&g);
     let (ilen, olen, low) = (g.in_len(), g.out_len(), lowest(dtype));
-    let cost = olen.saturating_mul(g.kernel.iter().product()).saturating_mul(2);
+    let cost = olen
+        .saturating_mul(g.kernel.iter().product())
+        .saturating_mul(2);
     simpleop::dispatch_float!(dtype, T => {
         let (xs, dys) = (x.as_slice::<T>()?, dy.as_slice::<T>()?);
         let mut planes: Vec<&mut [T]> = dx.as_slice_mut::<T>()?.chunks_mut(ilen).collect();
@@ -450,7 +570,12 @@ pub mod pooling {
     }
 
     /// Pools each window.
-    pub fn forward(inputs: &[TBlob<'_>], out: &mut TBlobMut<'_>, req: OpReqType, p: &PoolingParams) -> Result<()> {
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &PoolingParams,
+    ) -> Result<()> {
         super::pool_forward(&inputs[0], out, req, p)
     }
 

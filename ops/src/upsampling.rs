@@ -74,24 +74,48 @@ struct Layout {
 fn check_kwargs(p: &UpSamplingParams) -> Result<bool> {
     match p.sample_type.as_str() {
         "nearest" => {}
-        "bilinear" => return Err(bad_kwarg(UP, "sample_type", "`bilinear` (a deconvolution with a weight input) is not supported; use `nearest`")),
-        t => return Err(bad_kwarg(UP, "sample_type", format!("expected `nearest`, got `{t}`"))),
+        "bilinear" => {
+            return Err(bad_kwarg(
+                UP,
+                "sample_type",
+                "`bilinear` (a deconvolution with a weight input) is not supported; use `nearest`",
+            ));
+        }
+        t => {
+            return Err(bad_kwarg(
+                UP,
+                "sample_type",
+                format!("expected `nearest`, got `{t}`"),
+            ));
+        }
     }
     if !(1..i64::from(i32::MAX)).contains(&p.scale) {
-        return Err(bad_kwarg(UP, "scale", format!("expected 1..2^31, got {}", p.scale)));
+        return Err(bad_kwarg(
+            UP,
+            "scale",
+            format!("expected 1..2^31, got {}", p.scale),
+        ));
     }
     crate::join::some_args(UP, p.num_args)?;
     match p.multi_input_mode.as_str() {
         "concat" => Ok(false),
         "sum" => Ok(true),
-        m => Err(bad_kwarg(UP, "multi_input_mode", format!("expected concat or sum, got `{m}`"))),
+        m => Err(bad_kwarg(
+            UP,
+            "multi_input_mode",
+            format!("expected concat or sum, got `{m}`"),
+        )),
     }
 }
 
 fn layout(shapes: &[&Shape], p: &UpSamplingParams) -> Result<Layout> {
     let sum = check_kwargs(p)?;
     if shapes.len() != p.num_args {
-        return Err(bad_kwarg(UP, "num_args", format!("expected {} inputs, got {}", p.num_args, shapes.len())));
+        return Err(bad_kwarg(
+            UP,
+            "num_args",
+            format!("expected {} inputs, got {}", p.num_args, shapes.len()),
+        ));
     }
     let s = p.scale as usize;
     let d0 = shapes[0].dims();
@@ -101,48 +125,94 @@ fn layout(shapes: &[&Shape], p: &UpSamplingParams) -> Result<Layout> {
     for (i, sh) in shapes.iter().enumerate() {
         let d = sh.dims();
         if d.len() != 4 || d[2] == 0 || d[3] == 0 {
-            return Err(shape_error(UP, &arg(i), "4-D (N, C, H, W) with H, W > 0", sh));
+            return Err(shape_error(
+                UP,
+                &arg(i),
+                "4-D (N, C, H, W) with H, W > 0",
+                sh,
+            ));
         }
         if i == 0 {
             let big = |v: usize| v.checked_mul(s).filter(|&o| o < i32::MAX as usize);
             let (Some(h), Some(w)) = (big(d[2]), big(d[3])) else {
-                return Err(bad_kwarg(UP, "scale", format!("scale {s} makes {sh} too large")));
+                return Err(bad_kwarg(
+                    UP,
+                    "scale",
+                    format!("scale {s} makes {sh} too large"),
+                ));
             };
             out_hw = [h, w];
         }
         let f = out_hw[0] / d[2];
-        if d[0] != d0[0] || f * d[2] != out_hw[0] || f * d[3] != out_hw[1] || (sum && i > 0 && d[1] != d0[1]) {
+        if d[0] != d0[0]
+            || f * d[2] != out_hw[0]
+            || f * d[3] != out_hw[1]
+            || (sum && i > 0 && d[1] != d0[1])
+        {
             let want = format!(
                 "batch {} and an integer factor f with f·H = {} and f·W = {}{}",
                 d0[0],
                 out_hw[0],
                 out_hw[1],
-                if sum { format!(", and {} channels (multi_input_mode sum)", d0[1]) } else { String::new() }
+                if sum {
+                    format!(", and {} channels (multi_input_mode sum)", d0[1])
+                } else {
+                    String::new()
+                }
             );
             return Err(shape_error(UP, &arg(i), want, sh));
         }
         parts.push((d[1], d[2], d[3], f, if sum { 0 } else { out_c }));
-        out_c = if sum { d[1] } else { out_c.checked_add(d[1]).ok_or_else(|| shape_error(UP, &arg(i), "fewer channels", sh))? };
+        out_c = if sum {
+            d[1]
+        } else {
+            out_c
+                .checked_add(d[1])
+                .ok_or_else(|| shape_error(UP, &arg(i), "fewer channels", sh))?
+        };
     }
-    let total = [d0[0], out_c, out_hw[0], out_hw[1]].iter().try_fold(1usize, |t, &v| t.checked_mul(v));
+    let total = [d0[0], out_c, out_hw[0], out_hw[1]]
+        .iter()
+        .try_fold(1usize, |t, &v| t.checked_mul(v));
     if total.is_none() {
-        return Err(bad_kwarg(UP, "scale", "the output would have 2^64 elements or more"));
+        return Err(bad_kwarg(
+            UP,
+            "scale",
+            "the output would have 2^64 elements or more",
+        ));
     }
-    Ok(Layout { n: d0[0], out_c, out_hw, parts, sum })
+    Ok(Layout {
+        n: d0[0],
+        out_c,
+        out_hw,
+        parts,
+        sum,
+    })
 }
 
 fn out_shape(l: &Layout) -> Shape {
     Shape::new(vec![l.n, l.out_c, l.out_hw[0], l.out_hw[1]])
 }
 
-fn up_forward(inputs: &[TBlob<'_>], out: &mut TBlobMut<'_>, req: OpReqType, p: &UpSamplingParams) -> Result<()> {
+fn up_forward(
+    inputs: &[TBlob<'_>],
+    out: &mut TBlobMut<'_>,
+    req: OpReqType,
+    p: &UpSamplingParams,
+) -> Result<()> {
     let shapes: Vec<&Shape> = inputs.iter().map(|b| b.shape()).collect();
     let l = layout(&shapes, p)?;
     let dtype = inputs[0].dtype();
     for (i, b) in inputs.iter().enumerate() {
         crate::common::require_same_dtype(UP, &format!("arg{i}"), b.dtype(), dtype, "arg0")?;
     }
-    crate::common::check_blob(UP, "output", crate::common::meta_mut(out), &out_shape(&l), dtype)?;
+    crate::common::check_blob(
+        UP,
+        "output",
+        crate::common::meta_mut(out),
+        &out_shape(&l),
+        dtype,
+    )?;
     if req == OpReqType::Null || out.is_empty() {
         return Ok(());
     }
@@ -186,7 +256,10 @@ fn up_grad<T: Float>(dys: &[T], l: &Layout, part: usize, g: &mut [T], req: OpReq
                 let (y, x) = (i / w, i % w);
                 let mut s = 0.0;
                 for row in dyp.chunks(ow).skip(y * f).take(f) {
-                    s += row[x * f..(x + 1) * f].iter().map(|v| v.to_f64()).sum::<f64>();
+                    s += row[x * f..(x + 1) * f]
+                        .iter()
+                        .map(|v| v.to_f64())
+                        .sum::<f64>();
                 }
                 req.assign(gv, <<T as Float>::Compute as Element>::from_f64(s));
             }
@@ -194,11 +267,22 @@ fn up_grad<T: Float>(dys: &[T], l: &Layout, part: usize, g: &mut [T], req: OpReq
     });
 }
 
-fn up_backward(dy: &TBlob<'_>, grads: &mut [TBlobMut<'_>], reqs: &[OpReqType], p: &UpSamplingParams) -> Result<()> {
+fn up_backward(
+    dy: &TBlob<'_>,
+    grads: &mut [TBlobMut<'_>],
+    reqs: &[OpReqType],
+    p: &UpSamplingParams,
+) -> Result<()> {
     let shapes: Vec<&Shape> = grads.iter().map(|b| b.shape()).collect();
     let l = layout(&shapes, p)?;
     let dtype = dy.dtype();
-    crate::common::check_blob(UP, "out_grad", crate::common::meta(dy), &out_shape(&l), dtype)?;
+    crate::common::check_blob(
+        UP,
+        "out_grad",
+        crate::common::meta(dy),
+        &out_shape(&l),
+        dtype,
+    )?;
     simpleop::dispatch_float!(dtype, T => {
         let dys = dy.as_slice::<T>()?;
         for (i, (g, &req)) in grads.iter_mut().zip(reqs).enumerate() {
@@ -228,7 +312,12 @@ pub mod up_sampling {
     }
 
     /// Repeats each input element over its block.
-    pub fn forward(inputs: &[TBlob<'_>], out: &mut TBlobMut<'_>, req: OpReqType, p: &UpSamplingParams) -> Result<()> {
+    pub fn forward(
+        inputs: &[TBlob<'_>],
+        out: &mut TBlobMut<'_>,
+        req: OpReqType,
+        p: &UpSamplingParams,
+    ) -> Result<()> {
         super::up_forward(inputs, out, req, p)
     }
 

@@ -15,7 +15,9 @@ fn check(c: GradCheck) {
 
 /// `n` distinct values 0.25 apart, shuffled by a fixed stride.
 fn distinct(n: usize) -> Vec<f64> {
-    (0..n).map(|i| ((i * 7) % n) as f64 * 0.25 - n as f64 / 8.0).collect()
+    (0..n)
+        .map(|i| ((i * 7) % n) as f64 * 0.25 - n as f64 / 8.0)
+        .collect()
 }
 
 fn pool(shape: &[usize], attrs: &[(&str, &str)]) -> GradCheck {
@@ -31,11 +33,28 @@ fn max_pooling_valid_full_padded_global_and_3d() {
     let s = [1, 2, 5, 5];
     let x = || vec![distinct(50)];
     check(pool(&s, &[("kernel", "(2, 2)"), ("stride", "(2, 2)")]).inputs(x()));
-    let full = [("kernel", "(3, 3)"), ("stride", "(2, 2)"), ("pad", "(1, 1)"), ("pooling_convention", "full")];
+    let full = [
+        ("kernel", "(3, 3)"),
+        ("stride", "(2, 2)"),
+        ("pad", "(1, 1)"),
+        ("pooling_convention", "full"),
+    ];
     check(pool(&s, &full).inputs(x()));
     check(pool(&s, &[("kernel", "(1, 1)"), ("global_pool", "True")]).inputs(x()));
-    check(pool(&[2, 2, 7], &[("kernel", "(3,)"), ("stride", "(2,)"), ("pad", "(1,)")]).inputs(vec![distinct(28)]));
-    check(pool(&[1, 1, 3, 4, 3], &[("kernel", "(2, 2, 2)"), ("pad", "(1, 0, 1)")]).inputs(vec![distinct(36)]));
+    check(
+        pool(
+            &[2, 2, 7],
+            &[("kernel", "(3,)"), ("stride", "(2,)"), ("pad", "(1,)")],
+        )
+        .inputs(vec![distinct(28)]),
+    );
+    check(
+        pool(
+            &[1, 1, 3, 4, 3],
+            &[("kernel", "(2, 2, 2)"), ("pad", "(1, 0, 1)")],
+        )
+        .inputs(vec![distinct(36)]),
+    );
 }
 
 #[test]
@@ -54,23 +73,61 @@ fn avg_and_sum_pooling_with_and_without_the_padding() {
             check(pool(&s, &a));
         }
     }
-    check(pool(&s, &[("kernel", "(2, 3)"), ("pad", "(1, 1)"), ("pool_type", "sum")]));
-    check(pool(&[2, 3, 9], &[("kernel", "(4,)"), ("stride", "(3,)"), ("pool_type", "avg"), ("pooling_convention", "same")]));
-    check(pool(&s, &[("kernel", "(1, 1)"), ("pool_type", "avg"), ("global_pool", "True")]));
+    check(pool(
+        &s,
+        &[
+            ("kernel", "(2, 3)"),
+            ("pad", "(1, 1)"),
+            ("pool_type", "sum"),
+        ],
+    ));
+    check(pool(
+        &[2, 3, 9],
+        &[
+            ("kernel", "(4,)"),
+            ("stride", "(3,)"),
+            ("pool_type", "avg"),
+            ("pooling_convention", "same"),
+        ],
+    ));
+    check(pool(
+        &s,
+        &[
+            ("kernel", "(1, 1)"),
+            ("pool_type", "avg"),
+            ("global_pool", "True"),
+        ],
+    ));
 }
 
 #[test]
 fn lp_pooling_for_each_p() {
     for p in ["1", "2", "3"] {
-        let a = [("kernel", "(2, 2)"), ("stride", "(1, 2)"), ("pad", "(1, 0)"), ("pool_type", "lp"), ("p_value", p)];
+        let a = [
+            ("kernel", "(2, 2)"),
+            ("stride", "(1, 2)"),
+            ("pad", "(1, 0)"),
+            ("pool_type", "lp"),
+            ("p_value", p),
+        ];
         check(pool(&[1, 2, 4, 4], &a).range(0.5, 2.0));
     }
 }
 
 #[test]
 fn upsampling_nearest_one_input_and_several() {
-    check(GradCheck::new("UpSampling").attr("scale", 2).attr("sample_type", "nearest").shapes(&[&[2, 2, 2, 3]]));
-    check(GradCheck::new("UpSampling").attr("scale", 3).attr("sample_type", "nearest").shapes(&[&[1, 1, 2, 2]]));
+    check(
+        GradCheck::new("UpSampling")
+            .attr("scale", 2)
+            .attr("sample_type", "nearest")
+            .shapes(&[&[2, 2, 2, 3]]),
+    );
+    check(
+        GradCheck::new("UpSampling")
+            .attr("scale", 3)
+            .attr("sample_type", "nearest")
+            .shapes(&[&[1, 1, 2, 2]]),
+    );
     for mode in ["concat", "sum"] {
         check(
             GradCheck::new("UpSampling")
@@ -87,7 +144,11 @@ fn upsampling_nearest_one_input_and_several() {
 fn pad_in_each_mode_4d_and_5d() {
     for mode in ["constant", "edge", "reflect"] {
         let pad = |shape: &[usize], w: &str| {
-            GradCheck::new("Pad").attr("mode", mode).attr("pad_width", w).attr("constant_value", 0.5).shapes(&[shape])
+            GradCheck::new("Pad")
+                .attr("mode", mode)
+                .attr("pad_width", w)
+                .attr("constant_value", 0.5)
+                .shapes(&[shape])
         };
         check(pad(&[2, 2, 3, 4], "(0, 0, 0, 0, 2, 1, 1, 3)"));
         check(pad(&[1, 2, 3, 2, 3], "(0, 0, 0, 0, 1, 2, 1, 1, 2, 0)"));
