@@ -14,7 +14,11 @@ MXNet 1.9.1 behaviours these cases pin down:
   its oneDNN path cannot run 'same' at all ("could not create a descriptor
   for a pooling forward propagation primitive"). This script therefore
   runs MXNet's own CPU kernels (pool.h), MXNET_MKLDNN_ENABLED=0, unless
-  the variable is already set.
+  the variable is already set. Checked by hand: on the other cases the
+  oneDNN build gives the same outputs and gradients (max/avg with full
+  and padding, count_include_pad=False, sum, lp), except that it refuses
+  pad >= kernel ("Check failed: pad_l[0] < kernel[0]"), the window-in-the-
+  padding case "Pooling/max/empty_window_k1_p1", which the CPU kernels run.
 - Max pooling ignores the padding (windows are clipped to the input); a
   window holding no input element gives the dtype's lowest finite value
   (-3.4028235e38 for float32) and no gradient. On a tie the gradient goes
