@@ -219,82 +219,79 @@ fn out_size(
 }
 
 /// Checks the kwargs against `data`'s shape and lays the pooling out.
-fn geom(data: &Shape, p: &PoolingParams) -> Result<Geom> {
-    let kind = kind_of(p)?;
-    let dims = data.dims();
-    let nd = dims.len();
+/// Checks `data`'s rank, sizes and `layout`.
+fn check_data(data: &Shape, p: &PoolingParams) -> Result<()> {
+    let nd = data.ndim();
     if !(3..=5).contains(&nd) {
-        return Err(shape_error(
-            POOL,
-            "data",
-            "3-D (N, C, W), 4-D (N, C, H, W) or 5-D (N, C, D, H, W)",
-            data,
-        ));
+        let want = "3-D (N, C, W), 4-D (N, C, H, W) or 5-D (N, C, D, H, W)";
+        return Err(shape_error(POOL, "data", want, data));
     }
-    if dims.iter().any(|&d| d >= i32::MAX as usize) {
+    if data.dims().iter().any(|&d| d >= i32::MAX as usize) {
         return Err(shape_error(POOL, "data", "dimensions below 2^31", data));
     }
-    check_layout(p, nd)?;
+    check_layout(p, nd)
+}
+
+/// `pooling_convention`, checked against `data` (`same`: 1-D, no pad).
+fn convention<'a>(data: &Shape, p: &'a PoolingParams) -> Result<&'a str> {
     let conv = p.pooling_convention.as_str();
     if !matches!(conv, "valid" | "full" | "same") {
+        let why = format!("expected valid, full or same, got `{conv}`");
+        return Err(bad_kwarg(POOL, "pooling_convention", why));
+    }
+    if conv == "same" && data.ndim() != 3 {
+        let want = "3-D (N, C, W): pooling_convention `same` is 1-D only";
+        return Err(shape_error(POOL, "data", want, data));
+    }
+    if conv == "same" && p.pad.iter().any(|&v| v != 0) {
+        let why = format!(
+            "expected no padding with pooling_convention `same`, got {:?}",
+            p.pad
+        );
+        return Err(bad_kwarg(POOL, "pad", why));
+    }
+    Ok(conv)
+}
+
+/// Kernel, stride and pad per spatial axis (`sp`, the spatial sizes).
+type Windows = (Vec<usize>, Vec<usize>, Vec<usize>);
+
+fn window_kwargs(data: &Shape, p: &PoolingParams, conv: &str) -> Result<Windows> {
+    let sp = &data.dims()[2..];
+    let n = sp.len();
+    if p.global_pool {
+        return Ok((sp.to_vec(), vec![1; n], vec![0; n]));
+    }
+    if p.kernel.is_empty() {
         return Err(bad_kwarg(
             POOL,
-            "pooling_convention",
-            format!("expected valid, full or same, got `{conv}`"),
+            "kernel",
+            "required unless global_pool is set",
         ));
     }
-    if conv == "same" {
-        if nd != 3 {
-            return Err(shape_error(
-                POOL,
-                "data",
-                "3-D (N, C, W): pooling_convention `same` is 1-D only",
-                data,
-            ));
-        }
-        if p.pad.iter().any(|&v| v != 0) {
-            return Err(bad_kwarg(
-                POOL,
-                "pad",
-                format!(
-                    "expected no padding with pooling_convention `same`, got {:?}",
-                    p.pad
-                ),
-            ));
-        }
+    if p.kernel.len() != n {
+        let k = p.kernel.len();
+        let want = format!("{}-D data for a kernel of {k} entries", k + 2);
+        return Err(shape_error(POOL, "data", want, data));
     }
-    let n = nd - 2;
-    let sp = &dims[2..];
-    let (kernel, stride, pad) = if p.global_pool {
-        (sp.to_vec(), vec![1; n], vec![0; n])
+    // `same` has no padding (checked by `convention`, of any length).
+    let pad = if conv == "same" {
+        vec![0; n]
     } else {
-        if p.kernel.is_empty() {
-            return Err(bad_kwarg(
-                POOL,
-                "kernel",
-                "required unless global_pool is set",
-            ));
-        }
-        if p.kernel.len() != n {
-            let want = format!(
-                "{}-D data for a kernel of {} entries",
-                p.kernel.len() + 2,
-                p.kernel.len()
-            );
-            return Err(shape_error(POOL, "data", want, data));
-        }
-        // `same` has no padding (checked above, of any length).
-        let pad = if conv == "same" {
-            vec![0; n]
-        } else {
-            spatial("pad", &p.pad, n, 0, 0)?
-        };
-        (
-            spatial("kernel", &p.kernel, n, 1, 1)?,
-            spatial("stride", &p.stride, n, 1, 1)?,
-            pad,
-        )
+        spatial("pad", &p.pad, n, 0, 0)?
     };
+    let kernel = spatial("kernel", &p.kernel, n, 1, 1)?;
+    Ok((kernel, spatial("stride", &p.stride, n, 1, 1)?, pad))
+}
+
+/// Checks the kwargs against `data`'s shape and lays the pooling out.
+fn geom(data: &Shape, p: &PoolingParams) -> Result<Geom> {
+    let kind = kind_of(p)?;
+    check_data(data, p)?;
+    let conv = convention(data, p)?;
+    let (kernel, stride, pad) = window_kwargs(data, p, conv)?;
+    let dims = data.dims();
+    let (sp, n) = (&dims[2..], dims.len() - 2);
     let mut g = Geom {
         planes: dims[0] * dims[1],
         inp: [1; 3],
@@ -308,20 +305,18 @@ fn geom(data: &Shape, p: &PoolingParams) -> Result<Geom> {
     for a in 0..n {
         let at = 3 - n + a;
         (g.inp[at], g.kernel[at], g.stride[at], g.pad[at]) = (sp[a], kernel[a], stride[a], pad[a]);
-        g.out[at] = if p.global_pool {
-            1
-        } else {
-            out_size(conv, a + 2, sp[a], kernel[a], stride[a], pad[a])?
+        g.out[at] = match p.global_pool {
+            true => 1,
+            false => out_size(conv, a + 2, sp[a], kernel[a], stride[a], pad[a])?,
         };
     }
-    let total = g.out.iter().try_fold(g.planes, |t, &o| t.checked_mul(o));
-    if total.is_none() {
-        return Err(shape_error(
-            POOL,
-            "data",
-            "an output of fewer than 2^64 elements",
-            data,
-        ));
+    if g.out
+        .iter()
+        .try_fold(g.planes, |t, &o| t.checked_mul(o))
+        .is_none()
+    {
+        let want = "an output of fewer than 2^64 elements";
+        return Err(shape_error(POOL, "data", want, data));
     }
     Ok(g)
 }

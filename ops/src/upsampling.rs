@@ -108,67 +108,75 @@ fn check_kwargs(p: &UpSamplingParams) -> Result<bool> {
     }
 }
 
+/// Input `i`'s shape, checked: 4-D with a non-empty height and width.
+fn four_d(i: usize, sh: &Shape) -> Result<[usize; 4]> {
+    match *sh.dims() {
+        [n, c, h, w] if h > 0 && w > 0 => Ok([n, c, h, w]),
+        _ => Err(shape_error(
+            UP,
+            &format!("arg{i}"),
+            "4-D (N, C, H, W) with H, W > 0",
+            sh,
+        )),
+    }
+}
+
+/// The output's height and width: `scale` times the first input's.
+fn output_hw(first: [usize; 4], s: usize, sh: &Shape) -> Result<[usize; 2]> {
+    let big = |v: usize| v.checked_mul(s).filter(|&o| o < i32::MAX as usize);
+    match (big(first[2]), big(first[3])) {
+        (Some(h), Some(w)) => Ok([h, w]),
+        _ => Err(bad_kwarg(
+            UP,
+            "scale",
+            format!("scale {s} makes {sh} too large"),
+        )),
+    }
+}
+
+/// Input `i`'s factor, checked against the first input and the output.
+fn factor(
+    i: usize,
+    (d, sh): ([usize; 4], &Shape),
+    d0: [usize; 4],
+    hw: [usize; 2],
+    sum: bool,
+) -> Result<usize> {
+    let f = hw[0] / d[2];
+    let channels_ok = !sum || d[1] == d0[1];
+    if d[0] == d0[0] && f * d[2] == hw[0] && f * d[3] == hw[1] && channels_ok {
+        return Ok(f);
+    }
+    let same_c = if sum {
+        format!(", and {} channels (multi_input_mode sum)", d0[1])
+    } else {
+        String::new()
+    };
+    let want = format!(
+        "batch {} and an integer factor f with f·H = {} and f·W = {}{same_c}",
+        d0[0], hw[0], hw[1]
+    );
+    Err(shape_error(UP, &format!("arg{i}"), want, sh))
+}
+
 fn layout(shapes: &[&Shape], p: &UpSamplingParams) -> Result<Layout> {
     let sum = check_kwargs(p)?;
     if shapes.len() != p.num_args {
-        return Err(bad_kwarg(
-            UP,
-            "num_args",
-            format!("expected {} inputs, got {}", p.num_args, shapes.len()),
-        ));
+        let why = format!("expected {} inputs, got {}", p.num_args, shapes.len());
+        return Err(bad_kwarg(UP, "num_args", why));
     }
-    let s = p.scale as usize;
-    let d0 = shapes[0].dims();
-    let arg = |i: usize| format!("arg{i}");
+    let d0 = four_d(0, shapes[0])?;
+    let out_hw = output_hw(d0, p.scale as usize, shapes[0])?;
     let (mut parts, mut out_c) = (Vec::new(), 0usize);
-    let mut out_hw = [0, 0];
     for (i, sh) in shapes.iter().enumerate() {
-        let d = sh.dims();
-        if d.len() != 4 || d[2] == 0 || d[3] == 0 {
-            return Err(shape_error(
-                UP,
-                &arg(i),
-                "4-D (N, C, H, W) with H, W > 0",
-                sh,
-            ));
-        }
-        if i == 0 {
-            let big = |v: usize| v.checked_mul(s).filter(|&o| o < i32::MAX as usize);
-            let (Some(h), Some(w)) = (big(d[2]), big(d[3])) else {
-                return Err(bad_kwarg(
-                    UP,
-                    "scale",
-                    format!("scale {s} makes {sh} too large"),
-                ));
-            };
-            out_hw = [h, w];
-        }
-        let f = out_hw[0] / d[2];
-        if d[0] != d0[0]
-            || f * d[2] != out_hw[0]
-            || f * d[3] != out_hw[1]
-            || (sum && i > 0 && d[1] != d0[1])
-        {
-            let want = format!(
-                "batch {} and an integer factor f with f·H = {} and f·W = {}{}",
-                d0[0],
-                out_hw[0],
-                out_hw[1],
-                if sum {
-                    format!(", and {} channels (multi_input_mode sum)", d0[1])
-                } else {
-                    String::new()
-                }
-            );
-            return Err(shape_error(UP, &arg(i), want, sh));
-        }
+        let d = four_d(i, sh)?;
+        let f = factor(i, (d, sh), d0, out_hw, sum)?;
         parts.push((d[1], d[2], d[3], f, if sum { 0 } else { out_c }));
+        let joined = out_c.checked_add(d[1]);
         out_c = if sum {
             d[1]
         } else {
-            out_c
-                .checked_add(d[1])
-                .ok_or_else(|| shape_error(UP, &arg(i), "fewer channels", sh))?
+            joined.ok_or_else(|| shape_error(UP, &format!("arg{i}"), "fewer channels", sh))?
         };
     }
     let total = [d0[0], out_c, out_hw[0], out_hw[1]]
