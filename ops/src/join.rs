@@ -157,12 +157,12 @@ const MAX_ARGS: usize = 1 << 16;
 
 /// The argument names `arg0`, `arg1`, ... of a `num_args` op (at most
 /// [`MAX_ARGS`]; [`some_args`] refuses more).
-fn numbered(n: usize) -> Vec<String> {
+pub(crate) fn numbered(n: usize) -> Vec<String> {
     (0..n.min(MAX_ARGS)).map(|i| format!("arg{i}")).collect()
 }
 
 /// Between 1 and [`MAX_ARGS`] inputs.
-fn some_args(op: &str, n: usize) -> Result<()> {
+pub(crate) fn some_args(op: &str, n: usize) -> Result<()> {
     if n == 0 || n > MAX_ARGS {
         return Err(bad_kwarg(
             op,

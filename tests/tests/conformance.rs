@@ -152,3 +152,20 @@ fn rnn_cases_match_mxnet_on_every_path() {
     assert!(report.ok(), "{}", failures.join("\n"));
     assert_eq!(report.summary(), "25 passed, 0 failed");
 }
+
+/// `Pooling` (max, avg, sum, lp; every convention, global, padding counted
+/// or not, 1-D to 3-D, ties), `UpSampling` (nearest) and `Pad` (each mode)
+/// cases `tests/conformance/gen_pool.py` made with MXNet 1.9.1, on every
+/// path.
+#[test]
+fn pool_cases_match_mxnet_on_every_path() {
+    simpleop_ops::link();
+    let text = include_str!("../conformance/mxnet-pool.jsonl");
+    let cases = conformance::parse_cases(text).expect("case file parses");
+    // 36 of Pooling, 7 of UpSampling, 9 of Pad and a graph of the three.
+    assert_eq!(cases.len(), 53);
+    let report = conformance::check_paths(&cases, &EVERY_PATH);
+    let failures: Vec<String> = report.failures.iter().map(ToString::to_string).collect();
+    assert!(report.ok(), "{}", failures.join("\n"));
+    assert_eq!(report.summary(), "53 passed, 0 failed");
+}
