@@ -224,25 +224,54 @@ fn simple_backward(
     backward(&OpCall { op, env, ctx }, &args, grads, reqs)
 }
 
-/// `data` as `outer × channels × inner` around gamma's axis, and whether
-/// one slope serves every channel.
-fn prelu_layout(x: &TBlob<'_>, gamma: &TBlob<'_>) -> Result<((usize, usize, usize), bool)> {
-    check_gamma(x.shape(), gamma.shape())?;
-    crate::common::require_same_dtype(LEAKY, "gamma", gamma.dtype(), x.dtype(), "data")?;
-    let k = channel_axis(x.shape())?;
-    let layout = crate::common::split_at_axis(x.shape().dims(), k);
-    Ok((layout, gamma.len() == 1 && layout.1 != 1))
+/// prelu's arguments, checked, and which slope each element of `data`
+/// takes: one per channel of gamma's axis, or one for all.
+struct Prelu<'b, 'a> {
+    x: &'b TBlob<'a>,
+    gamma: &'b TBlob<'a>,
+    /// Channels and elements per channel step (`outer × c × inner`).
+    c: usize,
+    inner: usize,
+    one: bool,
+}
+
+impl<'b, 'a> Prelu<'b, 'a> {
+    fn of(inputs: &'b [TBlob<'a>]) -> Result<Self> {
+        let [x, gamma] = inputs else {
+            return Err(simpleop::Error::invalid(
+                LEAKY,
+                "gamma",
+                "prelu takes data and gamma",
+            ));
+        };
+        check_gamma(x.shape(), gamma.shape())?;
+        crate::common::require_same_dtype(LEAKY, "gamma", gamma.dtype(), x.dtype(), "data")?;
+        let k = channel_axis(x.shape())?;
+        let (_, c, inner) = crate::common::split_at_axis(x.shape().dims(), k);
+        let one = gamma.len() == 1 && c != 1;
+        Ok(Prelu {
+            x,
+            gamma,
+            c,
+            inner,
+            one,
+        })
+    }
+
+    /// The index in gamma of element `i`'s slope.
+    #[inline]
+    fn slope_at(&self, i: usize) -> usize {
+        if self.one {
+            0
+        } else {
+            (i / self.inner) % self.c
+        }
+    }
 }
 
 fn prelu_forward(inputs: &[TBlob<'_>], outs: &mut [TBlobMut<'_>], req: OpReqType) -> Result<()> {
-    let [x, gamma] = inputs else {
-        return Err(simpleop::Error::invalid(
-            LEAKY,
-            "gamma",
-            "prelu takes data and gamma",
-        ));
-    };
-    let ((_, c, inner), one) = prelu_layout(x, gamma)?;
+    let pr = Prelu::of(inputs)?;
+    let (x, gamma) = (pr.x, pr.gamma);
     check_blob(LEAKY, "output", meta_mut(&outs[0]), x.shape(), x.dtype())?;
     let dtype = x.dtype();
     dispatch_float!(dtype, T => {
@@ -251,7 +280,7 @@ fn prelu_forward(inputs: &[TBlob<'_>], outs: &mut [TBlobMut<'_>], req: OpReqType
         let y = outs[0].as_slice_mut::<T>()?;
         for (i, (o, v)) in y.iter_mut().zip(xs).enumerate() {
             let v = v.to_f64();
-            let g = gs[if one { 0 } else { (i / inner) % c }].to_f64();
+            let g = gs[pr.slope_at(i)].to_f64();
             req.assign(o, from(if v > 0.0 { v } else { g * v }));
         }
         Ok(())
@@ -264,14 +293,8 @@ fn prelu_backward(
     grads: &mut [TBlobMut<'_>],
     reqs: &[OpReqType],
 ) -> Result<()> {
-    let [x, gamma] = x else {
-        return Err(simpleop::Error::invalid(
-            LEAKY,
-            "gamma",
-            "prelu takes data and gamma",
-        ));
-    };
-    let ((_, c, inner), one) = prelu_layout(x, gamma)?;
+    let pr = Prelu::of(x)?;
+    let (x, gamma) = (pr.x, pr.gamma);
     check_blob(LEAKY, "out_grad", meta(dy), x.shape(), x.dtype())?;
     let wanted = [(x.shape(), "data_grad"), (gamma.shape(), "gamma_grad")];
     for ((shape, arg), (g, r)) in wanted.into_iter().zip(grads.iter().zip(reqs)) {
@@ -287,14 +310,14 @@ fn prelu_backward(
         for (i, (v, d)) in xs.iter().zip(ds).enumerate() {
             let v = v.to_f64();
             if v <= 0.0 {
-                dgamma[if one { 0 } else { (i / inner) % c }] += d.to_f64() * v;
+                dgamma[pr.slope_at(i)] += d.to_f64() * v;
             }
         }
         if reqs[0] != OpReqType::Null {
             let dx = grads[0].as_slice_mut::<T>()?;
             for (i, ((o, v), d)) in dx.iter_mut().zip(xs).zip(ds).enumerate() {
                 let (v, d) = (v.to_f64(), d.to_f64());
-                let g = gs[if one { 0 } else { (i / inner) % c }].to_f64();
+                let g = gs[pr.slope_at(i)].to_f64();
                 reqs[0].assign(o, from(if v > 0.0 { d } else { d * g }));
             }
         }
