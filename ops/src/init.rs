@@ -13,9 +13,10 @@ use crate::common::{check_blob, dtype_attr, meta_mut, store};
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default)]
 pub struct InitParams {
-    /// The output shape (default `()`). A 0 is a dimension of size 0
-    /// here; MXNet's reading of 0 as "unknown, inferred from the
-    /// consumers" needs shape inference that runs backwards.
+    /// The output shape (default `()`). In a graph a 0 is an unknown
+    /// dimension when a consumer's shape inference determines it (Gluon's
+    /// RNN begin states `(layers, 0, hidden)`), else a dimension of size
+    /// 0, as it always is eagerly.
     pub shape: Vec<usize>,
     /// The output dtype (default `float32`).
     pub dtype: String,
@@ -37,7 +38,7 @@ impl Default for InitParams {
 /// `value` is required.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 pub struct FullParams {
-    /// The output shape (default `()`).
+    /// The output shape (default `()`); 0s as in [`InitParams::shape`].
     #[serde(default)]
     pub shape: Vec<usize>,
     /// The output dtype (default `float32`).
@@ -75,13 +76,30 @@ fn fill(
     if req == OpReqType::Null {
         return Ok(());
     }
-    check_blob(op, "output", meta_mut(out), &Shape::new(shape), dtype)?;
+    let want = fitted(shape, out.shape());
+    check_blob(op, "output", meta_mut(out), &want, dtype)?;
     dispatch_any!(dtype, E => {
         for o in out.as_slice_mut::<E>()? {
             store(o, value, req);
         }
     });
     Ok(())
+}
+
+/// The output shape `shape` asks for: in a graph a 0 in `shape` is an
+/// unknown dimension that inference may have completed (MXNet's reading),
+/// so an output that agrees with the known dimensions is accepted.
+fn fitted(shape: &[usize], out: &Shape) -> Shape {
+    let fits = shape.len() == out.ndim()
+        && shape
+            .iter()
+            .zip(out.dims())
+            .all(|(&want, &got)| want == 0 || want == got);
+    Shape::new(if fits {
+        out.dims().to_vec()
+    } else {
+        shape.to_vec()
+    })
 }
 
 macro_rules! fill_ops {

@@ -5,7 +5,11 @@ state_size 3, input_size 3), described below, and gru1, an rnn.GRU (1
 layer, state_size 3; one state input data1, outputs output and hy) in the
 same layout. gru1 is made without input_size, as most Gluon code does: its
 i2h weight's `__shape__` hint is then "(9, 0)" (unknown), and binding
-needs the weights' shapes besides the data's.
+needs the weights' shapes besides the data's. lstmz, an rnn.LSTM (1
+layer, state_size 3, input_size 3) called without states on a Symbol
+(saved with Symbol.save and mx.nd.save): Gluon then makes its initial
+states with _zeros of shape (1, 0, 3), 0 = the batch size, unknown; its
+only input is data0 and its only output the output.
 
 - lstm2-symbol.json: Gluon's graph: each weight and bias flattened with
   Reshape, packed by _rnn_param_concat, fed to RNN (mode lstm,
@@ -27,26 +31,37 @@ from mxnet import autograd
 from mxnet.gluon import rnn
 
 
-def export(net, name, rng, model_dir):
+def export(net, name, rng, model_dir, with_states=True):
     randn = lambda *s, scale=1.0: (rng.standard_normal(s) * scale).astype(np.float32)  # noqa: E731
     net.initialize()
     net(mx.nd.zeros((4, 2, 3)))  # completes a deferred initialisation
     for _, p in sorted(net.collect_params().items()):
         p.set_data(mx.nd.array(randn(*p.shape, scale=0.5)))
     net.hybridize()
-    states = net.begin_state(batch_size=2)
+    states = net.begin_state(batch_size=2) if with_states else []
     values = [randn(4, 2, 3)] + [randn(*s.shape, scale=0.5) for s in states]
     names = [f"data{k}" for k in range(len(values))]
     nd = [mx.nd.array(v) for v in values]
-    out, hc = net(nd[0], nd[1:])  # inference; builds the exported graph
-    outs = [o.asnumpy() for o in [out] + list(hc)]
-    net.export(os.path.join(model_dir, name), epoch=0)
+
+    def run():
+        if not with_states:  # Gluon makes the states with _zeros
+            return [net(nd[0])]
+        out, hc = net(nd[0], nd[1:])
+        return [out] + list(hc)
+
+    outs = [o.asnumpy() for o in run()]  # inference; builds the exported graph
+    if with_states:
+        net.export(os.path.join(model_dir, name), epoch=0)
+    else:  # a symbolic call, as export does for Symbol inputs: _zeros
+        net(mx.sym.var("data0")).save(os.path.join(model_dir, f"{name}-symbol.json"))
+        mx.nd.save(os.path.join(model_dir, f"{name}-0000.params"),
+                   {f"arg:{k}": p.data() for k, p in net.collect_params().items()})
     heads = [randn(*o.shape) for o in outs]
     for a in nd:
         a.attach_grad()
     with autograd.record():
-        out, hc = net(nd[0], nd[1:])
-    autograd.backward([out] + list(hc), [mx.nd.array(h) for h in heads])
+        trained = run()
+    autograd.backward(trained, [mx.nd.array(h) for h in heads])
     flat = lambda a: [float(repr(np.float32(v))) for v in np.asarray(a).ravel()]  # noqa: E731
     grads = {k: flat(p.grad().asnumpy()) for k, p in net.collect_params().items()}
     for k, a in zip(names, nd):
@@ -66,6 +81,8 @@ def main(model_dir, seed):
     lstm = rnn.LSTM(3, num_layers=2, bidirectional=True, input_size=3, prefix="lstm0_")
     export(lstm, "lstm2", rng, model_dir)
     export(rnn.GRU(3, num_layers=1, prefix="gru0_"), "gru1", rng, model_dir)
+    lstm = rnn.LSTM(3, num_layers=1, input_size=3, prefix="lstmz_")
+    export(lstm, "lstmz", rng, model_dir, with_states=False)
 
 
 if __name__ == "__main__":

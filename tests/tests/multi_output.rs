@@ -315,3 +315,60 @@ fn rnn_dropout_applies_in_training_only_through_the_executor() {
     // from the plain pass's.
     assert_ne!(dw, dw_plain);
 }
+
+fn zeros(shape: &str) -> Symbol {
+    Symbol::invoke("_zeros", &[], &Attrs::new().with("shape", shape)).unwrap()
+}
+
+/// A 0 in `_zeros`' `shape` is unknown when a consumer's inference
+/// determines it, as MXNet reads it (Gluon's RNN begin states), and a
+/// dimension of size 0 otherwise; known dimensions must agree.
+#[test]
+fn zeros_with_unknown_dimensions_take_them_from_their_consumer() {
+    link();
+    let x = Symbol::var("x");
+    let known = HashMap::from([("x".to_string(), Shape::new([2, 3]))]);
+    let sum = Symbol::invoke("elemwise_add", &[&zeros("(0, 3)"), &x], &Attrs::new()).unwrap();
+    let shapes = sum.infer_shape(&known).unwrap();
+    assert_eq!(shapes.output_shapes, [Some(Shape::new([2, 3]))]);
+    let mut exec = sum
+        .simple_bind(&known, &HashMap::new(), HashMap::new())
+        .unwrap();
+    exec.set_arg(
+        "x",
+        &NDArray::from_f64(&[1.0; 6], [2, 3], DType::F32).unwrap(),
+    )
+    .unwrap();
+    exec.forward(false).unwrap();
+    assert_eq!(exec.outputs()[0].to_f64_vec(), [1.0; 6]);
+
+    // Any op without inputs: MXNet's samplers read `shape` the same way.
+    let attrs = Attrs::new()
+        .with("shape", "(0, 3)")
+        .with("low", 2)
+        .with("high", 3);
+    let u = Symbol::invoke("_random_uniform", &[], &attrs).unwrap();
+    let sum = Symbol::invoke("elemwise_add", &[&u, &x], &Attrs::new()).unwrap();
+    let mut exec = sum
+        .simple_bind(&known, &HashMap::new(), HashMap::new())
+        .unwrap();
+    exec.forward(false).unwrap();
+    let out = exec.outputs()[0].to_f64_vec();
+    assert!(
+        out.len() == 6 && out.iter().all(|v| (2.0..3.0).contains(v)),
+        "{out:?}"
+    );
+
+    // Nothing determines it: a dimension of size 0.
+    let alone = zeros("(0, 3)").infer_shape(&HashMap::new()).unwrap();
+    assert_eq!(alone.output_shapes, [Some(Shape::new([0, 3]))]);
+
+    let clash = Symbol::invoke("elemwise_add", &[&zeros("(0, 4)"), &x], &Attrs::new()).unwrap();
+    let err = clash.infer_shape(&known).unwrap_err().to_string();
+    assert!(
+        err.contains("(0, 4) (unknown dimensions are 0) conflicts with (2, 3)"),
+        "{err}"
+    );
+    let rank = Symbol::invoke("elemwise_add", &[&zeros("(0,)"), &x], &Attrs::new()).unwrap();
+    assert!(rank.infer_shape(&known).is_err());
+}

@@ -480,3 +480,11 @@ fn gluon_lstm_export_matches_mxnet_in_inference_and_training() {
 fn gluon_gru_export_matches_mxnet_in_inference_and_training() {
     recurrent_export_matches("gru1", 4, true);
 }
+
+/// `rnn.LSTM` called on a Symbol without states: Gluon makes them with
+/// `_zeros` of shape `(1, 0, 3)`, whose 0 (the batch size) RNN's shape
+/// inference fills from the data. Inputs data0 only; output the output.
+#[test]
+fn gluon_lstm_with_zeros_begin_states_binds_from_the_data_and_matches_mxnet() {
+    recurrent_export_matches("lstmz", 4, false);
+}

@@ -9,6 +9,12 @@
 //! A variable's MXNet hints (`__shape__`, `__dtype__`, as
 //! `mx.sym.var('x', shape=(2, 3), dtype='float16')` writes them) stand in
 //! for a value the caller does not give; a given value wins, as in MXNet.
+//!
+//! A source op's output shape with a 0 (`_zeros(shape=(1, 0, 3))`, Gluon's
+//! RNN begin states) is a template, as in MXNet: a consumer that completes
+//! its inputs, or a same-shape sibling, fills the 0s (known dimensions
+//! must agree). Only once nothing else changes does an unfilled template
+//! stand as it is, a 0 then being a dimension of size 0.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -87,20 +93,33 @@ fn fixed_point<V: Clone + PartialEq + std::fmt::Display>(
     // The first pass visits every op node.
     for n in 0..g.nodes.len() {
         if g.nodes[n].op.is_some() {
-            let settled = infer_node(g, n, values, &rule, &mut work.changed)?;
+            let settled = infer_node(g, n, values, &rule, &mut work.changed, false)?;
             work.requeue(g, n, settled, true);
         }
     }
-    while !work.next_pass.is_empty() {
-        let next = std::mem::take(&mut work.next_pass);
-        work.this_pass.extend(next.into_iter().map(Reverse));
-        while let Some(Reverse(n)) = work.this_pass.pop() {
-            work.queued[n] = false;
-            let settled = infer_node(g, n, values, &rule, &mut work.changed)?;
-            work.requeue(g, n, settled, false);
+    loop {
+        while !(work.next_pass.is_empty() && work.this_pass.is_empty()) {
+            let next = std::mem::take(&mut work.next_pass);
+            work.this_pass.extend(next.into_iter().map(Reverse));
+            while let Some(Reverse(n)) = work.this_pass.pop() {
+                work.queued[n] = false;
+                let settled = infer_node(g, n, values, &rule, &mut work.changed, false)?;
+                work.requeue(g, n, settled, false);
+            }
+        }
+        // Templates no consumer completed stand as they are (a 0 is then
+        // a dimension of size 0), and inference goes on from them.
+        for n in 0..g.nodes.len() {
+            let node = &g.nodes[n];
+            if node.op.is_some() && node.num_args() == 0 {
+                infer_node(g, n, values, &rule, &mut work.changed, true)?;
+                work.requeue(g, n, true, false);
+            }
+        }
+        if work.next_pass.is_empty() && work.this_pass.is_empty() {
+            return Ok(());
         }
     }
-    Ok(())
 }
 
 /// The nodes [`fixed_point`] still has to visit.
@@ -149,17 +168,24 @@ struct Rule<'a, V> {
     what: &'a str,
     forward: &'a OutputsRule<'a, V>,
     complete: &'a InputsRule<'a, V>,
+    /// A source op's output that is only a template (MXNet's 0 = unknown
+    /// dimension in `_zeros`' `shape`), and whether a value fits it.
+    template: &'a TemplateRule<'a, V>,
 }
 
 /// Node `n`'s outputs from its arguments.
 type OutputsRule<'a, V> = dyn Fn(usize, &[V]) -> Result<Vec<V>> + 'a;
 /// Node `n`'s unknown inputs from its known ones.
 type InputsRule<'a, V> = dyn Fn(usize, &mut [Option<V>]) -> Result<()> + 'a;
+/// `(template, v)`: `None` when `template` is complete, else whether `v`
+/// agrees with its known parts.
+type TemplateRule<'a, V> = dyn Fn(&V, &V) -> Option<bool> + 'a;
 
 /// One visit of op node `n`: unknown inputs the op can infer backwards
 /// (a layer's weights from its data), its outputs from its arguments,
 /// then (same-shape elementwise ops) unknown inputs and output from a
-/// known one. Pushes every node whose value it set onto `changed`.
+/// known one. A source op's template output is set only when
+/// `settle_templates`; before that a consumer may complete it. Pushes every node whose value it set onto `changed`.
 /// Returns whether every input was known: then the outputs were checked
 /// against them, nothing was filled, and another visit before an input
 /// changes would do nothing.
@@ -169,6 +195,7 @@ fn infer_node<V: Clone + PartialEq + std::fmt::Display>(
     values: &mut [Option<V>],
     rule: &Rule<'_, V>,
     changed: &mut Vec<usize>,
+    settle_templates: bool,
 ) -> Result<bool> {
     let node = &g.nodes[n];
     let what = rule.what;
@@ -198,13 +225,21 @@ fn infer_node<V: Clone + PartialEq + std::fmt::Display>(
             ))));
         }
         for (o, v) in nodes.into_iter().zip(outs) {
+            // A source op's template waits for a consumer to complete it.
+            let template = |old: &V| args.is_empty().then(|| (rule.template)(&v, old)).flatten();
             match &values[o] {
-                Some(old) if *old != v => {
+                Some(old) if *old != v && template(old) != Some(true) => {
+                    let partial = if template(old).is_some() {
+                        " (unknown dimensions are 0)"
+                    } else {
+                        ""
+                    };
                     return Err(node.error(Error::graph(format!(
-                        "inferred output {what} {v} conflicts with {old}"
+                        "inferred output {what} {v}{partial} conflicts with {old}"
                     ))));
                 }
                 Some(_) => {}
+                None if !settle_templates && template(&v).is_some() => {}
                 None => {
                     values[o] = Some(v);
                     changed.push(o);
@@ -335,10 +370,17 @@ pub(crate) fn node_shapes(g: &Graph, known: &HashMap<String, Shape>) -> Result<V
         f(op, ins, &node.env)?;
         op.check_against_data(ins, &node.env)
     };
+    let template = |t: &Shape, s: &Shape| {
+        let dims = t.dims();
+        dims.contains(&0).then(|| {
+            dims.len() == s.ndim() && dims.iter().zip(s.dims()).all(|(&t, &s)| t == 0 || t == s)
+        })
+    };
     let rule = Rule {
         what: "shape",
         forward: &forward,
         complete: &complete,
+        template: &template,
     };
     fixed_point(g, &mut values, rule)?;
     Ok(values)
@@ -370,6 +412,7 @@ pub(crate) fn node_types(g: &Graph, known: &HashMap<String, DType>) -> Result<Ve
         what: "dtype",
         forward: &forward,
         complete: &complete,
+        template: &|_, _| None,
     };
     fixed_point(g, &mut values, rule)?;
     Ok(values)
