@@ -60,16 +60,16 @@ const PARALLEL_FLOPS_PER_WORK: usize = 16;
 /// Where the elements of one logical matrix sit in its storage: element
 /// `(i, j)` of matrix `b` is at `b·batch + i·rs + j·cs`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Layout {
-    rs: usize,
-    cs: usize,
-    batch: usize,
+pub(crate) struct Layout {
+    pub(crate) rs: usize,
+    pub(crate) cs: usize,
+    pub(crate) batch: usize,
 }
 
 impl Layout {
     /// A row-major `rows × cols` matrix, `transposed` or not (then it is read
     /// as `cols × rows`).
-    fn stored(rows: usize, cols: usize, transposed: bool) -> Layout {
+    pub(crate) fn stored(rows: usize, cols: usize, transposed: bool) -> Layout {
         let l = Layout {
             rs: cols,
             cs: 1,
@@ -79,7 +79,7 @@ impl Layout {
     }
 
     /// The same storage read as the transpose.
-    fn t(self) -> Layout {
+    pub(crate) fn t(self) -> Layout {
         Layout {
             rs: self.cs,
             cs: self.rs,
@@ -103,14 +103,14 @@ struct Product {
 
 /// One `gemm` call pattern: `dst = lhs · rhs` per batch, `m×k · k×n`.
 #[derive(Clone, Copy, Debug)]
-struct Mm {
-    batch: usize,
-    m: usize,
-    n: usize,
-    k: usize,
-    dst: Layout,
-    lhs: Layout,
-    rhs: Layout,
+pub(crate) struct Mm {
+    pub(crate) batch: usize,
+    pub(crate) m: usize,
+    pub(crate) n: usize,
+    pub(crate) k: usize,
+    pub(crate) dst: Layout,
+    pub(crate) lhs: Layout,
+    pub(crate) rhs: Layout,
 }
 
 impl Product {
@@ -338,6 +338,32 @@ fn span(l: Layout, count: usize, rows: usize, cols: usize) -> usize {
 /// `dst (=|+=) lhs · rhs` for every matrix of the batch, with `gemm`.
 /// `T` is f32, f64 or f16 (the types `gemm` takes).
 fn gemm_typed<T: Float>(mm: &Mm, dst: &mut [T], lhs: &[T], rhs: &[T], req: OpReqType) {
+    // Within one chunk of a split loop (a fused step's slab) the other
+    // threads are busy with theirs: splitting again only adds overhead.
+    let flops = mm.m.saturating_mul(mm.n).saturating_mul(mm.k);
+    let parallel = simpleop::kernel::may_split()
+        && simpleop::kernel::worth_splitting(flops / PARALLEL_FLOPS_PER_WORK);
+    gemm_on::<T>(mm, dst, lhs, rhs, req, parallel);
+}
+
+/// Whether a product of `flops` multiply-adds is worth splitting over the
+/// rayon pool, by the rule [`gemm_typed`] applies.
+pub(crate) fn worth_splitting_product(flops: usize) -> bool {
+    simpleop::kernel::may_split()
+        && simpleop::kernel::worth_splitting(flops / PARALLEL_FLOPS_PER_WORK)
+}
+
+/// [`gemm_typed`] with the caller's choice of splitting over the pool
+/// (`parallel`): for callers that split their own loop around products.
+/// Panics, before touching memory, when a layout reaches past its slice.
+pub(crate) fn gemm_on<T: Float>(
+    mm: &Mm,
+    dst: &mut [T],
+    lhs: &[T],
+    rhs: &[T],
+    req: OpReqType,
+    parallel: bool,
+) {
     if req == OpReqType::Null || mm.batch == 0 || mm.m == 0 || mm.n == 0 {
         return;
     }
@@ -356,12 +382,7 @@ fn gemm_typed<T: Float>(mm: &Mm, dst: &mut [T], lhs: &[T], rhs: &[T], req: OpReq
             "rhs bounds"
         );
     }
-    // Within one chunk of a split loop (a fused step's slab) the other
-    // threads are busy with theirs: splitting again only adds overhead.
-    let flops = mm.m.saturating_mul(mm.n).saturating_mul(mm.k);
-    let parallelism = if simpleop::kernel::may_split()
-        && simpleop::kernel::worth_splitting(flops / PARALLEL_FLOPS_PER_WORK)
-    {
+    let parallelism = if parallel {
         gemm::Parallelism::Rayon(0) // 0: as many threads as the rayon pool has
     } else {
         gemm::Parallelism::None
