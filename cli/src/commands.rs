@@ -11,7 +11,7 @@
 //! * `bench [--quick] [--json]` times the kernels against same-run
 //!   baselines ([`crate::bench`]).
 //! * `run MODEL-symbol.json [--params FILE] --input NAME=X.npy... [--train]
-//!   [-o OUT.npy] [--json]` runs a model and writes its outputs (and
+//!   [-o OUT.npy] [--json] [--repeat N]` runs a model and writes its outputs (and
 //!   gradients) as `.npy` ([`crate::run`]).
 //!
 //! Input files (case files, graph JSON) larger than [`max_file_bytes`]
@@ -102,6 +102,11 @@ enum Command {
         /// the files written.
         #[arg(long)]
         json: bool,
+        /// Time N passes after one warm-up pass; the reported times are
+        /// their median (the JSON lists every pass). Outputs are written
+        /// from the last pass.
+        #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        repeat: u32,
     },
     /// Time the kernels against baselines measured in the same run.
     Bench {
@@ -171,6 +176,7 @@ where
             train,
             output,
             json,
+            repeat,
         } => {
             let text = read_text(&file, cap)?;
             let args = crate::run::RunArgs {
@@ -180,6 +186,7 @@ where
                 train,
                 output: &output,
                 json,
+                repeat: repeat as usize,
             };
             crate::run::run_model(&args, out).map(|()| 0)
         }

@@ -32,6 +32,47 @@ pub(crate) struct RunArgs<'a> {
     /// Where output 0 goes; see [`output_paths`].
     pub(crate) output: &'a Path,
     pub(crate) json: bool,
+    /// Timed passes; above 1, an untimed warm-up pass runs first.
+    pub(crate) repeat: usize,
+}
+
+/// Milliseconds of each timed pass, forward and (training) backward.
+struct Timings {
+    forward: Vec<f64>,
+    backward: Vec<f64>,
+}
+
+fn median(v: &[f64]) -> Option<f64> {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    (!s.is_empty()).then(|| s[s.len() / 2])
+}
+
+/// Runs the passes: one untimed warm-up when `repeat > 1`, then `repeat`
+/// timed ones.
+fn timed_passes(exec: &mut Executor, train: bool, repeat: usize) -> Result<Timings> {
+    let mut t = Timings {
+        forward: Vec::new(),
+        backward: Vec::new(),
+    };
+    let warm = usize::from(repeat > 1);
+    for pass in 0..warm + repeat {
+        let started = Instant::now();
+        exec.forward(train)?;
+        let forward_ms = started.elapsed().as_secs_f64() * 1e3;
+        let started = Instant::now();
+        if train {
+            exec.backward(&[])?;
+        }
+        let backward_ms = started.elapsed().as_secs_f64() * 1e3;
+        if pass >= warm {
+            t.forward.push(forward_ms);
+            if train {
+                t.backward.push(backward_ms);
+            }
+        }
+    }
+    Ok(t)
 }
 
 /// Loads, binds, runs and writes; prints the files written (or, with
@@ -55,18 +96,9 @@ pub(crate) fn run_model(a: &RunArgs<'_>, out: &mut dyn Write) -> Result<()> {
     for (name, array) in &inputs {
         exec.set_arg(name, array)?;
     }
-    let started = Instant::now();
-    exec.forward(a.train)?;
-    let forward_ms = started.elapsed().as_secs_f64() * 1e3;
-    let backward_ms = if a.train {
-        let started = Instant::now();
-        exec.backward(&[])?;
-        Some(started.elapsed().as_secs_f64() * 1e3)
-    } else {
-        None
-    };
+    let timings = timed_passes(&mut exec, a.train, a.repeat.max(1))?;
     let written = write_results(&exec, &arguments, a.train, a.output)?;
-    report(&exec, a, (forward_ms, backward_ms), &written, out)
+    report(&exec, a, &timings, &written, out)
 }
 
 /// The `NAME=FILE.npy` inputs, read, each naming an argument.
@@ -221,7 +253,7 @@ fn write_results(
 fn report(
     exec: &Executor,
     a: &RunArgs<'_>,
-    (forward_ms, backward_ms): (f64, Option<f64>),
+    timings: &Timings,
     written: &[PathBuf],
     out: &mut dyn Write,
 ) -> Result<()> {
@@ -245,8 +277,11 @@ fn report(
         .collect();
     let summary = serde_json::json!({
         "train": a.train,
-        "forward_ms": forward_ms,
-        "backward_ms": backward_ms,
+        "forward_ms": median(&timings.forward),
+        "backward_ms": median(&timings.backward),
+        "forward_ms_all": timings.forward,
+        "backward_ms_all": timings.backward,
+        "repeat": a.repeat,
         "outputs": outputs,
         "memory": {
             "planned_bytes": stats.planned_bytes,

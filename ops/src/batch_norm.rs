@@ -98,6 +98,33 @@ impl Channels {
     }
 }
 
+/// `y (=|+=) x·a + b`, `(a, b)` the channel's, in f64; split over the
+/// pool in runs of one channel's contiguous elements.
+#[inline]
+fn normalize<T: Float>(ch: Channels, x: &[T], y: &mut [T], affine: &[(f64, f64)], req: OpReqType) {
+    if req == OpReqType::Null || ch.inner == 0 {
+        return;
+    }
+    let from = <<T as Float>::Compute as Element>::from_f64;
+    simpleop::kernel::par_chunks_mut(y, 4, |start, out| {
+        simpleop::kernel::with_isa(
+            #[inline(always)]
+            || {
+                let mut i = start;
+                while i - start < out.len() {
+                    let run = (ch.inner - i % ch.inner).min(out.len() - (i - start));
+                    let (a, b) = affine[(i / ch.inner) % ch.c];
+                    let dst = &mut out[i - start..][..run];
+                    for (d, &v) in dst.iter_mut().zip(&x[i..i + run]) {
+                        req.assign(d, from(v.to_f64() * a + b));
+                    }
+                    i += run;
+                }
+            },
+        )
+    });
+}
+
 /// `eps` and `momentum` as MXNet's `float`s, checked.
 fn constants(p: &BatchNormParams) -> Result<(f64, f64)> {
     let eps = f64::from(p.eps as f32);
@@ -273,12 +300,14 @@ fn bn_forward(
         let inv: Vec<f64> = var.iter().map(|v| 1.0 / (v + eps).sqrt()).collect();
         let from = <<T as Float>::Compute as Element>::from_f64;
         let (head, stats) = outs.split_at_mut(1);
-        let y = head[0].as_slice_mut::<T>()?;
-        for c in 0..ch.c {
-            let scale = if p.fix_gamma { 1.0 } else { g[c].to_f64() };
-            let shift = b[c].to_f64();
-            ch.each(c, |i| reqs[0].assign(&mut y[i], from(scale * (xs[i].to_f64() - mean[c]) * inv[c] + shift)));
-        }
+        // y = x·a + b per channel, in f64: a = γ/√(var + ε), b = β − a·mean.
+        let affine: Vec<(f64, f64)> = (0..ch.c)
+            .map(|c| {
+                let a = if p.fix_gamma { 1.0 } else { g[c].to_f64() } * inv[c];
+                (a, b[c].to_f64() - a * mean[c])
+            })
+            .collect();
+        normalize(ch, xs, head[0].as_slice_mut::<T>()?, &affine, reqs[0]);
         for (k, vals) in [(0usize, &mean), (1, &inv)] {
             if reqs[k + 1] == OpReqType::Null {
                 continue;

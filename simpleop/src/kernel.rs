@@ -9,7 +9,8 @@
 //! [`forms`]), a [`LaneOp`] the fused-program code generator can emit
 //! (`lanes = ...`), and a [`RowReduction`] for reductions over trailing
 //! axes. Blob ops that loop themselves split their work with
-//! [`par_chunks_mut`].
+//! [`par_chunks_mut`], and compile their loops for the CPU with
+//! [`with_isa`].
 //!
 //! Everything named here is stable API for op crates; the engine behind it
 //! may change in any release.
@@ -19,6 +20,7 @@ use crate::{Float, Result, Rng};
 pub use crate::engine::chunks::{may_split, par_chunks_mut};
 pub use crate::engine::grain::worth_splitting;
 pub use crate::engine::hints::prefetch;
+pub use crate::engine::isa::with_isa;
 pub use crate::engine::lanes::{Lane, LaneOp};
 pub use crate::engine::rows::{RowReducer, RowReduction, RowReductionFn};
 pub use crate::engine::table::HalfTables;

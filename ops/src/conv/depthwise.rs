@@ -9,6 +9,7 @@
 
 use rayon::prelude::*;
 use simpleop::Float;
+use simpleop::kernel::with_isa;
 
 use super::geom::Geom;
 use super::im2col::{source_row, taps, valid};
@@ -25,6 +26,13 @@ fn each_chunk<C: Float>(
     if len == 0 {
         return;
     }
+    // Each chunk's loop compiled for the CPU.
+    let f = |i: usize, c: &mut [C]| {
+        with_isa(
+            #[inline(always)]
+            || f(i, c),
+        )
+    };
     if worth_splitting_product(macs) {
         out.par_chunks_mut(len)
             .enumerate()
@@ -37,6 +45,7 @@ fn each_chunk<C: Float>(
 /// Calls `f(out_offset, in_offset, count)` for each tap's run of output
 /// columns in row `r` that reads input (row-major within the planes;
 /// input columns are `stride` apart), with the tap's row index.
+#[inline(always)]
 fn runs(g: &Geom, mut f: impl FnMut(usize, usize, usize, usize)) {
     let (ow, iw) = (g.out[2], g.inp[2]);
     for (t, _, tap) in taps(g) {
@@ -67,13 +76,27 @@ fn plane(g: &Geom) -> Geom {
 
 /// `y += conv(x, w)`.
 pub(crate) fn forward<C: Float>(g: &Geom, (x, w, y): (&[C], &[C], &mut [C])) {
-    let (iv, ov, kv, mult) = (g.in_vol(), g.out_vol(), g.k_vol(), g.cout_g());
-    let (p, s) = (plane(g), g.stride[2]);
-    each_chunk(y, ov, g.macs(), |i, yp| {
-        let (n, co) = (i / g.cout, i % g.cout);
-        let xp = &x[(n * g.cin + co / mult) * iv..][..iv];
-        let wf = &w[co * kv..][..kv];
-        runs(&p, |t, o, src, len| {
+    each_chunk(
+        y,
+        g.out_vol(),
+        g.macs(),
+        #[inline(always)]
+        |i, yp| forward_plane(g, x, w, i, yp),
+    );
+}
+
+/// Output plane `i` (image `i / cout`, filter `i % cout`). Inlined into
+/// the caller's instruction-set dispatch, as are the two below.
+#[inline(always)]
+fn forward_plane<C: Float>(g: &Geom, x: &[C], w: &[C], i: usize, yp: &mut [C]) {
+    let (iv, kv, mult, s) = (g.in_vol(), g.k_vol(), g.cout_g(), g.stride[2]);
+    let (n, co) = (i / g.cout, i % g.cout);
+    let xp = &x[(n * g.cin + co / mult) * iv..][..iv];
+    let wf = &w[co * kv..][..kv];
+    runs(
+        &plane(g),
+        #[inline(always)]
+        |t, o, src, len| {
             let wv = wf[t];
             let dst = &mut yp[o..o + len];
             if s == 1 {
@@ -85,45 +108,72 @@ pub(crate) fn forward<C: Float>(g: &Geom, (x, w, y): (&[C], &[C], &mut [C])) {
                     *d += wv * v;
                 }
             }
-        });
-    });
+        },
+    );
 }
 
 /// `dx += convᵀ(dy, w)`.
 pub(crate) fn backward_data<C: Float>(g: &Geom, (dy, w, dx): (&[C], &[C], &mut [C])) {
-    let (iv, ov, kv, mult) = (g.in_vol(), g.out_vol(), g.k_vol(), g.cout_g());
-    let (p, s) = (plane(g), g.stride[2]);
-    each_chunk(dx, iv, g.macs(), |i, dxp| {
-        let (n, ci) = (i / g.cin, i % g.cin);
-        for co in ci * mult..(ci + 1) * mult {
-            let dyp = &dy[(n * g.cout + co) * ov..][..ov];
-            let wf = &w[co * kv..][..kv];
-            runs(&p, |t, o, src, len| {
+    each_chunk(
+        dx,
+        g.in_vol(),
+        g.macs(),
+        #[inline(always)]
+        |i, dxp| data_plane(g, dy, w, i, dxp),
+    );
+}
+
+/// Input plane `i` (image `i / cin`, channel `i % cin`): every filter of
+/// its group scattered back.
+#[inline(always)]
+fn data_plane<C: Float>(g: &Geom, dy: &[C], w: &[C], i: usize, dxp: &mut [C]) {
+    let (ov, kv, mult, s) = (g.out_vol(), g.k_vol(), g.cout_g(), g.stride[2]);
+    let (n, ci) = (i / g.cin, i % g.cin);
+    for co in ci * mult..(ci + 1) * mult {
+        let dyp = &dy[(n * g.cout + co) * ov..][..ov];
+        let wf = &w[co * kv..][..kv];
+        runs(
+            &plane(g),
+            #[inline(always)]
+            |t, o, src, len| {
                 let wv = wf[t];
                 let from = &dyp[o..o + len];
                 for (d, &v) in dxp[src..].iter_mut().step_by(s).zip(from) {
                     *d += wv * v;
                 }
-            });
-        }
-    });
+            },
+        );
+    }
 }
 
 /// `dw += ∂/∂w`, summed over the batch; one filter per task.
 pub(crate) fn backward_weight<C: Float>(g: &Geom, (x, dy, dw): (&[C], &[C], &mut [C])) {
-    let (iv, ov, kv, mult) = (g.in_vol(), g.out_vol(), g.k_vol(), g.cout_g());
-    let (p, s) = (plane(g), g.stride[2]);
-    each_chunk(dw, kv, g.macs(), |co, wf| {
-        for n in 0..g.batch {
-            let xp = &x[(n * g.cin + co / mult) * iv..][..iv];
-            let dyp = &dy[(n * g.cout + co) * ov..][..ov];
-            runs(&p, |t, o, src, len| {
+    each_chunk(
+        dw,
+        g.k_vol(),
+        g.macs(),
+        #[inline(always)]
+        |co, wf| weight_filter(g, x, dy, co, wf),
+    );
+}
+
+/// Filter `co`'s gradient, over every image.
+#[inline(always)]
+fn weight_filter<C: Float>(g: &Geom, x: &[C], dy: &[C], co: usize, wf: &mut [C]) {
+    let (iv, ov, mult, s) = (g.in_vol(), g.out_vol(), g.cout_g(), g.stride[2]);
+    for n in 0..g.batch {
+        let xp = &x[(n * g.cin + co / mult) * iv..][..iv];
+        let dyp = &dy[(n * g.cout + co) * ov..][..ov];
+        runs(
+            &plane(g),
+            #[inline(always)]
+            |t, o, src, len| {
                 let mut acc = C::zero();
                 for (&d, &v) in dyp[o..o + len].iter().zip(xp[src..].iter().step_by(s)) {
                     acc += d * v;
                 }
                 wf[t] += acc;
-            });
-        }
-    });
+            },
+        );
+    }
 }

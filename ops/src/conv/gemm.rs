@@ -14,6 +14,7 @@
 //! `gemm` splits each product itself.
 
 use rayon::prelude::*;
+use simpleop::kernel::with_isa;
 use simpleop::{EnvArguments, Float, OpReqType, Result};
 
 use super::geom::Geom;
@@ -144,7 +145,10 @@ fn forward_block<C: Float>(g: &Geom, (x, w, y): (&[C], &[C], &mut [C]), col: &mu
     }
     for rows in tiles(g) {
         let n = (rows.1 - rows.0) * g.out[2];
-        im2col(g, x, rows, col);
+        with_isa(
+            #[inline(always)]
+            || im2col(g, x, rows, col),
+        );
         let dst = &mut y[rows.0 * g.out[2]..];
         let lhs = (w, rows_apart(k));
         product(
@@ -196,7 +200,10 @@ fn data_block<C: Float>(g: &Geom, (dy, w, dx): (&[C], &[C], &mut [C]), col: &mut
         tile.fill(C::zero());
         let src = (&dy[rows.0 * g.out[2]..], rows_apart(ov));
         product((k, n, m), (&mut *tile, rows_apart(n)), wt, src, parallel);
-        col2im(g, tile, rows, dx);
+        with_isa(
+            #[inline(always)]
+            || col2im(g, tile, rows, dx),
+        );
     }
 }
 
@@ -261,7 +268,10 @@ fn weight_block<C: Float>(
     }
     for rows in tiles(g) {
         let n = (rows.1 - rows.0) * g.out[2];
-        im2col(g, xg, rows, col);
+        with_isa(
+            #[inline(always)]
+            || im2col(g, xg, rows, col),
+        );
         let src = (&dyg[rows.0 * g.out[2]..], rows_apart(ov));
         let colt = (&col[..k * n], rows_apart(n).t());
         product((m, k, n), (&mut *dwg, rows_apart(k)), src, colt, parallel);

@@ -11,6 +11,7 @@ use super::geom::Geom;
 
 /// The output columns `lo..hi` along one axis whose tap at offset `off`
 /// (`o·stride + off` is the input index) lands inside `0..len`.
+#[inline(always)]
 pub(super) fn valid(len: usize, out: usize, stride: usize, off: isize) -> (usize, usize) {
     let s = stride as isize;
     // Smallest o with o·s + off ≥ 0.
@@ -27,6 +28,7 @@ pub(super) fn valid(len: usize, out: usize, stride: usize, off: isize) -> (usize
 
 /// Where one tap of the window reads along the two outer axes for output
 /// row `r`, or `None` when that row of the input is padding.
+#[inline(always)]
 pub(super) fn source_row(g: &Geom, tap: [usize; 3], r: usize) -> Option<usize> {
     let (od, oh) = (r / g.out[1], r % g.out[1]);
     let at = |a: usize, o: usize| {
@@ -53,6 +55,7 @@ pub(super) fn taps(g: &Geom) -> impl Iterator<Item = (usize, usize, [usize; 3])>
 
 /// Fills `col` (`k_len × (r1 − r0)·OW`) from `x`, one group's channels
 /// of one image (`cin_g × in_vol`).
+#[inline(always)]
 pub(crate) fn im2col<T: Float>(g: &Geom, x: &[T], rows: (usize, usize), col: &mut [T]) {
     let (r0, r1) = rows;
     let (ow, iw) = (g.out[2], g.inp[2]);
@@ -90,6 +93,7 @@ pub(crate) fn im2col<T: Float>(g: &Geom, x: &[T], rows: (usize, usize), col: &mu
 
 /// Adds `col` (`k_len × (r1 − r0)·OW`) onto `x` (`cin_g × in_vol`), the
 /// adjoint of [`im2col`].
+#[inline(always)]
 pub(crate) fn col2im<T: Float>(g: &Geom, col: &[T], rows: (usize, usize), x: &mut [T]) {
     let (r0, r1) = rows;
     let (ow, iw) = (g.out[2], g.inp[2]);

@@ -183,6 +183,32 @@ pub fn run<J: TileJob>(job: J) {
     unsafe { run_on(active(), job) }
 }
 
+/// A closure as a [`TileJob`], for [`with_isa`].
+struct ClosureJob<F>(F);
+
+impl<F: FnOnce()> TileJob for ClosureJob<F> {
+    #[inline(always)]
+    fn run(self) {
+        (self.0)()
+    }
+}
+
+/// Runs `f` compiled for the active instruction set: a blob kernel's
+/// loop inlined into it vectorises for this CPU (AVX-512, AVX2 with FMA)
+/// instead of the build's baseline. Call it around a loop, not inside
+/// one: each call crosses a function boundary. `f` is inlined into the
+/// dispatch only when it is marked so: pass `#[inline(always)] || ...`
+/// calling `#[inline(always)]` functions.
+#[inline]
+pub fn with_isa<R>(f: impl FnOnce() -> R) -> R {
+    let mut out = None;
+    run(ClosureJob(
+        #[inline(always)]
+        || out = Some(f()),
+    ));
+    out.expect("the job ran")
+}
+
 /// Runs `job` compiled for `isa`, which was [`active`] when the caller
 /// read it (so that what it computed can be labelled with the set that
 /// computed it), or plainly if the CPU lacks `isa`.
