@@ -169,3 +169,17 @@ fn pool_cases_match_mxnet_on_every_path() {
     assert!(report.ok(), "{}", failures.join("\n"));
     assert_eq!(report.summary(), "53 passed, 0 failed");
 }
+
+#[test]
+fn conv_cases_match_mxnet_on_every_path() {
+    simpleop_ops::link();
+    let text = include_str!("../conformance/mxnet-conv.jsonl");
+    let cases = conformance::parse_cases(text).expect("case file parses");
+    // 67 of Convolution, 48 of Deconvolution and 6 graphs (BatchNorm,
+    // Pooling, residual adds).
+    assert_eq!(cases.len(), 121);
+    let report = conformance::check_paths(&cases, &EVERY_PATH);
+    let failures: Vec<String> = report.failures.iter().map(ToString::to_string).collect();
+    assert!(report.ok(), "{}", failures.join("\n"));
+    assert_eq!(report.summary(), "121 passed, 0 failed");
+}

@@ -488,3 +488,18 @@ fn gluon_gru_export_matches_mxnet_in_inference_and_training() {
 fn gluon_lstm_with_zeros_begin_states_binds_from_the_data_and_matches_mxnet() {
     recurrent_export_matches("lstmz", 4, false);
 }
+
+/// The Gluon CNN exports of `tests/conformance/gen_cnn_models.py`: a
+/// LeNet (Convolution, Pooling, FullyConnected), a ResNet-v1-style net
+/// (BatchNorm, residual adds, a strided 1×1 downsample, global pooling)
+/// and a MobileNet-v1-style one (depthwise and pointwise convolutions).
+/// Each runs through `simpleop run` to MXNet's inference output, and a
+/// training step gives MXNet's gradient for every parameter and, after
+/// the recorded number of steps, its BatchNorm moving statistics.
+#[test]
+fn gluon_cnn_exports_match_mxnet_in_inference_and_training() {
+    for name in ["lenet", "resnet_tiny", "mobilenet_tiny"] {
+        inference_matches(name);
+        training_matches(name);
+    }
+}
