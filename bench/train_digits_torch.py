@@ -28,11 +28,12 @@ and each side's best round is compared.
     python3 bench/train_digits_torch.py --conv-channels 0   # the MLP alone
 
 --conv-channels C (8, the example's default; 0 is the MLP alone) puts a
-convolutional front-end before the MLP, as matrix products on a patch
-matrix (see ConvFront), as the example does: --conv-kernel k x k windows
-(3) at --conv-stride (1), --conv-padding valid|same (zero padding of the
-standardised image), relu, flattened, and --conv-raw concatenates the 64
-pixels to them (other than 3, 1, valid and no raw pixels: --torch-only).
+convolutional front-end before the MLP, torch's conv2d as the example
+runs simpleop's Convolution op (see ConvFront): --conv-kernel k x k
+windows (3) at --conv-stride (1), --conv-padding valid|same (zero padding
+of the standardised image), relu, flattened channel-major, and --conv-raw
+concatenates the 64 pixels to them (other than 3, 1, valid and no raw
+pixels: --torch-only).
 
 The simpleop side is `cargo run --release --example train_digits -- --json`
 with the same arguments.
@@ -148,53 +149,28 @@ def deskew(x):
 TTA_SHIFTS = [(0, 0), (1, 0), (-1, 0), (0, 1), (0, -1)]
 
 
-def patch_index(kernel, stride, padding):
-    """The im2col gather of a k x k convolution over an 8x8 image, as an
-    index array (positions x k*k) into a row of 65 values: the image's 64
-    pixels and a zero (index 64) read where the window reaches into the
-    zero padding ('same': (k - 1) // 2 pixels each side; 'valid': none).
-    Positions run row-major, and within a window the pixels do too."""
-    import numpy as np
-
-    pad = (kernel - 1) // 2 if padding == "same" else 0
-    size = 8 + 2 * pad
-    out = (size - kernel) // stride + 1
-    idx = np.empty((out * out, kernel * kernel), np.int64)
-    for py in range(out):
-        for px in range(out):
-            for ky in range(kernel):
-                for kx in range(kernel):
-                    y, x = py * stride + ky - pad, px * stride + kx - pad
-                    inside = 0 <= y < 8 and 0 <= x < 8
-                    idx[py * out + px, ky * kernel + kx] = y * 8 + x if inside else 64
-    return idx
-
-
 class ConvFront:
-    """Builds the --conv-channels model: patches = im2col of the
-    standardised (and, in training, warped) image, conv = relu(patches W +
-    b) (positions x channels per image), flattened position-major, then
-    -> hidden -> softplus -> dropout -> 10 as the MLP (optionally with the
-    64 standardised pixels concatenated to the conv features,
-    --conv-raw). Only matrix products on a patch matrix, broadcast adds, a
-    reshape and elementwise ops: in simpleop the patches would be made in
-    the data pipeline (a fixed gather), here they are gathered in forward."""
+    """Builds the --conv-channels model: conv = relu(conv2d(image, W, b))
+    on the standardised (and, in training, warped) 1 x 8 x 8 image (k x k,
+    the stride, zero padding (k - 1) // 2 for 'same'), flattened
+    channel-major as the example's Reshape does, then -> hidden ->
+    softplus -> dropout -> 10 as the MLP (optionally with the 64
+    standardised pixels concatenated to the conv features, --conv-raw)."""
 
     @staticmethod
     def build(args):
         import torch
 
-        idx = torch.from_numpy(patch_index(args.conv_kernel, args.conv_stride, args.conv_padding))
-        positions, window = idx.shape
+        k, stride = args.conv_kernel, args.conv_stride
+        pad = (k - 1) // 2 if args.conv_padding == "same" else 0
+        side = (8 + 2 * pad - k) // stride + 1
         channels = args.conv_channels
-        features = positions * channels + (64 if args.conv_raw else 0)
+        features = side * side * channels + (64 if args.conv_raw else 0)
 
         class Model(torch.nn.Module):
             def __init__(self):
                 super().__init__()
-                self.register_buffer("idx", idx, persistent=False)
-                self.pad = bool((idx == 64).any())
-                self.conv_w = torch.nn.Parameter(torch.empty(window, channels).normal_(0.0, (1.0 / window) ** 0.5))
+                self.conv_w = torch.nn.Parameter(torch.empty(channels, 1, k, k).normal_(0.0, (1.0 / (k * k)) ** 0.5))
                 self.conv_b = torch.nn.Parameter(torch.zeros(channels))
                 self.head = torch.nn.Sequential(
                     torch.nn.Linear(features, args.hidden),
@@ -209,9 +185,9 @@ class ConvFront:
 
             def forward(self, x):
                 n = x.shape[0]
-                src = torch.cat([x, x.new_zeros(n, 1)], 1) if self.pad else x
-                patches = src[:, self.idx].reshape(n * positions, window)
-                h = torch.relu(patches @ self.conv_w + self.conv_b).reshape(n, positions * channels)
+                img = x.reshape(n, 1, 8, 8)
+                conv = torch.nn.functional.conv2d(img, self.conv_w, self.conv_b, stride=stride, padding=pad)
+                h = torch.relu(conv).reshape(n, -1)
                 if args.conv_raw:
                     h = torch.cat([h, x], 1)
                 return self.head(h)

@@ -4,9 +4,8 @@
 //! updated in place in the executor by the registered `sgd_mom_update` (or
 //! `adam_update`) op.
 //!
-//! The default recipe: a 3×3 convolution without padding, 8 channels and
-//! relu (a matrix product on every 3×3 window of the image, which the
-//! trainer cuts), 288 features → 128 hidden units (softplus) → 10; half
+//! The default recipe: a 3×3 `Convolution` without padding, 8 channels
+//! and relu, 288 features → 128 hidden units (softplus) → 10; half
 //! the training images warped by a fresh random affine transform each
 //! epoch (rotation ±15°, scale ±15 %, shear ±0.25, shift ±1 pixel,
 //! bilinear), pixels standardised by the training rows' statistics,

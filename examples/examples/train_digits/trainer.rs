@@ -1,6 +1,6 @@
-//! The digits model (a 3×3 convolution as a matrix product, then an MLP):
-//! data loading, augmentation (random affine warps of the 8×8 images), the
-//! windows the convolution reads, the model as a `Symbol`, and a training
+//! The digits model (a 3×3 `Convolution`, then an MLP): data loading,
+//! augmentation (random affine warps of the 8×8 images), the model as a
+//! `Symbol`, and a training
 //! loop on the executor with the registered optimizer ops. Shared by the
 //! `train_digits` example and `tests/train_digits.rs`.
 
@@ -9,6 +9,7 @@ use std::f64::consts::PI;
 use std::path::Path;
 use std::time::Instant;
 
+use simpleop::Attrs;
 use simpleop::symbol::{Executor, GradReq, Symbol};
 use simpleop::{DType, Error, NDArray, Result, Shape};
 use simpleop_examples::softplus;
@@ -398,38 +399,13 @@ pub const POSITIONS: usize = (SIDE - WINDOW + 1) * (SIDE - WINDOW + 1);
 /// Pixels per window.
 pub const PATCH: usize = WINDOW * WINDOW;
 
-/// The im2col gather: for each window position (row-major), the offsets
-/// of its pixels (row-major) in the image.
-fn patch_offsets() -> [[usize; PATCH]; POSITIONS] {
-    let side = SIDE - WINDOW + 1;
-    std::array::from_fn(|p| {
-        let (py, px) = (p / side, p % side);
-        std::array::from_fn(|k| (py + k / WINDOW) * SIDE + px + k % WINDOW)
-    })
-}
-
-/// The convolution's input: every 3×3 window of every image of `images`
-/// (`FEATURES` per image), one `PATCH`-long row per window, images in
-/// order and positions row-major within one (`POSITIONS` rows per image).
-pub fn patches(images: &[f32]) -> Vec<f32> {
-    let offsets = patch_offsets();
-    let mut out = Vec::with_capacity(images.len() / FEATURES * POSITIONS * PATCH);
-    for img in images.chunks_exact(FEATURES) {
-        for window in &offsets {
-            out.extend(window.iter().map(|&o| img[o]));
-        }
-    }
-    out
-}
-
 /// `fc2(dropout(softplus(fc1(features))))`, where softplus is this
 /// crate's own op and dropout multiplies by the `mask` input (0 or
-/// `1/(1 − p)` per unit, drawn by the trainer). With a convolution, `x` holds
-/// every image's 3×3 windows ([`patches`]: `batch·36 × 9`) and the
-/// features are `relu(x · wc + bc)` reshaped to one row of 36 positions ×
-/// `conv_channels` per image (a 3×3 convolution without padding, as
-/// matrix products); with `conv_channels == 0`, `x` is the images
-/// (`batch × 64`). The loss is
+/// `1/(1 − p)` per unit, drawn by the trainer). With a convolution, `x` is
+/// the images as `(batch, 1, 8, 8)` and the features are
+/// `relu(Convolution(x, wc, bc))` (3×3, no padding, `conv_channels`
+/// filters `wc (C, 1, 3, 3)`) flattened to `C·36` per image; with
+/// `conv_channels == 0`, `x` is the images (`batch × 64`). The loss is
 /// the cross-entropy against the (smoothed) target distribution `target`,
 /// `−Σ target ⊙ log_softmax(logits)`, summed over the batch. Returns
 /// `(loss, logits)`, where `logits` has no mask (for evaluation).
@@ -440,8 +416,11 @@ pub fn build_model(conv_channels: usize, dropout: bool) -> Result<(Symbol, Symbo
     let (w2, b2) = (Symbol::var("w2"), Symbol::var("b2"));
     let features = if conv_channels > 0 {
         let (wc, bc) = (Symbol::var("wc"), Symbol::var("bc"));
-        let maps = relu(&broadcast_add(&dot(&x, &wc, DotParams::default())?, &bc)?)?;
-        // (batch·36, channels) → (batch, 36·channels): one row per image.
+        let attrs = Attrs::new()
+            .with("kernel", format!("({WINDOW}, {WINDOW})"))
+            .with("num_filter", conv_channels);
+        let maps = relu(&Symbol::invoke("Convolution", &[&x, &wc, &bc], &attrs)?)?;
+        // (batch, channels, 6, 6) → (batch, channels·36): one row per image.
         let per_image = ReshapeParams {
             shape: vec![-1, (POSITIONS * conv_channels) as i64],
             reverse: false,
@@ -599,7 +578,7 @@ pub struct EpochReport {
 fn shapes(config: &Config, batch: usize) -> HashMap<String, Shape> {
     let (c, hidden) = (config.conv_channels, config.hidden);
     let (x, features) = if c > 0 {
-        (vec![batch * POSITIONS, PATCH], POSITIONS * c)
+        (vec![batch, 1, SIDE, SIDE], POSITIONS * c)
     } else {
         (vec![batch, FEATURES], FEATURES)
     };
@@ -613,19 +592,37 @@ fn shapes(config: &Config, batch: usize) -> HashMap<String, Shape> {
         ("b2", vec![CLASSES]),
     ];
     if c > 0 {
-        s.extend([("wc", vec![PATCH, c]), ("bc", vec![c])]);
+        s.extend([("wc", vec![c, 1, WINDOW, WINDOW]), ("bc", vec![c])]);
     }
     s.into_iter()
         .map(|(n, s)| (n.to_string(), Shape::new(s)))
         .collect()
 }
 
-/// The model's input `x` for these images: their windows with a
-/// convolution, else the images themselves.
+/// `rows × cols` row-major `m`, transposed.
+fn transposed(m: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    (0..cols)
+        .flat_map(|j| (0..rows).map(move |i| m[i * cols + j]))
+        .collect()
+}
+
+/// `w1`'s rows reordered from position-major (`pos·C + ch`) to the
+/// convolution's channel-major features (`ch·36 + pos`).
+fn channel_major_rows(w1: &NDArray, c: usize, h: usize) -> Result<NDArray> {
+    let old = w1.to_vec::<f32>()?;
+    let rows = (0..c).flat_map(|ch| (0..POSITIONS).map(move |pos| pos * c + ch));
+    let new: Vec<f32> = rows
+        .flat_map(|r| old[r * h..(r + 1) * h].to_vec())
+        .collect();
+    NDArray::from_vec(new, [POSITIONS * c, h])
+}
+
+/// The model's input `x` for these images: one channel of 8×8 with a
+/// convolution, else rows of 64 pixels.
 fn model_input(config: &Config, images: Vec<f32>) -> Result<NDArray> {
     let n = images.len() / FEATURES;
     if config.conv_channels > 0 {
-        NDArray::from_vec(patches(&images), [n * POSITIONS, PATCH])
+        NDArray::from_vec(images, [n, 1, SIDE, SIDE])
     } else {
         NDArray::from_vec(images, [n, FEATURES])
     }
@@ -661,26 +658,34 @@ impl Trainer {
         let (h, c) = (config.hidden, config.conv_channels);
         let features = if c > 0 { POSITIONS * c } else { FEATURES };
         // N(0, 1/fan_in) weights, zero biases; one seed per tensor (the
-        // MLP's two as before the convolution existed).
+        // MLP's two as before the convolution existed). The convolution's
+        // draws keep the layout of the recipe's first version, which cut
+        // windows itself: `(9, C)` filters and position-major features.
         let mut params = Vec::new();
+        let mut w1 = NDArray::random_normal(
+            [features, h],
+            0.0,
+            (1.0 / features as f64).sqrt(),
+            DType::F32,
+            config.seed,
+        )?;
         if c > 0 {
-            params.push(NDArray::random_normal(
+            let filters = NDArray::random_normal(
                 [PATCH, c],
                 0.0,
                 (1.0 / PATCH as f64).sqrt(),
                 DType::F32,
                 config.seed.wrapping_add(2),
+            )?;
+            params.push(NDArray::from_vec(
+                transposed(&filters.to_vec::<f32>()?, PATCH, c),
+                [c, 1, WINDOW, WINDOW],
             )?);
             params.push(NDArray::zeros([c], DType::F32));
+            w1 = channel_major_rows(&w1, c, h)?;
         }
         params.extend([
-            NDArray::random_normal(
-                [features, h],
-                0.0,
-                (1.0 / features as f64).sqrt(),
-                DType::F32,
-                config.seed,
-            )?,
+            w1,
             NDArray::zeros([h], DType::F32),
             NDArray::random_normal(
                 [h, CLASSES],
