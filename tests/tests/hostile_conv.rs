@@ -223,4 +223,15 @@ fn convolutions_whose_sizes_overflow_are_errors() {
     let err = s.infer_shape(&known).unwrap_err().to_string();
     assert!(err.contains("Convolution") && err.contains("data"), "{err}");
     assert!(err.contains("fit in memory"), "{err}");
+    // A window whose volume alone overflows.
+    let a = attrs(&[
+        ("kernel", "(1073741824, 1073741824, 1073741824)"),
+        ("num_filter", "1"),
+    ]);
+    let s = Symbol::invoke("Convolution", &[&vars[0], &vars[1], &vars[2]], &a).unwrap();
+    let big = Shape::from([1, 1, 1 << 30, 1 << 30, 1 << 30]);
+    let err = s
+        .infer_shape(&HashMap::from([("x".to_string(), big)]))
+        .unwrap_err();
+    assert!(err.to_string().contains("fit in memory"), "{err}");
 }

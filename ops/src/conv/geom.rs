@@ -355,21 +355,18 @@ fn window_geom(
 
 /// Refuses a geometry whose arrays could not be indexed: every length
 /// the kernels compute must fit in usize (shapes do not bound the
-/// weight or the column matrix).
+/// weight or the column matrix). Checked before any of [`Geom`]'s
+/// products is taken.
 fn check_size(op: &str, data: &Shape, g: &Geom) -> Result<()> {
-    let fits = [
-        [g.batch, g.cin, g.in_vol(), 1],
-        [g.batch, g.cout, g.out_vol(), 1],
-        [g.cout, g.cin_g(), g.k_vol(), 1],
-        [g.k_len(), g.out[2], g.out_vol(), 1],
-        [g.batch, g.cout, g.out_vol(), g.k_len()],
-    ]
-    .iter()
-    .all(|f| {
-        f.iter()
-            .try_fold(1usize, |t, &v| t.checked_mul(v))
-            .is_some()
-    });
+    let product = |v: &[usize]| v.iter().try_fold(1usize, |t, &d| t.checked_mul(d));
+    let fits = (|| {
+        let (in_vol, out_vol) = (product(&g.inp)?, product(&g.out)?);
+        let k_len = product(&g.kernel)?.checked_mul(g.cin / g.groups)?;
+        product(&[g.batch, g.cin, in_vol])?;
+        product(&[g.cout, k_len])?;
+        product(&[g.batch, g.cout, out_vol, k_len])
+    })()
+    .is_some();
     if !fits {
         let want = "sizes whose products (data, output, weight, work) fit in memory addresses";
         return Err(shape_error(op, "data", want, data));
