@@ -14,6 +14,9 @@ Inputs (each optional; a missing or empty file skips its section):
   --train   the last JSON line of `python3 bench/train_digits_torch.py`, or
             `cargo run --release --example train_digits -- --json` alone
             (default: bench/out/train_digits.jsonl).
+  --models  `python3 bench/models.py --json` output, one file per run
+            (default: bench/out/models*.jsonl; the part of the name after
+            `models-` labels a run whose meta names no ISA).
 
 A `{"meta": {...}}` line names the machine (CPU model, ISA, threads, date);
 rows missing from the input print as "—", a table whose rows are all
@@ -466,6 +469,76 @@ def train_section(inp):
     return lines
 
 
+# The issue's targets per row: simpleop's time over the faster PyTorch
+# layout (and, for the training step, the bound).
+MODEL_TARGETS = {
+    "resnet18_v1/infer/b16": 1.0,
+    "mobilenet0.25/infer/b16": 1.0,
+    "lenet/train/b64": 0.7,
+}
+MODEL_FRAMEWORKS = [("simpleop", "simpleop"), ("mxnet", "MXNet"), ("torch", "PyTorch"),
+                    ("torch_cl", "PyTorch channels-last")]
+
+
+def reps_text(reps):
+    """A count, or the range of per-row counts."""
+    if isinstance(reps, dict):
+        counts = [v for v in reps.values() if isinstance(v, int)]
+        return f"{min(counts)}–{max(counts)}" if counts else DASH
+    return str(reps)
+
+
+def models_section(inp):
+    label = os.path.basename(inp.path)[len("models"):].strip("-_").rsplit(".", 1)[0]
+    isa = get(inp.meta, "isa") if inp.meta else None
+    title = isa if isa and not str(isa).startswith("default") else (label or isa)
+    lines = [f"## CNN models against PyTorch and MXNet ({title})" if title else
+             "## CNN models against PyTorch and MXNet", ""]
+    if inp.error is not None:
+        return lines + [f"`{inp.rel()}` not read ({inp.error}): section skipped.", ""]
+    rows = [o for o in inp.objects if "name" in o and isinstance(o.get("ms"), dict)]
+    if not rows:
+        return lines + [f"`{inp.rel()}` holds no rows: section skipped.", ""]
+    meta = dict(inp.meta or {})
+    if label and not meta.get("isa"):
+        meta["isa"] = label
+    peak = meta.get("peak_estimate") if isinstance(meta.get("peak_estimate"), dict) else {}
+    versions = [f"mxnet {get(meta, 'mxnet', 'mxnet')}" if get(meta, "mxnet", "mxnet") else None,
+                f"torch {get(meta, 'torch', 'torch')}" if get(meta, "torch", "torch") else None,
+                f"{meta.get('rounds')} rounds × {reps_text(meta.get('reps'))} repetitions"
+                if meta.get("rounds") else None]
+    lines += [f"Input: `{inp.rel()}`.", "", machine_line([meta] if meta else [], None, versions), ""]
+    body = []
+    for r in rows:
+        ms = r["ms"]
+        ours = num(ms.get("simpleop"))
+        torch_best = min([v for v in (num(ms.get("torch")), num(ms.get("torch_cl"))) if v is not None],
+                         default=None)
+        ratio = ours / torch_best if ours is not None and torch_best else None
+        mx = num(ms.get("mxnet"))
+        target = MODEL_TARGETS.get(r["name"])
+        verdict = DASH if target is None or ratio is None else (
+            f"≤ {target} {'✓' if ratio <= target else '✗'}")
+        gf = num(get(r, "gflops", "simpleop"))
+        of_peak = f"{100 * gf / peak['gflops']:.0f} %" if gf and num(peak.get("gflops")) else DASH
+        body.append([code(r["name"]), fmt_num(num(r.get("gflop")), 2)]
+                    + [fmt_num(num(ms.get(k)), 1) for k, _ in MODEL_FRAMEWORKS]
+                    + [fmt_num(ratio, 2), verdict, fmt_num(ours / mx if ours and mx else None, 2),
+                       fmt_num(gf, 1), of_peak])
+    header = ["row", "GFLOP"] + [f"{n} ms" for _, n in MODEL_FRAMEWORKS] + [
+        "simpleop / best PyTorch", "target", "simpleop / MXNet", "simpleop GFLOP/s", "of the peak estimate"]
+    lines += table(header, body)
+    if peak:
+        note = (f"The FMA peak is an estimate, not a measurement: {fmt_num(num(peak.get('gflops')), 0)} "
+                f"GFLOP/s ({peak.get('assumes', '')}).")
+        rates = [num(v) for r in rows for v in (r.get("gflops") or {}).values()]
+        if num(peak.get("gflops")) and any(v and v > peak["gflops"] for v in rates):
+            note += " A row above it means the clock ran faster than /proc/cpuinfo's figure."
+        lines += ["", note]
+    lines += [""]
+    return lines
+
+
 # ---------------------------------------------------------------- main
 
 INTRO = """# Measurements
@@ -482,6 +555,8 @@ To refresh (see `bench/README.md`):
 cargo run --profile bench --bin simpleop -- bench --json > bench/out/bench.jsonl
 python3 bench/peers.py --json > bench/out/peers.jsonl            # needs numpy; PyTorch optional
 python3 bench/train_digits_torch.py | tail -n 1 > bench/out/train_digits.jsonl   # needs PyTorch
+python3 bench/models.py --json > bench/out/models-avx512.jsonl   # MXNet and PyTorch (see its docs)
+SIMPLEOP_ISA=avx2 python3 bench/models.py --json > bench/out/models-avx2.jsonl
 python3 bench/results.py                                         # rewrites this file
 ```
 
@@ -497,6 +572,8 @@ def main():
     ap.add_argument("--peers", metavar="FILE", help="peers.py --json output (default bench/out/peers.jsonl)")
     ap.add_argument("--train", metavar="FILE",
                     help="train_digits JSON output (default bench/out/train_digits.jsonl)")
+    ap.add_argument("--models", action="append", metavar="FILE",
+                    help="models.py --json output (repeatable; default bench/out/models*.jsonl)")
     ap.add_argument("-o", "--output", default=os.path.join(ROOT, "bench", "RESULTS.md"),
                     help="where to write (default bench/RESULTS.md; '-' for stdout)")
     args = ap.parse_args()
@@ -508,7 +585,9 @@ def main():
     bench = [Input(p) for p in bench_paths]
     peers = Input(peers_path)
     train = Input(train_path)
-    for i in bench + [peers, train]:
+    model_paths = args.models if args.models else sorted(glob.glob(os.path.join(OUT_DIR, "models*.jsonl")))
+    models = [Input(p) for p in model_paths]
+    for i in bench + [peers, train] + models:
         if i.skipped:
             print(f"results.py: {i.rel()}: skipped {i.skipped} line(s) that are not JSON objects", file=sys.stderr)
 
@@ -522,6 +601,8 @@ def main():
         doc += bench_section(inputs, isa if len(by_isa) > 1 else None)
     doc += peers_section(peers)
     doc += train_section(train)
+    for m in models:
+        doc += models_section(m)
     text = "\n".join(doc).rstrip("\n") + "\n"
     if args.output == "-":
         sys.stdout.write(text)
