@@ -6,6 +6,57 @@
 
 pub mod fuzz;
 
+/// Hostile-input checks shared by the `hostile_*` test binaries.
+pub mod hostile {
+    use std::collections::HashMap;
+
+    use simpleop::symbol::Symbol;
+    use simpleop::{Attrs, DType, NDArray, Shape, eager};
+
+    /// Attributes from `(key, value)` pairs.
+    pub fn attrs(kv: &[(&str, &str)]) -> Attrs {
+        let mut a = Attrs::new();
+        for (k, v) in kv {
+            a.insert(*k, v);
+        }
+        a
+    }
+
+    /// `op` on `inputs` fails eagerly and in shape inference, with a message
+    /// naming the op and every string of `names`.
+    pub fn refused(op: &str, shapes: &[&[usize]], kv: &[(&str, &str)], names: &[&str]) {
+        simpleop_ops::link();
+        let arrays: Vec<NDArray> = shapes
+            .iter()
+            .map(|s| NDArray::zeros(Shape::from(*s), DType::F32))
+            .collect();
+        let inputs: Vec<&NDArray> = arrays.iter().collect();
+        let a = attrs(kv);
+        let err = eager::invoke(op, &inputs, &a).unwrap_err().to_string();
+        for n in std::iter::once(&op).chain(names) {
+            assert!(err.contains(n), "{op} {kv:?}: `{err}` does not name `{n}`");
+        }
+        // Shape inference of a graph refuses the same (or the attrs at all).
+        let vars: Vec<Symbol> = (0..shapes.len())
+            .map(|i| Symbol::var(&format!("x{i}")))
+            .collect();
+        let refs: Vec<&Symbol> = vars.iter().collect();
+        if let Ok(s) = Symbol::invoke(op, &refs, &a) {
+            let known: HashMap<String, Shape> = shapes
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (format!("x{i}"), Shape::from(*s)))
+                .collect();
+            let err = s.infer_shape(&known).unwrap_err().to_string();
+            assert!(
+                err.contains(names[0]),
+                "{op} {kv:?} in a graph: `{err}` does not name `{}`",
+                names[0]
+            );
+        }
+    }
+}
+
 /// f16/bf16 arrays as raw bit patterns, for the half-type table tests.
 pub mod half_bits {
     use simpleop::__private::engine::table::TABLE_MIN_LEN;

@@ -3,52 +3,9 @@
 //! what was expected), on the eager path, in shape inference and in the
 //! backward pass; never a panic.
 
-use std::collections::HashMap;
+use simpleop::{Attrs, DType, NDArray, OpReqType, eager};
 
-use simpleop::symbol::Symbol;
-use simpleop::{Attrs, DType, NDArray, OpReqType, Shape, eager};
-
-fn attrs(kv: &[(&str, &str)]) -> Attrs {
-    let mut a = Attrs::new();
-    for (k, v) in kv {
-        a.insert(*k, v);
-    }
-    a
-}
-
-/// `op` on `inputs` fails eagerly and in shape inference, with a message
-/// naming the op and every string of `names`.
-fn refused(op: &str, shapes: &[&[usize]], kv: &[(&str, &str)], names: &[&str]) {
-    simpleop_ops::link();
-    let arrays: Vec<NDArray> = shapes
-        .iter()
-        .map(|s| NDArray::zeros(Shape::from(*s), DType::F32))
-        .collect();
-    let inputs: Vec<&NDArray> = arrays.iter().collect();
-    let a = attrs(kv);
-    let err = eager::invoke(op, &inputs, &a).unwrap_err().to_string();
-    for n in std::iter::once(&op).chain(names) {
-        assert!(err.contains(n), "{op} {kv:?}: `{err}` does not name `{n}`");
-    }
-    // Shape inference of a graph refuses the same (or the attrs at all).
-    let vars: Vec<Symbol> = (0..shapes.len())
-        .map(|i| Symbol::var(&format!("x{i}")))
-        .collect();
-    let refs: Vec<&Symbol> = vars.iter().collect();
-    if let Ok(s) = Symbol::invoke(op, &refs, &a) {
-        let known: HashMap<String, Shape> = shapes
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (format!("x{i}"), Shape::from(*s)))
-            .collect();
-        let err = s.infer_shape(&known).unwrap_err().to_string();
-        assert!(
-            err.contains(names[0]),
-            "{op} {kv:?} in a graph: `{err}` does not name `{}`",
-            names[0]
-        );
-    }
-}
+use simpleop_tests::hostile::{attrs, refused};
 
 const HUGE: &str = "1099511627776";
 

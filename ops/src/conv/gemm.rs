@@ -87,27 +87,42 @@ fn product<C: Float>(
     gemm_on(&mm, dst.0, lhs.0, rhs.0, OpReqType::AddTo, parallel);
 }
 
-/// Runs `f(blocks, out_chunk, workspace)` over the blocks, split over
-/// `threads` contiguous ranges, each writing its own chunk of `out`
-/// (`per_block` elements a block) with its own `ws_len` of workspace.
-fn split_blocks<C: Float>(
+/// One block's work: `(source, weight group, destination)`, its column
+/// tile, and whether it runs alone (then `gemm` may split its product).
+type BlockFn<C> = fn(&Geom, (&[C], &[C], &mut [C]), &mut [C], bool);
+
+/// Runs `block` on every block: block `b` reads `src`'s `b`-th chunk of
+/// `src_len` and its group's weights, and adds into `out`'s `b`-th chunk
+/// of `out_len`. The blocks split over `threads` contiguous ranges, each
+/// with its own column tile.
+fn each_block<C: Float>(
     g: &Geom,
-    (out, per_block): (&mut [C], usize),
-    ws_len: usize,
+    (src, src_len): (&[C], usize),
+    w: &[C],
+    (out, out_len): (&mut [C], usize),
     (op, env): (&str, &EnvArguments),
-    f: impl Fn(std::ops::Range<usize>, &mut [C], &mut [C], bool) + Sync,
+    block: BlockFn<C>,
 ) -> Result<()> {
-    let (blocks, threads) = (g.batch * g.groups, threads(g));
-    let mut ws = env.temp_space::<C>(op, ws_len.max(1) * threads)?;
+    let (blocks, threads, ws_len) = (g.batch * g.groups, threads(g), col_len(g).max(1));
+    let wl = g.cout_g() * g.k_len();
+    let run = |range: std::ops::Range<usize>, outs: &mut [C], col: &mut [C], solo: bool| {
+        let first = range.start;
+        for b in range {
+            let wg = &w[(b % g.groups) * wl..][..wl];
+            let dst = &mut outs[(b - first) * out_len..][..out_len];
+            block(g, (&src[b * src_len..][..src_len], wg, dst), col, solo);
+        }
+    };
+    let mut ws = env.temp_space::<C>(op, ws_len * threads)?;
     if threads == 1 {
-        f(0..blocks, out, &mut ws, true);
+        run(0..blocks, out, &mut ws, true);
         return Ok(());
     }
     let per = blocks.div_ceil(threads);
-    out.par_chunks_mut(per * per_block)
-        .zip(ws.par_chunks_mut(ws_len.max(1)))
+    out.par_chunks_mut(per * out_len)
+        .zip(ws.par_chunks_mut(ws_len))
         .enumerate()
-        .for_each(|(t, (o, w))| f(t * per..((t + 1) * per).min(blocks), o, w, false));
+        .for_each(|(t, (o, col))| run(t * per..((t + 1) * per).min(blocks), o, col, false));
     Ok(())
 }
 
@@ -118,15 +133,7 @@ pub(crate) fn forward<C: Float>(
     ctx: (&str, &EnvArguments),
 ) -> Result<()> {
     let (xb, yb) = (g.cin_g() * g.in_vol(), g.cout_g() * g.out_vol());
-    split_blocks(g, (y, yb), col_len(g), ctx, |range, ys, col, solo| {
-        let first = range.start;
-        for b in range {
-            let xg = &x[b * xb..][..xb];
-            let wg = &w[(b % g.groups) * g.cout_g() * g.k_len()..][..g.cout_g() * g.k_len()];
-            let yg = &mut ys[(b - first) * yb..][..yb];
-            forward_block(g, (xg, wg, yg), col, solo);
-        }
-    })
+    each_block(g, (x, xb), w, (y, yb), ctx, forward_block)
 }
 
 fn forward_block<C: Float>(g: &Geom, (x, w, y): (&[C], &[C], &mut [C]), col: &mut [C], solo: bool) {
@@ -168,15 +175,7 @@ pub(crate) fn backward_data<C: Float>(
     ctx: (&str, &EnvArguments),
 ) -> Result<()> {
     let (xb, yb) = (g.cin_g() * g.in_vol(), g.cout_g() * g.out_vol());
-    split_blocks(g, (dx, xb), col_len(g), ctx, |range, dxs, col, solo| {
-        let first = range.start;
-        for b in range {
-            let dyg = &dy[b * yb..][..yb];
-            let wg = &w[(b % g.groups) * g.cout_g() * g.k_len()..][..g.cout_g() * g.k_len()];
-            let dxg = &mut dxs[(b - first) * xb..][..xb];
-            data_block(g, (dyg, wg, dxg), col, solo);
-        }
-    })
+    each_block(g, (dy, yb), w, (dx, xb), ctx, data_block)
 }
 
 fn data_block<C: Float>(g: &Geom, (dy, w, dx): (&[C], &[C], &mut [C]), col: &mut [C], solo: bool) {
