@@ -144,13 +144,7 @@ fn multi_output_cases_match_mxnet_on_every_path() {
 #[test]
 fn rnn_cases_match_mxnet_on_every_path() {
     simpleop_ops::link();
-    let text = include_str!("../conformance/mxnet-rnn.jsonl");
-    let cases = conformance::parse_cases(text).expect("case file parses");
-    assert_eq!(cases.len(), 25);
-    let report = conformance::check_paths(&cases, &EVERY_PATH);
-    let failures: Vec<String> = report.failures.iter().map(ToString::to_string).collect();
-    assert!(report.ok(), "{}", failures.join("\n"));
-    assert_eq!(report.summary(), "25 passed, 0 failed");
+    every_case_passes(include_str!("../conformance/mxnet-rnn.jsonl"), 25);
 }
 
 /// `Pooling` (max, avg, sum, lp; every convention, global, padding counted
@@ -160,26 +154,25 @@ fn rnn_cases_match_mxnet_on_every_path() {
 #[test]
 fn pool_cases_match_mxnet_on_every_path() {
     simpleop_ops::link();
-    let text = include_str!("../conformance/mxnet-pool.jsonl");
-    let cases = conformance::parse_cases(text).expect("case file parses");
     // 36 of Pooling, 7 of UpSampling, 9 of Pad and a graph of the three.
-    assert_eq!(cases.len(), 53);
-    let report = conformance::check_paths(&cases, &EVERY_PATH);
-    let failures: Vec<String> = report.failures.iter().map(ToString::to_string).collect();
-    assert!(report.ok(), "{}", failures.join("\n"));
-    assert_eq!(report.summary(), "53 passed, 0 failed");
+    every_case_passes(include_str!("../conformance/mxnet-pool.jsonl"), 53);
 }
 
 #[test]
 fn conv_cases_match_mxnet_on_every_path() {
     simpleop_ops::link();
-    let text = include_str!("../conformance/mxnet-conv.jsonl");
-    let cases = conformance::parse_cases(text).expect("case file parses");
     // 67 of Convolution, 48 of Deconvolution and 6 graphs (BatchNorm,
     // Pooling, residual adds).
-    assert_eq!(cases.len(), 121);
+    every_case_passes(include_str!("../conformance/mxnet-conv.jsonl"), 121);
+}
+
+/// Every case of the file `text` (`count` of them) matches MXNet on every
+/// path.
+fn every_case_passes(text: &str, count: usize) {
+    let cases = conformance::parse_cases(text).expect("case file parses");
+    assert_eq!(cases.len(), count);
     let report = conformance::check_paths(&cases, &EVERY_PATH);
     let failures: Vec<String> = report.failures.iter().map(ToString::to_string).collect();
     assert!(report.ok(), "{}", failures.join("\n"));
-    assert_eq!(report.summary(), "121 passed, 0 failed");
+    assert_eq!(report.summary(), format!("{count} passed, 0 failed"));
 }
