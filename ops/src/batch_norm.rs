@@ -11,11 +11,16 @@
 //! MXNet 1.9.1 applies that update in its backward pass instead; after a
 //! forward and backward step the two agree, and a training forward alone
 //! (no backward) updates here and not in MXNet.
+//!
+//! In inference the op is a per-channel `x·scale + shift`, and executors
+//! with fusion bind it as such ([`inference_form`]): the multiply and add
+//! then fuse onto the convolution (or anything elementwise) before them, so
+//! a BatchNorm after a convolution costs no pass over memory of its own.
 
 use serde::{Deserialize, Serialize};
 use simpleop::{
-    Element, Float, OpReqType, Result, RunContext, Shape, TBlob, TBlobMut, dispatch_float,
-    simple_op,
+    Attrs, DType, Element, Float, FormInput, FormNode, InferenceForm, OpReqType, Result,
+    RunContext, Shape, TBlob, TBlobMut, dispatch_float, simple_op,
 };
 
 use crate::common::{axis_of, bad_kwarg, float_error, shape_error, split_at_axis};
@@ -65,6 +70,54 @@ impl Default for BatchNormParams {
 
 fn bn_visible(p: &BatchNormParams) -> usize {
     if p.output_mean_var { 3 } else { 1 }
+}
+
+/// BatchNorm in inference as ops the executor fuses:
+/// `scale = gamma / √(moving_var + eps)` (gamma 1 with `fix_gamma`),
+/// `shift = beta − moving_mean·scale`, both reshaped to broadcast along
+/// the channel axis, then `data·scale + shift`. The per-channel part runs
+/// on `C` elements each pass, so the fold tracks weights changed after
+/// bind. f32 and f64 only: in a half type the folded constants would be
+/// rounded to it, where the op itself keeps them in f64.
+fn inference_form(p: &BatchNormParams, shapes: &[Shape], dtype: DType) -> Option<InferenceForm> {
+    use FormInput::{Input, Node};
+    let data = shapes.first()?;
+    let ch = Channels::of(data, p).ok()?;
+    let (eps, _) = constants(p).ok()?;
+    if !matches!(dtype, DType::F32 | DType::F64) {
+        return None;
+    }
+    let k = axis_of(BN, "axis", p.axis, data.ndim()).ok()?;
+    let mut dims = vec!["1".to_owned(); data.ndim()];
+    dims[k] = ch.c.to_string();
+    let channel_shape = format!("({})", dims.join(","));
+    let reshape = |x| FormNode::new("Reshape", &[x], Attrs::new().with("shape", &channel_shape));
+    let mut nodes = vec![
+        FormNode::new(
+            "_plus_scalar",
+            &[Input(4)],
+            Attrs::new().with("scalar", eps),
+        ),
+        FormNode::new("rsqrt", &[Node(0)], Attrs::new()),
+    ];
+    if !p.fix_gamma {
+        nodes.push(FormNode::new(
+            "elemwise_mul",
+            &[Node(1), Input(1)],
+            Attrs::new(),
+        ));
+    }
+    let scale = Node(nodes.len() - 1);
+    let at = nodes.len();
+    nodes.extend([
+        FormNode::new("elemwise_mul", &[Input(3), scale], Attrs::new()),
+        FormNode::new("elemwise_sub", &[Input(2), Node(at)], Attrs::new()),
+        reshape(scale),
+        reshape(Node(at + 1)),
+        FormNode::new("broadcast_mul", &[Input(0), Node(at + 2)], Attrs::new()),
+        FormNode::new("broadcast_add", &[Node(at + 4), Node(at + 3)], Attrs::new()),
+    ]);
+    Some(InferenceForm { nodes })
 }
 
 /// `data` as `outer × channels × inner` around the channel axis.
@@ -174,7 +227,8 @@ fn check_channels(names: &[&str], shapes: &[&Shape], c: usize) -> Result<()> {
     kwargs = BatchNormParams,
     outputs = 3,
     visible_outputs = super::bn_visible,
-    output_names = ["output", "mean", "var"]
+    output_names = ["output", "mean", "var"],
+    inference_form = super::inference_form
 )]
 pub mod batch_norm {
     use super::BatchNormParams;

@@ -64,9 +64,11 @@ pub struct Options {
     pub aux: Option<At<Vec<String>>>,
     /// `simple_form = path`: the elementwise op that runs calls with some kwargs.
     pub simple_form: Option<At<Path>>,
+    /// `inference_form = path`: the ops that run the op in inference.
+    pub inference_form: Option<At<Path>>,
 }
 
-const KNOWN: &str = "name, alias, inplace, scalar, kwargs, resources, pattern, broadcast, blob, inputs, vector, lanes, impure, outputs, visible_outputs, output_names, arguments, aux, simple_form";
+const KNOWN: &str = "name, alias, inplace, scalar, kwargs, resources, pattern, broadcast, blob, inputs, vector, lanes, impure, outputs, visible_outputs, output_names, arguments, aux, simple_form, inference_form";
 
 pub const PATTERNS: [&str; 6] = [
     "elementwise",
@@ -156,6 +158,13 @@ fn apply(key: &str, meta: &Meta, opts: &mut Options, errors: &mut Vec<syn::Error
             opts.simple_form = path_value(
                 meta,
                 "the path of a function of the kwargs naming the elementwise op that runs such calls: `simple_form = my_simple_form`",
+                errors,
+            );
+        }
+        "inference_form" => {
+            opts.inference_form = path_value(
+                meta,
+                "the path of a function of the kwargs, input shapes and dtype giving the ops that run the op in inference: `inference_form = my_inference_form`",
                 errors,
             );
         }

@@ -164,6 +164,51 @@ pub type DTypesFn = fn(&OpDef, &[DType], &EnvArguments) -> Result<Vec<DType>>;
 pub type CompleteFn = fn(&OpDef, &mut [Option<Shape>], &EnvArguments) -> Result<()>;
 /// A count or list that depends on the op's kwargs.
 pub type EnvFn<T> = fn(&EnvArguments) -> T;
+/// What an op computes in inference for these kwargs, input shapes
+/// (arguments then aux states) and data dtype ([`OpDef::inference_form`]).
+pub type InferenceFormFn = fn(&EnvArguments, &[Shape], DType) -> Option<InferenceForm>;
+
+/// An op's inference (`forward(false)`) computation as a small graph of
+/// registered ops, which the executor binds in its place so that fusion
+/// sees through it: BatchNorm becomes a per-channel multiply and add that
+/// fuse onto the convolution before it. The last node's output is the op's
+/// output 0; the op's other outputs must be unread.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InferenceForm {
+    /// In topological order.
+    pub nodes: Vec<FormNode>,
+}
+
+/// One node of an [`InferenceForm`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct FormNode {
+    /// A registered op's name.
+    pub op: &'static str,
+    /// Its string attributes, as a graph file writes them.
+    pub attrs: Attrs,
+    /// Its inputs, in order.
+    pub inputs: Vec<FormInput>,
+}
+
+/// Where a [`FormNode`]'s input comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FormInput {
+    /// The replaced op's input `k` (arguments, then aux states).
+    Input(usize),
+    /// Output 0 of an earlier node of the form.
+    Node(usize),
+}
+
+impl FormNode {
+    /// Op `op` on `inputs` with attributes `attrs`.
+    pub fn new(op: &'static str, inputs: &[FormInput], attrs: Attrs) -> FormNode {
+        FormNode {
+            op,
+            attrs,
+            inputs: inputs.to_vec(),
+        }
+    }
+}
 
 /// The outputs of an op with several (MXNet's `FNumOutputs`,
 /// `FNumVisibleOutputs`, `FListOutputNames`).
@@ -288,6 +333,11 @@ pub struct OpDef {
     /// output) that runs such calls, so that executors fuse them. `None`
     /// from the function, or no function, runs the op itself.
     pub simple_form: Option<EnvFn<Option<&'static str>>>,
+    /// For an op that is cheaper to run as other ops in inference: that
+    /// graph ([`InferenceForm`]), which executors bind for
+    /// `forward(false)` when fusion is on. `None` from the function keeps
+    /// the op.
+    pub inference_form: Option<InferenceFormFn>,
 }
 
 impl fmt::Debug for OpDef {

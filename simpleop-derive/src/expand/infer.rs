@@ -25,6 +25,7 @@ pub(super) fn functions(m: &OpModel) -> Infer {
     let mut items = quote!();
     items.extend(arguments_fn(m));
     items.extend(simple_form_fn(m));
+    items.extend(inference_form_fn(m));
     let complete = match &m.input_shapes {
         Some(k) => {
             items.extend(complete_fn(m, k));
@@ -98,6 +99,25 @@ fn simple_form_fn(m: &OpModel) -> TokenStream {
     quote! {
         fn __simple_form(env: &::simpleop::EnvArguments) -> ::core::option::Option<&'static str> {
             env.require_kwargs::<#p>(#name).ok().and_then(#path)
+        }
+    }
+}
+
+/// `__inference_form`: the ops that run a call with these kwargs, input
+/// shapes and dtype in inference (`inference_form = path`).
+fn inference_form_fn(m: &OpModel) -> TokenStream {
+    let (Some(path), Some(p)) = (&m.inference_form, kwargs_type(m)) else {
+        return quote!();
+    };
+    let name = &m.name;
+    quote! {
+        fn __inference_form(
+            env: &::simpleop::EnvArguments,
+            shapes: &[::simpleop::Shape],
+            dtype: ::simpleop::DType,
+        ) -> ::core::option::Option<::simpleop::InferenceForm> {
+            let p = env.require_kwargs::<#p>(#name).ok()?;
+            #path(p, shapes, dtype)
         }
     }
 }

@@ -49,6 +49,10 @@ pub(super) fn op_def(m: &OpModel, infer: &Infer) -> TokenStream {
         Some(_) => quote!(Some(__simple_form)),
         None => quote!(None),
     };
+    let inference_form = match &m.inference_form {
+        Some(_) => quote!(Some(__inference_form)),
+        None => quote!(None),
+    };
     let aux = &m.aux;
     quote! {
         #[doc = concat!("The definition of op `", #name, "`.")]
@@ -75,6 +79,7 @@ pub(super) fn op_def(m: &OpModel, infer: &Infer) -> TokenStream {
             outputs: #outputs,
             complete_shapes: #complete,
             simple_form: #simple_form,
+            inference_form: #inference_form,
         };
     }
 }

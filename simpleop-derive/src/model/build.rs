@@ -111,6 +111,7 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
         output_names: opts.output_names.as_ref().map(|o| o.value.clone()),
         arguments: opts.arguments.as_ref().map(|o| o.value.clone()),
         simple_form: opts.simple_form.as_ref().map(|o| o.value.clone()),
+        inference_form: opts.inference_form.as_ref().map(|o| o.value.clone()),
         aux: opts
             .aux
             .as_ref()

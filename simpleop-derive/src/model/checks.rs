@@ -264,6 +264,9 @@ pub(super) fn general_fit(d: &Draft, has_inplace: bool, errors: &mut Vec<syn::Er
         opts.arguments.as_ref().map(|o| ("arguments", o.span)),
         opts.aux.as_ref().map(|o| ("aux", o.span)),
         opts.simple_form.as_ref().map(|o| ("simple_form", o.span)),
+        opts.inference_form
+            .as_ref()
+            .map(|o| ("inference_form", o.span)),
     ];
     let tuple = d.kernels.outputs > 1;
     for (key, span) in spans.into_iter().flatten() {
@@ -327,6 +330,7 @@ pub(super) fn general_fit(d: &Draft, has_inplace: bool, errors: &mut Vec<syn::Er
         .flatten(),
         opts.arguments.as_ref().map(|a| a.span),
         opts.simple_form.as_ref().map(|a| a.span),
+        opts.inference_form.as_ref().map(|a| a.span),
     ];
     if !matches!(d.params, Params::Kwargs(_)) {
         for span in needs_kwargs.into_iter().flatten() {

@@ -141,6 +141,8 @@ pub struct OpModel {
     pub aux: Vec<String>,
     /// `simple_form = path`: the elementwise op some calls run as.
     pub simple_form: Option<syn::Path>,
+    /// `inference_form = path`: the ops the op runs as in inference.
+    pub inference_form: Option<syn::Path>,
     /// `fn input_shapes`: backward shape inference.
     pub input_shapes: Option<Kernel>,
     /// Outputs of an elementwise forward (`-> (T, T)`: 2); 1 otherwise.

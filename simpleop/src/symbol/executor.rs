@@ -11,9 +11,9 @@ use super::bind::{
 use super::config::{BindConfig, GradReq, MemoryStats};
 use super::graph::Graph;
 use super::group::{self, FusionGroup, Grouping};
-use super::lower;
 use super::slabs::{SlabError, SlabOp, Slabs};
 use super::steps::{self as plan, Instr, Plan, PlanInput, Step, ValueId};
+use super::{inference, lower};
 use crate::engine::fused::{RowSink, TileInstr, TileProgram, run_program, run_program_reducing};
 use crate::kernel::RowReduction;
 use crate::pool::Buffer;
@@ -82,6 +82,11 @@ pub struct Executor {
     /// [`BindConfig::row_sinks`].
     row_sinks: bool,
     dot_groups: Vec<(Vec<usize>, &'static str)>,
+    /// Runs `forward(false)` when some op has an inference form
+    /// ([`inference::expand`]): the expanded graph, bound to no arrays of
+    /// its own between runs; each run lends it this executor's arguments,
+    /// aux states and outputs, so it sees every change made to them.
+    expanded: Option<Box<Executor>>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -95,6 +100,54 @@ impl std::fmt::Debug for Executor {
 
 impl Executor {
     pub(crate) fn new(
+        graph: Graph,
+        args: HashMap<String, NDArray>,
+        grads: HashMap<String, NDArray>,
+        grad_req: HashMap<String, GradReq>,
+        config: BindConfig,
+    ) -> Result<Executor> {
+        let mut exe = Executor::build(graph, args, grads, grad_req, config)?;
+        if config.fusion
+            && let Some(g) = inference::expand(&exe.graph, &exe.shapes, &exe.dtypes)?
+        {
+            exe.expanded = Some(Box::new(exe.bind_expanded(g, config)?));
+        }
+        Ok(exe)
+    }
+
+    /// The executor of `forward(false)` over `g`, this one's graph with
+    /// inference forms expanded; it holds no arrays once bound.
+    fn bind_expanded(&self, g: Graph, config: BindConfig) -> Result<Executor> {
+        let named = |names: &[String], arrays: &[NDArray]| {
+            names
+                .iter()
+                .cloned()
+                .zip(arrays.iter().cloned())
+                .collect::<Vec<_>>()
+        };
+        let arrays: HashMap<String, NDArray> = named(&self.arg_names, &self.args)
+            .into_iter()
+            .chain(named(&self.aux_names, &self.aux))
+            .collect();
+        let mut exe = Executor::build(g, arrays, HashMap::new(), HashMap::new(), config)?;
+        let same = exe.arg_names == self.arg_names
+            && exe.aux_names == self.aux_names
+            && exe
+                .outputs
+                .iter()
+                .zip(&self.outputs)
+                .all(|(a, b)| a.shape() == b.shape() && a.dtype() == b.dtype());
+        if !same || exe.outputs.len() != self.outputs.len() {
+            return Err(Error::graph(
+                "an op's inference form changes the graph's arguments or outputs",
+            ));
+        }
+        exe.args.clear();
+        exe.aux.clear();
+        Ok(exe)
+    }
+
+    fn build(
         graph: Graph,
         mut args: HashMap<String, NDArray>,
         grads: HashMap<String, NDArray>,
@@ -189,6 +242,7 @@ impl Executor {
             sink_layout: sink,
             ctx,
             last_forward: None,
+            expanded: None,
             graph,
             shapes,
             dtypes,
@@ -198,6 +252,9 @@ impl Executor {
     /// Runs the forward pass. With `is_train`, keeps what backward needs.
     pub fn forward(&mut self, is_train: bool) -> Result<()> {
         self.check_bound()?;
+        if !is_train && self.expanded.is_some() {
+            return self.forward_expanded();
+        }
         // Draw fresh seeds for sampling ops, kept for backward.
         for (n, node) in self.graph.nodes.iter().enumerate() {
             if let Some(op) = node.op
@@ -232,6 +289,22 @@ impl Executor {
         }
         self.last_forward = Some(is_train);
         Ok(())
+    }
+
+    /// `forward(false)` on the expanded graph, lent this executor's
+    /// arrays for the run (moved, not shared: an array shared with it
+    /// would be copied by the next `arg_mut`).
+    fn forward_expanded(&mut self) -> Result<()> {
+        let inner = self.expanded.as_mut().expect("checked");
+        inner.args = std::mem::take(&mut self.args);
+        inner.aux = std::mem::take(&mut self.aux);
+        std::mem::swap(&mut inner.outputs, &mut self.outputs);
+        let result = inner.forward(false);
+        std::mem::swap(&mut inner.outputs, &mut self.outputs);
+        self.args = std::mem::take(&mut inner.args);
+        self.aux = std::mem::take(&mut inner.aux);
+        self.last_forward = result.is_ok().then_some(false);
+        result
     }
 
     /// Runs the backward pass of the last `forward(true)`. `head_grads`

@@ -11,7 +11,8 @@
 //!
 //! [`Symbol::bind`] compiles the graph in passes, one file each, each
 //! with a typed input and output (`steps` is the form they share):
-//! inference (`infer`) → schedule, forward plus autodiff (`schedule`)
+//! inference (`infer`) → for `forward(false)` with fusion, ops replaced
+//! by their inference forms (`inference`) → schedule, forward plus autodiff (`schedule`)
 //! → fusion groups (`group`) → lowering of each group to one fused step
 //! (`lower`) → memory planning (`allocate`) → the executable steps
 //! (`executor`). `dot` prints any stage.
@@ -25,6 +26,7 @@ mod executor;
 mod graph;
 mod group;
 mod infer;
+mod inference;
 mod json;
 mod lower;
 mod node;

@@ -340,15 +340,30 @@ impl Executor {
     /// The memory plan of training (forward + backward) when some argument
     /// asks for a gradient, else of inference.
     pub fn memory_stats(&self) -> MemoryStats {
-        self.training.as_ref().unwrap_or(&self.inference).stats
+        self.training
+            .as_ref()
+            .map_or_else(|| self.inference_memory_stats(), |t| t.stats)
     }
 
-    /// The fusion groups of the forward graph (groups of two or more
-    /// nodes; empty when fusion is off). A group's elementwise members run
-    /// as one tile loop; a reduction that keeps axis 0 runs behind it slab
-    /// by slab (see the README's fusion section for when).
+    /// The fusion groups of the forward graph as bound (groups of two or
+    /// more nodes; empty when fusion is off). A group's elementwise members
+    /// run as one tile loop; a reduction that keeps axis 0 runs behind it
+    /// slab by slab (see the README's fusion section for when).
+    /// `forward(false)` runs [`Executor::inference_fusion_groups`] instead
+    /// when an op has an inference form (BatchNorm).
     pub fn fusion_groups(&self) -> &[FusionGroup] {
         &self.fusion_groups
+    }
+
+    /// The fusion groups `forward(false)` runs: those of the graph with
+    /// each op that has an inference form replaced by it (BatchNorm by a
+    /// per-channel multiply and add, named `<node>/inference<k>` but for
+    /// the last, which keeps the node's name), else
+    /// [`Executor::fusion_groups`].
+    pub fn inference_fusion_groups(&self) -> &[FusionGroup] {
+        self.expanded
+            .as_ref()
+            .map_or(&self.fusion_groups, |e| &e.fusion_groups)
     }
 
     /// The fused gradient chains of `backward()`: each group's gradient
@@ -359,9 +374,12 @@ impl Executor {
         &self.backward_fusion_groups
     }
 
-    /// The memory plan of `forward(false)`.
+    /// The memory plan of `forward(false)` (of the graph with inference
+    /// forms, when an op has one).
     pub fn inference_memory_stats(&self) -> MemoryStats {
-        self.inference.stats
+        self.expanded
+            .as_ref()
+            .map_or(self.inference.stats, |e| e.inference.stats)
     }
 
     /// The graph in DOT with shapes, dtypes and the planned buffer of
