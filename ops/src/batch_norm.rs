@@ -12,9 +12,9 @@
 //! forward and backward step the two agree, and a training forward alone
 //! (no backward) updates here and not in MXNet.
 //!
-//! In inference the op is a per-channel `x·scale + shift`, and executors
-//! with fusion bind it as such ([`inference_form`]): the multiply and add
-//! then fuse onto the convolution (or anything elementwise) before them, so
+//! In inference the op is a per-channel `(x − mean)·scale + beta`, and
+//! executors with fusion bind it as such ([`inference_form`]): the three
+//! broadcast ops then fuse onto the convolution (or anything elementwise) before them, so
 //! a BatchNorm after a convolution costs no pass over memory of its own.
 
 use serde::{Deserialize, Serialize};
@@ -73,18 +73,20 @@ fn bn_visible(p: &BatchNormParams) -> usize {
 }
 
 /// BatchNorm in inference as ops the executor fuses:
-/// `scale = gamma / √(moving_var + eps)` (gamma 1 with `fix_gamma`),
-/// `shift = beta − moving_mean·scale`, both reshaped to broadcast along
-/// the channel axis, then `data·scale + shift`. The per-channel part runs
-/// on `C` elements each pass, so the fold tracks weights changed after
-/// bind. f32 and f64 only: in a half type the folded constants would be
-/// rounded to it, where the op itself keeps them in f64.
+/// `scale = gamma / √(moving_var + eps)` (gamma 1 with `fix_gamma`), then
+/// `(data − moving_mean)·scale + beta`, the per-channel values reshaped to
+/// broadcast along the channel axis. Subtracting the mean first, as MXNet
+/// does, keeps a large mean from cancelling in f32 (`data·scale + shift`
+/// would). The per-channel part runs on `C` elements each pass, so
+/// weights changed after bind are used. f32 and f64 only: in a half type
+/// the per-channel values would be rounded to it, where the op itself
+/// keeps them in f64. No channels: `Reshape` reads a 0 as "copy".
 fn inference_form(p: &BatchNormParams, shapes: &[Shape], dtype: DType) -> Option<InferenceForm> {
     use FormInput::{Input, Node};
     let data = shapes.first()?;
     let ch = Channels::of(data, p).ok()?;
     let (eps, _) = constants(p).ok()?;
-    if !matches!(dtype, DType::F32 | DType::F64) {
+    if !matches!(dtype, DType::F32 | DType::F64) || ch.c == 0 {
         return None;
     }
     let k = axis_of(BN, "axis", p.axis, data.ndim()).ok()?;
@@ -110,12 +112,12 @@ fn inference_form(p: &BatchNormParams, shapes: &[Shape], dtype: DType) -> Option
     let scale = Node(nodes.len() - 1);
     let at = nodes.len();
     nodes.extend([
-        FormNode::new("elemwise_mul", &[Input(3), scale], Attrs::new()),
-        FormNode::new("elemwise_sub", &[Input(2), Node(at)], Attrs::new()),
+        reshape(Input(3)),
         reshape(scale),
-        reshape(Node(at + 1)),
-        FormNode::new("broadcast_mul", &[Input(0), Node(at + 2)], Attrs::new()),
-        FormNode::new("broadcast_add", &[Node(at + 4), Node(at + 3)], Attrs::new()),
+        reshape(Input(2)),
+        FormNode::new("broadcast_sub", &[Input(0), Node(at)], Attrs::new()),
+        FormNode::new("broadcast_mul", &[Node(at + 3), Node(at + 1)], Attrs::new()),
+        FormNode::new("broadcast_add", &[Node(at + 4), Node(at + 2)], Attrs::new()),
     ]);
     Some(InferenceForm { nodes })
 }

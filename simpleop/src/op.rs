@@ -165,13 +165,13 @@ pub type CompleteFn = fn(&OpDef, &mut [Option<Shape>], &EnvArguments) -> Result<
 /// A count or list that depends on the op's kwargs.
 pub type EnvFn<T> = fn(&EnvArguments) -> T;
 /// What an op computes in inference for these kwargs, input shapes
-/// (arguments then aux states) and data dtype ([`OpDef::inference_form`]).
+/// (arguments then aux states) and output dtype ([`OpDef::inference_form`]).
 pub type InferenceFormFn = fn(&EnvArguments, &[Shape], DType) -> Option<InferenceForm>;
 
 /// An op's inference (`forward(false)`) computation as a small graph of
 /// registered ops, which the executor binds in its place so that fusion
-/// sees through it: BatchNorm becomes a per-channel multiply and add that
-/// fuse onto the convolution before it. The last node's output is the op's
+/// sees through it: BatchNorm becomes a per-channel subtract, multiply and
+/// add that fuse onto the convolution before it. The last node's output is the op's
 /// output 0; the op's other outputs must be unread.
 #[derive(Clone, Debug, PartialEq)]
 pub struct InferenceForm {

@@ -1,5 +1,5 @@
 //! Inference forms: with fusion, `forward(false)` binds BatchNorm as a
-//! per-channel multiply and add that fuse onto the convolution before
+//! per-channel subtract, multiply and add that fuse onto the convolution before
 //! them (with the activation and a residual add behind). Checked against
 //! the unfused executor, which runs BatchNorm itself, and eagerly: the
 //! values, the groups, weights and statistics changed after bind, training
@@ -393,4 +393,42 @@ fn a_form_naming_an_unknown_op_is_a_bind_error() -> Result<()> {
     let mut plain = bind(&y, args(), false);
     assert_eq!(output(&mut plain, false), [2.0, 4.0]);
     Ok(())
+}
+
+/// BatchNorm alone on `data`, f32, bound with and without fusion.
+fn lone_batch_norm(data: NDArray, stats: [Vec<f32>; 4]) -> [Executor; 2] {
+    let x = Symbol::var("data");
+    let v = |s: &str| Symbol::var(s);
+    let bn = Symbol::invoke(
+        "BatchNorm",
+        &[&x, &v("gamma"), &v("beta"), &v("mean"), &v("var")],
+        &gluon_bn(),
+    )
+    .unwrap();
+    let c = stats[0].len();
+    let mut args = HashMap::from([("data".to_owned(), data)]);
+    for (name, s) in ["gamma", "beta", "mean", "var"].iter().zip(stats) {
+        args.insert((*name).to_owned(), NDArray::from_vec(s, [c]).unwrap());
+    }
+    [bind(&bn, args.clone(), true), bind(&bn, args, false)]
+}
+
+#[test]
+fn a_large_mean_does_not_cancel() {
+    // x·scale and mean·scale are ~95 000, where f32 steps are 0.008; the
+    // output is ~1.
+    let data = NDArray::from_vec(vec![1000.01f32, 999.99, 1000.0, 1000.02], [1, 1, 4]).unwrap();
+    let [mut fused, mut plain] =
+        lone_batch_norm(data, [vec![1.0], vec![0.5], vec![1000.0], vec![1e-4]]);
+    let want = output(&mut plain, false);
+    assert!(fused.inference_fusion_groups() != fused.fusion_groups());
+    assert_close(&output(&mut fused, false), &want, 1e-5, "large mean");
+}
+
+#[test]
+fn data_without_channels_keeps_the_op() {
+    let data = NDArray::zeros([2, 0, 3], DType::F32);
+    let [mut fused, mut plain] = lone_batch_norm(data, [vec![], vec![], vec![], vec![]]);
+    assert_eq!(output(&mut fused, false), output(&mut plain, false));
+    assert_eq!(fused.inference_fusion_groups(), fused.fusion_groups());
 }

@@ -66,7 +66,8 @@ pub struct Executor {
     envs: Vec<EnvArguments>,
     inference: Plan,
     training: Option<Plan>,
-    /// Shared by both plans; each buffer is as large as either needs.
+    /// Shared by every plan (the expanded executor's too); each buffer
+    /// is as large as any of them needs.
     pool: Vec<Buffer>,
     sink: Buffer,
     sink_layout: plan::SinkLayout,
@@ -85,7 +86,8 @@ pub struct Executor {
     /// Runs `forward(false)` when some op has an inference form
     /// ([`inference::expand`]): the expanded graph, bound to no arrays of
     /// its own between runs; each run lends it this executor's arguments,
-    /// aux states and outputs, so it sees every change made to them.
+    /// aux states, outputs and pool, so it sees every change made to them
+    /// and plans no memory of its own.
     expanded: Option<Box<Executor>>,
 }
 
@@ -110,13 +112,30 @@ impl Executor {
         if config.fusion
             && let Some(g) = inference::expand(&exe.graph, &exe.shapes, &exe.dtypes)?
         {
-            exe.expanded = Some(Box::new(exe.bind_expanded(g, config)?));
+            let mut inner = exe.bind_expanded(g, config)?;
+            exe.share_pool(&mut inner);
+            exe.expanded = Some(Box::new(inner));
         }
         Ok(exe)
     }
 
+    /// Takes `inner`'s planned buffers into this executor's pool, each
+    /// buffer as large as either plan needs: the plans never run at once
+    /// (a run lends the pool), so they share it as the inference and
+    /// training plans do.
+    fn share_pool(&mut self, inner: &mut Executor) {
+        for (b, buf) in std::mem::take(&mut inner.pool).into_iter().enumerate() {
+            match self.pool.get(b) {
+                None => self.pool.push(buf),
+                Some(own) if own.bytes().len() < buf.bytes().len() => self.pool[b] = buf,
+                Some(_) => {}
+            }
+        }
+    }
+
     /// The executor of `forward(false)` over `g`, this one's graph with
-    /// inference forms expanded; it holds no arrays once bound.
+    /// inference forms expanded; it holds no arrays once bound (but its
+    /// pool, which [`Executor::share_pool`] takes).
     fn bind_expanded(&self, g: Graph, config: BindConfig) -> Result<Executor> {
         let named = |names: &[String], arrays: &[NDArray]| {
             names
@@ -144,6 +163,7 @@ impl Executor {
         }
         exe.args.clear();
         exe.aux.clear();
+        exe.outputs.clear();
         Ok(exe)
     }
 
@@ -292,17 +312,20 @@ impl Executor {
     }
 
     /// `forward(false)` on the expanded graph, lent this executor's
-    /// arrays for the run (moved, not shared: an array shared with it
-    /// would be copied by the next `arg_mut`).
+    /// arrays and pool for the run (moved, not shared: an array shared
+    /// with it would be copied by the next `arg_mut`).
     fn forward_expanded(&mut self) -> Result<()> {
+        use std::mem::take;
         let inner = self.expanded.as_mut().expect("checked");
-        inner.args = std::mem::take(&mut self.args);
-        inner.aux = std::mem::take(&mut self.aux);
-        std::mem::swap(&mut inner.outputs, &mut self.outputs);
+        inner.args = take(&mut self.args);
+        inner.aux = take(&mut self.aux);
+        inner.outputs = take(&mut self.outputs);
+        inner.pool = take(&mut self.pool);
         let result = inner.forward(false);
-        std::mem::swap(&mut inner.outputs, &mut self.outputs);
-        self.args = std::mem::take(&mut inner.args);
-        self.aux = std::mem::take(&mut inner.aux);
+        self.args = take(&mut inner.args);
+        self.aux = take(&mut inner.aux);
+        self.outputs = take(&mut inner.outputs);
+        self.pool = take(&mut inner.pool);
         self.last_forward = result.is_ok().then_some(false);
         result
     }

@@ -1,5 +1,5 @@
 //! Pass 0 of an inference plan with fusion: ops that declare an
-//! [`InferenceForm`] (BatchNorm: a per-channel multiply and add) are
+//! [`InferenceForm`] (BatchNorm: a per-channel subtract, multiply and add) are
 //! replaced by that small graph of registered ops, so that the fusion
 //! groups see through them and a convolution's BatchNorm and activation
 //! run on its output while it is in cache. The training plan keeps the

@@ -357,7 +357,7 @@ impl Executor {
 
     /// The fusion groups `forward(false)` runs: those of the graph with
     /// each op that has an inference form replaced by it (BatchNorm by a
-    /// per-channel multiply and add, named `<node>/inference<k>` but for
+    /// per-channel subtract, multiply and add, named `<node>/inference<k>` but for
     /// the last, which keeps the node's name), else
     /// [`Executor::fusion_groups`].
     pub fn inference_fusion_groups(&self) -> &[FusionGroup] {
