@@ -107,6 +107,10 @@ enum Command {
         /// from the last pass.
         #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000))]
         repeat: u32,
+        /// Bind without fusion: every op runs alone, as the unfused
+        /// executor does (to measure what fusion gains).
+        #[arg(long)]
+        no_fusion: bool,
     },
     /// Time the kernels against baselines measured in the same run.
     Bench {
@@ -177,6 +181,7 @@ where
             output,
             json,
             repeat,
+            no_fusion,
         } => {
             let text = read_text(&file, cap)?;
             let args = crate::run::RunArgs {
@@ -187,6 +192,7 @@ where
                 output: &output,
                 json,
                 repeat: repeat as usize,
+                no_fusion,
             };
             crate::run::run_model(&args, out).map(|()| 0)
         }

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use simpleop::params::LoadOptions;
-use simpleop::symbol::{Executor, GradReq, Symbol};
+use simpleop::symbol::{BindConfig, Executor, GradReq, Symbol};
 use simpleop::{DType, Error, NDArray, Result, Shape};
 
 /// What `simpleop run` was asked to do.
@@ -34,6 +34,8 @@ pub(crate) struct RunArgs<'a> {
     pub(crate) json: bool,
     /// Timed passes; above 1, an untimed warm-up pass runs first.
     pub(crate) repeat: usize,
+    /// Binds without fusion (the baseline fused runs are measured against).
+    pub(crate) no_fusion: bool,
 }
 
 /// Milliseconds of each timed pass, forward and (training) backward.
@@ -85,7 +87,11 @@ pub(crate) fn run_model(a: &RunArgs<'_>, out: &mut dyn Write) -> Result<()> {
         Some(p) => read_weights(p, &arguments, &sym.list_auxiliary_states())?,
         None => Vec::new(),
     };
-    let mut exec = bind(&sym, &inputs, &weights, a.train)?;
+    let config = BindConfig {
+        fusion: !a.no_fusion,
+        ..BindConfig::default()
+    };
+    let mut exec = bind(&sym, &inputs, &weights, a.train, config)?;
     let input_names: Vec<&str> = inputs.iter().map(|(n, _)| n.as_str()).collect();
     let options = LoadOptions {
         inputs: &input_names,
@@ -161,6 +167,7 @@ fn bind(
     inputs: &[(String, NDArray)],
     weights: &[(String, NDArray)],
     train: bool,
+    config: BindConfig,
 ) -> Result<Executor> {
     let mut shapes: HashMap<String, Shape> = HashMap::new();
     let mut dtypes: HashMap<String, DType> = HashMap::new();
@@ -202,7 +209,7 @@ fn bind(
     } else {
         HashMap::new()
     };
-    sym.simple_bind(&shapes, &dtypes, reqs)
+    sym.simple_bind_with(&shapes, &dtypes, reqs, config)
 }
 
 /// Where output `i` of `count` goes: `output` itself for a single output,
@@ -282,6 +289,7 @@ fn report(
         "forward_ms_all": timings.forward,
         "backward_ms_all": timings.backward,
         "repeat": a.repeat,
+        "fusion": !a.no_fusion,
         "outputs": outputs,
         "memory": {
             "planned_bytes": stats.planned_bytes,

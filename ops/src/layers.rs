@@ -46,6 +46,19 @@ fn softrelu<T: Float>(x: T) -> T {
     }
 }
 
+/// The op of the same name, which executors run instead: its kernels are
+/// vectorised and compile into fused programs, where this op's per-element
+/// `match` on `act_type` does not. `softrelu` has no such op.
+fn activation_simple_form(p: &ActivationParams) -> Option<&'static str> {
+    match p.act_type {
+        ActType::Relu => Some("relu"),
+        ActType::Sigmoid => Some("sigmoid"),
+        ActType::Tanh => Some("tanh"),
+        ActType::Softsign => Some("softsign"),
+        ActType::Softrelu => None,
+    }
+}
+
 /// An activation function chosen by `act_type`, MXNet's `Activation` layer.
 /// Each type computes exactly what the op of that name computes (`relu`,
 /// `sigmoid`, `tanh`, `softsign`), so a graph may use either spelling.
@@ -56,7 +69,12 @@ fn softrelu<T: Float>(x: T) -> T {
 /// (MXNet's `-expm1(-y)`), softsign `dy · (1 − |y|)²`, which equals MXNet's
 /// `dy / (1 + |x|)²` (MXNet reads the input there; from the output, the
 /// relative error grows as `ε·|x|`, below 1e-5 in f32 for `|x| < 100`).
-#[simple_op(name = "Activation", kwargs = ActivationParams, inplace = "InOut, OutIn")]
+#[simple_op(
+    name = "Activation",
+    kwargs = ActivationParams,
+    inplace = "InOut, OutIn",
+    simple_form = super::activation_simple_form
+)]
 pub mod activation {
     use super::{ActType, ActivationParams};
     use simpleop::prelude::*;

@@ -203,8 +203,9 @@ impl Registry {
 
     /// The op that runs `op` called with `env`: `op` itself, or the
     /// elementwise op its [`OpDef::simple_form`] names for these kwargs,
-    /// checked to take the same kind of kwargs, as many arguments and to
-    /// give one output.
+    /// checked to take the same kind of kwargs (or none: `Activation`
+    /// with `act_type=relu` runs as `relu`), as many arguments and to give
+    /// one output.
     pub fn simple_form(&self, op: &'static OpDef, env: &EnvArguments) -> Result<&'static OpDef> {
         let Some(name) = op.simple_form.and_then(|f| f(env)) else {
             return Ok(op);
@@ -212,7 +213,7 @@ impl Registry {
         let target = self.get(name)?.def;
         let fits = target.form == OpForm::Elementwise
             && target.is_simple()
-            && matches!(target.params, ParamKind::Kwargs { .. })
+            && matches!(target.params, ParamKind::Kwargs { .. } | ParamKind::None)
             && target.num_inputs() == op.num_arguments(env)
             && op.num_outputs(env) == 1
             && op.aux_states.is_empty();
@@ -221,7 +222,7 @@ impl Registry {
                 op.name,
                 "simple_form",
                 format!(
-                    "`{name}` must be an elementwise op with kwargs, {} input(s) and one output",
+                    "`{name}` must be an elementwise op with kwargs or none, {} input(s) and one output",
                     op.num_arguments(env)
                 ),
             ));

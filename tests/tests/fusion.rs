@@ -855,3 +855,30 @@ fn leaky_relu_fuses_for_its_scalar_types_only() {
             .all(|(_, nodes)| !nodes.contains(&"b".to_string()))
     );
 }
+
+/// `Activation` runs in graphs as the op its `act_type` names (its simple
+/// form), which fuses and vectorises: the same bits as the eager
+/// `Activation` kernel, for every type, and one group with its neighbours
+/// (`softrelu`, which has no such op, fuses as `Activation` itself).
+#[test]
+fn activation_runs_as_the_op_it_names_with_the_same_bits() {
+    for act in ["relu", "sigmoid", "tanh", "softsign", "softrelu"] {
+        for dtype in [DType::F32, DType::F64] {
+            let x = Symbol::var("x");
+            let a = op("exp", "a", &[&x]);
+            let attrs = Attrs::new().with("act_type", act);
+            let b = op_with("Activation", "b", &[&a], attrs.clone());
+            let c = op("negative", "c", &[&b]);
+            let shapes: &[(&str, &[usize])] = &[("x", &[3, 50])];
+            let mut exe = bind(&c, shapes, dtype, true, false);
+            assert_eq!(groups(&exe)[0].1, names(&["a", "b", "c"]), "{act}");
+            exe.forward(false).unwrap();
+            let xv = exe.arg("x").unwrap().clone();
+            let e = simpleop::eager::invoke("exp", &[&xv], &Attrs::new()).unwrap();
+            let e = simpleop::eager::invoke("Activation", &[&e], &attrs).unwrap();
+            let want = simpleop::eager::invoke("negative", &[&e], &Attrs::new()).unwrap();
+            assert_eq!(bits(&exe.outputs()[0]), bits(&want), "{act} {dtype}");
+            check_same(&c, shapes, dtype);
+        }
+    }
+}

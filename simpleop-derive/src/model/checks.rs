@@ -252,7 +252,9 @@ pub(super) fn rows_fit(d: &Draft, f: &ItemFn, pattern: &str, errors: &mut Vec<sy
 
 /// Several outputs, kwargs-dependent arguments and aux states are for the
 /// blob form, and exclude in-place options (an output could overwrite
-/// what backward reads); output names and counts must agree.
+/// what backward reads); output names and counts must agree. An
+/// elementwise op may name a `simple_form` (a kwargs-free op computing the
+/// same for some kwargs), in place or not.
 pub(super) fn general_fit(d: &Draft, has_inplace: bool, errors: &mut Vec<syn::Error>) {
     let opts = d.opts;
     let spans = [
@@ -270,6 +272,9 @@ pub(super) fn general_fit(d: &Draft, has_inplace: bool, errors: &mut Vec<syn::Er
     ];
     let tuple = d.kernels.outputs > 1;
     for (key, span) in spans.into_iter().flatten() {
+        if key == "simple_form" && d.form != Form::Blob {
+            continue;
+        }
         let names_of_tuple = tuple && matches!(key, "output_names" | "visible_outputs");
         if d.form != Form::Blob && !names_of_tuple {
             err(

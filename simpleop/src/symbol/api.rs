@@ -299,6 +299,17 @@ impl Symbol {
         dtypes: &HashMap<String, DType>,
         grad_req: HashMap<String, GradReq>,
     ) -> Result<Executor> {
+        self.simple_bind_with(shapes, dtypes, grad_req, BindConfig::default())
+    }
+
+    /// [`Symbol::simple_bind`] with planning and fusion options.
+    pub fn simple_bind_with(
+        &self,
+        shapes: &HashMap<String, Shape>,
+        dtypes: &HashMap<String, DType>,
+        grad_req: HashMap<String, GradReq>,
+        config: BindConfig,
+    ) -> Result<Executor> {
         let g = self.graph()?;
         let inferred = infer::shapes(&g, shapes)?;
         // f32 only for what neither `dtypes`, a hint nor inference gives
@@ -327,7 +338,7 @@ impl Symbol {
             let dtype = types.aux_types[i].unwrap_or(DType::F32);
             args.insert(name.clone(), NDArray::try_zeros(shape, dtype)?);
         }
-        Executor::new(g, args, grads, grad_req, BindConfig::default())
+        Executor::new(g, args, grads, grad_req, config)
     }
 
     /// The graph's nodes in topological order (inputs before the nodes

@@ -44,7 +44,9 @@ pub struct BindConfig {
     /// Fuse elementwise ops (TVM's FuseOps rules; see
     /// `Executor::fusion_groups`): a fused group runs tile by tile in
     /// cache and its intermediates get no memory. Results are bitwise
-    /// those of the unfused executor.
+    /// those of the unfused executor, except where `forward(false)` runs
+    /// an op's inference form (BatchNorm in f32/f64: a few roundings
+    /// apart; see `Executor::inference_fusion_groups`).
     pub fusion: bool,
     /// Compile fused programs to register-resident code where the CPU is
     /// covered; off, they run in the tile interpreter (same bits).
