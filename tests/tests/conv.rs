@@ -191,6 +191,16 @@ fn cases() -> Vec<Case> {
             .pad(&[1])
             .stride(&[2])
             .groups(2),
+        // Depthwise at stride 2 and 3 along rows (the phase-split input).
+        Case::new(&[2, 3, 9, 9], &[3, 3], 3)
+            .stride(&[2, 2])
+            .pad(&[1, 1])
+            .groups(3),
+        Case::new(&[1, 2, 7, 10], &[3, 3], 2)
+            .stride(&[1, 3])
+            .pad(&[1, 2])
+            .dilate(&[1, 2])
+            .groups(2),
         Case::new(&[2, 2, 4, 5, 4], &[2, 3, 2], 3)
             .pad(&[1, 1, 0])
             .stride(&[1, 2, 1]),

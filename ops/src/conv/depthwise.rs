@@ -85,6 +85,44 @@ pub(crate) fn forward<C: Float>(g: &Geom, (x, w, y): (&[C], &[C], &mut [C])) {
     );
 }
 
+/// An input plane with each row's columns split by phase: row `r`'s
+/// columns `p, p + s, p + 2s, ...` sit contiguously at
+/// `(r·s + p)·width`. A tap at stride `s` then reads a contiguous run,
+/// which vectorises, instead of every `s`-th element.
+struct Phases<C> {
+    data: Vec<C>,
+    width: usize,
+}
+
+impl<C: Float> Phases<C> {
+    /// `None` when the copy's memory cannot be had (the caller then reads
+    /// the plane strided).
+    fn split(xp: &[C], row: usize, s: usize) -> Option<Phases<C>> {
+        let width = row.div_ceil(s);
+        let rows = xp.len() / row;
+        let mut data = Vec::new();
+        data.try_reserve_exact(rows * s * width).ok()?;
+        data.resize(rows * s * width, C::zero());
+        for (r, src) in xp.chunks_exact(row).enumerate() {
+            for p in 0..s.min(row) {
+                let dst = &mut data[(r * s + p) * width..][..width];
+                for (d, &v) in dst.iter_mut().zip(src[p..].iter().step_by(s)) {
+                    *d = v;
+                }
+            }
+        }
+        Some(Phases { data, width })
+    }
+
+    /// The `len` columns from plane offset `at` (row-major, `row` wide)
+    /// on, `s` apart.
+    #[inline(always)]
+    fn run(&self, at: usize, row: usize, s: usize, len: usize) -> &[C] {
+        let (r, first) = (at / row, at % row);
+        &self.data[(r * s + first % s) * self.width + first / s..][..len]
+    }
+}
+
 /// Output plane `i` (image `i / cout`, filter `i % cout`). Inlined into
 /// the caller's instruction-set dispatch, as are the two below.
 #[inline(always)]
@@ -93,6 +131,23 @@ fn forward_plane<C: Float>(g: &Geom, x: &[C], w: &[C], i: usize, yp: &mut [C]) {
     let (n, co) = (i / g.cout, i % g.cout);
     let xp = &x[(n * g.cin + co / mult) * iv..][..iv];
     let wf = &w[co * kv..][..kv];
+    let iw = g.inp[2];
+    if s > 1
+        && iw > 0
+        && let Some(ph) = Phases::split(xp, iw, s)
+    {
+        runs(
+            &plane(g),
+            #[inline(always)]
+            |t, o, src, len| {
+                let wv = wf[t];
+                for (d, &v) in yp[o..o + len].iter_mut().zip(ph.run(src, iw, s, len)) {
+                    *d += wv * v;
+                }
+            },
+        );
+        return;
+    }
     runs(
         &plane(g),
         #[inline(always)]
