@@ -133,3 +133,15 @@ pub fn check_gradients(g: simpleop::gradcheck::GradCheck, first_is_output: bool)
     let want = if first_is_output { 4 * declared } else { 0 };
     assert_eq!(inplace_rows, want, "{}: in-place rows", report.op);
 }
+
+/// Asserts `got` matches `want` element by element within `tol` relative
+/// to `1 + |want|`, naming `what` and the first element that does not.
+pub fn assert_close(got: &[f64], want: &[f64], tol: f64, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (a, e)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (a - e).abs() <= tol * (1.0 + e.abs()),
+            "{what}: element {i}: got {a}, expected {e}"
+        );
+    }
+}

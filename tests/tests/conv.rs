@@ -6,6 +6,7 @@
 
 use simpleop::gradcheck::GradCheck;
 use simpleop::{Attrs, DType, NDArray, OpReqType, eager};
+use simpleop_tests::assert_close;
 
 /// One convolution: data shape, kernel, stride, dilate, pad, filters,
 /// groups (per axis lists as long as the kernel).
@@ -149,16 +150,6 @@ fn values(n: usize, seed: usize) -> Vec<f64> {
 
 fn array(v: &[f64], shape: &[usize], dtype: DType) -> NDArray {
     NDArray::from_f64(v, shape.to_vec(), dtype).unwrap()
-}
-
-fn assert_close(got: &[f64], want: &[f64], tol: f64, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= tol * (1.0 + w.abs()),
-            "{what}: element {i}: {g} vs {w}"
-        );
-    }
 }
 
 fn cases() -> Vec<Case> {

@@ -5,6 +5,7 @@
 //! values, the groups, weights and statistics changed after bind, training
 //! forward passes, the cases that must not expand, and a bad form.
 
+use simpleop_tests::assert_close;
 use std::collections::HashMap;
 
 use simpleop::symbol::{BindConfig, Executor, GradReq, Symbol};
@@ -103,16 +104,6 @@ fn bind(sym: &Symbol, args: HashMap<String, NDArray>, fusion: bool) -> Executor 
 fn output(exe: &mut Executor, is_train: bool) -> Vec<f64> {
     exe.forward(is_train).unwrap();
     exe.outputs()[0].to_f64_vec()
-}
-
-fn assert_close(got: &[f64], want: &[f64], tol: f64, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= tol * (1.0 + w.abs()),
-            "{what}: element {i} is {g}, expected {w}"
-        );
-    }
 }
 
 fn gluon_bn() -> Attrs {

@@ -5,6 +5,7 @@
 use simpleop::gradcheck::GradCheck;
 use simpleop::{Attrs, DType, EnvArguments, NDArray, OpReqType, eager};
 use simpleop_ops::{DotParams, NormalParams, SoftmaxParams};
+use simpleop_tests::assert_close;
 
 fn check(g: GradCheck) {
     let report = g.run().unwrap_or_else(|e| panic!("{e}"));
@@ -198,16 +199,6 @@ fn naive(a: &[f64], b: &[f64], m: usize, k: usize, n: usize, ta: bool, tb: bool)
         }
     }
     c
-}
-
-fn assert_close(got: &[f64], want: &[f64], tol: f64, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (a, e)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (a - e).abs() <= tol * (1.0 + e.abs()),
-            "{what}: element {i}: got {a}, expected {e}"
-        );
-    }
 }
 
 fn params(ta: bool, tb: bool) -> DotParams {

@@ -7,6 +7,7 @@
 //! weights through `.params` and safetensors and `simpleop run` agrees
 //! with the executor bitwise.
 
+use simpleop_tests::assert_close;
 use std::path::{Path, PathBuf};
 
 use simpleop::symbol::Symbol;
@@ -27,16 +28,6 @@ fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("simpleop-run-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-fn assert_close(got: &[f64], want: &[f64], tol: f64, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (a, e)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (a - e).abs() <= tol * (1.0 + e.abs()),
-            "{what}: element {i}: got {a}, expected {e}"
-        );
-    }
 }
 
 fn floats(v: &serde_json::Value) -> Vec<f64> {
