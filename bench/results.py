@@ -535,6 +535,11 @@ def models_section(inp):
         if num(peak.get("gflops")) and any(v and v > peak["gflops"] for v in rates):
             note += " A row above it means the clock ran faster than /proc/cpuinfo's figure."
         lines += ["", note]
+    if "avx2" in str(title):
+        lines += ["", "`SIMPLEOP_ISA=avx2` restricts simpleop's own kernels (im2col, depthwise, "
+                  "elementwise, fused programs); the `gemm` crate picks its kernels from the CPU's "
+                  "features and still runs AVX-512 here, so this table's convolution GEMMs are "
+                  "faster than an AVX2-only CPU's would be."]
     lines += [""]
     return lines
 
