@@ -13,9 +13,10 @@
 //! (no backward) updates here and not in MXNet.
 //!
 //! In inference the op is a per-channel `(x − mean)·scale + beta`, and
-//! executors with fusion bind it as such ([`inference_form`]): the three
-//! broadcast ops then fuse onto the convolution (or anything elementwise) before them, so
-//! a BatchNorm after a convolution costs no pass over memory of its own.
+//! executors with fusion bind it as such (its
+//! [`simpleop::OpDef::inference_form`]): the three broadcast ops then fuse
+//! onto the convolution (or anything elementwise) before them, so a
+//! BatchNorm after a convolution costs no pass over memory of its own.
 
 use serde::{Deserialize, Serialize};
 use simpleop::{

@@ -192,6 +192,12 @@ fn cases() -> Vec<Case> {
             .pad(&[1, 2])
             .dilate(&[1, 2])
             .groups(2),
+        // Rows wider than the depthwise kernel's blocks of 32 columns.
+        Case::new(&[1, 2, 4, 75], &[3, 3], 2).pad(&[1, 1]).groups(2),
+        Case::new(&[1, 2, 5, 80], &[3, 5], 4)
+            .stride(&[2, 2])
+            .pad(&[1, 2])
+            .groups(2),
         Case::new(&[2, 2, 4, 5, 4], &[2, 3, 2], 3)
             .pad(&[1, 1, 0])
             .stride(&[1, 2, 1]),
