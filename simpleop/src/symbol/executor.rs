@@ -137,26 +137,20 @@ impl Executor {
     /// inference forms expanded; it holds no arrays once bound (but its
     /// pool, which [`Executor::share_pool`] takes).
     fn bind_expanded(&self, g: Graph, config: BindConfig) -> Result<Executor> {
-        let named = |names: &[String], arrays: &[NDArray]| {
-            names
-                .iter()
-                .cloned()
-                .zip(arrays.iter().cloned())
-                .collect::<Vec<_>>()
-        };
-        let arrays: HashMap<String, NDArray> = named(&self.arg_names, &self.args)
-            .into_iter()
-            .chain(named(&self.aux_names, &self.aux))
+        let names = self.arg_names.iter().chain(&self.aux_names).cloned();
+        let arrays = names
+            .zip(self.args.iter().chain(&self.aux).cloned())
             .collect();
         let mut exe = Executor::build(g, arrays, HashMap::new(), HashMap::new(), config)?;
         let same = exe.arg_names == self.arg_names
             && exe.aux_names == self.aux_names
+            && exe.outputs.len() == self.outputs.len()
             && exe
                 .outputs
                 .iter()
                 .zip(&self.outputs)
                 .all(|(a, b)| a.shape() == b.shape() && a.dtype() == b.dtype());
-        if !same || exe.outputs.len() != self.outputs.len() {
+        if !same {
             return Err(Error::graph(
                 "an op's inference form changes the graph's arguments or outputs",
             ));

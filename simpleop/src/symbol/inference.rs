@@ -14,7 +14,16 @@ use crate::{DType, Error, FormInput, InferenceForm, Result, Shape, eager};
 /// expands when its form function gives a form for its kwargs, input
 /// shapes and dtype, and none of its outputs past the first is read.
 pub(crate) fn expand(g: &Graph, shapes: &[Shape], dtypes: &[DType]) -> Result<Option<Graph>> {
-    let read = read_anywhere(g);
+    // Most graphs have no such op: bind them without copying every node.
+    if !g
+        .nodes
+        .iter()
+        .any(|n| n.op.is_some_and(|op| op.inference_form.is_some()))
+    {
+        return Ok(None);
+    }
+    let consumers = g.consumers();
+    let read = |o: usize| !consumers[o].is_empty() || g.heads.contains(&o);
     let mut nodes: Vec<GNode> = Vec::with_capacity(g.nodes.len());
     // New index of each old node; `None` for a dropped output node.
     let mut map: Vec<Option<usize>> = vec![None; g.nodes.len()];
@@ -28,7 +37,7 @@ pub(crate) fn expand(g: &Graph, shapes: &[Shape], dtypes: &[DType]) -> Result<Op
             f(&node.env, &ins, dtypes[n])
         });
         match form {
-            Some(form) if node.more_outputs.iter().all(|&o| !read[o]) => {
+            Some(form) if !node.more_outputs.iter().any(|&o| read(o)) => {
                 let inputs: Vec<usize> = node.inputs.iter().map(|&i| mapped(&map, i)).collect();
                 map[n] = Some(push_form(&mut nodes, node, &form, &inputs)?);
                 expanded[n] = true;
@@ -57,16 +66,6 @@ pub(crate) fn expand(g: &Graph, shapes: &[Shape], dtypes: &[DType]) -> Result<Op
         aux: all(&g.aux),
         nodes,
     }))
-}
-
-/// Whether each node's value is read by another node or is a head.
-fn read_anywhere(g: &Graph) -> Vec<bool> {
-    let mut read = vec![false; g.nodes.len()];
-    for node in &g.nodes {
-        node.inputs.iter().for_each(|&i| read[i] = true);
-    }
-    g.heads.iter().for_each(|&h| read[h] = true);
-    read
 }
 
 /// Where node `i` went. Every node a kept node reads was kept: only the
