@@ -815,6 +815,14 @@ fn a_fused_forward_allocates_at_most_a_few_times() {
     assert!(per_call <= 4.0, "{per_call} allocations per fused forward");
 }
 
+/// `last(op(exp(x)))` computed eagerly, `op` with `attrs`: what the graphs
+/// `exp → op → last` of the simple-form tests must give, bit for bit.
+fn eager_around(x: &NDArray, op: &str, attrs: &Attrs, last: &str) -> NDArray {
+    let e = simpleop::eager::invoke("exp", &[x], &Attrs::new()).unwrap();
+    let e = simpleop::eager::invoke(op, &[&e], attrs).unwrap();
+    simpleop::eager::invoke(last, &[&e], &Attrs::new()).unwrap()
+}
+
 /// `LeakyReLU` is a general op (prelu's `gamma`, rrelu's `mask`), but its
 /// scalar types run as the elementwise `_LeakyReLU_simple` and so fuse with
 /// their neighbours; prelu stays a step of its own. Fused, unfused and
@@ -838,11 +846,8 @@ fn leaky_relu_fuses_for_its_scalar_types_only() {
         check_same(&c, shapes, DType::F32);
         let mut exe = exe;
         exe.forward(false).unwrap();
-        let xv = exe.arg("x").unwrap().clone();
-        let eager = simpleop::eager::invoke("exp", &[&xv], &Attrs::new()).unwrap();
-        let eager = simpleop::eager::invoke("LeakyReLU", &[&eager], &attrs).unwrap();
-        let eager = simpleop::eager::invoke("tanh", &[&eager], &Attrs::new()).unwrap();
-        assert_eq!(bits(&exe.outputs()[0]), bits(&eager), "{act}");
+        let want = eager_around(exe.arg("x").unwrap(), "LeakyReLU", &attrs, "tanh");
+        assert_eq!(bits(&exe.outputs()[0]), bits(&want), "{act}");
     }
     let g = Symbol::var("g");
     let attrs = Attrs::new().with("act_type", "prelu");
@@ -873,10 +878,7 @@ fn activation_runs_as_the_op_it_names_with_the_same_bits() {
             let mut exe = bind(&c, shapes, dtype, true, false);
             assert_eq!(groups(&exe)[0].1, names(&["a", "b", "c"]), "{act}");
             exe.forward(false).unwrap();
-            let xv = exe.arg("x").unwrap().clone();
-            let e = simpleop::eager::invoke("exp", &[&xv], &Attrs::new()).unwrap();
-            let e = simpleop::eager::invoke("Activation", &[&e], &attrs).unwrap();
-            let want = simpleop::eager::invoke("negative", &[&e], &Attrs::new()).unwrap();
+            let want = eager_around(exe.arg("x").unwrap(), "Activation", &attrs, "negative");
             assert_eq!(bits(&exe.outputs()[0]), bits(&want), "{act} {dtype}");
             check_same(&c, shapes, dtype);
         }
