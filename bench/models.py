@@ -78,6 +78,8 @@ import tempfile
 import time
 import traceback
 
+from timing import timed
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 THREADS = 2
 
@@ -182,16 +184,6 @@ def peak_estimate(threads):
 
 # ---------------------------------------------------------------------------
 # workers (run under --mx-python / --torch-python)
-
-def timed(fn, reps):
-    fn()
-    samples = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(samples), samples
-
 
 def mx_models():
     """The Gluon nets, by model name: the model zoo's resnet18_v1 and

@@ -41,6 +41,8 @@ import time
 
 import numpy as np
 
+import timing
+
 try:
     import torch
 
@@ -53,13 +55,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def timed(fn, reps):
-    fn()
-    samples = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(samples)
+    """Median milliseconds of `reps` calls after a warm-up."""
+    return timing.timed(fn, reps)[0]
 
 
 def ours(quick, meta=None):
