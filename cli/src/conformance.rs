@@ -17,7 +17,7 @@ use std::fmt;
 use serde::Deserialize;
 
 use simpleop::symbol::{BindConfig, GradReq, Symbol, Topology};
-use simpleop::{DType, Error, NDArray, OpReqType, Result, eager};
+use simpleop::{DType, Error, NDArray, OpReqType, Result, autograd, eager};
 
 /// One array as case files store it: row-major values as numbers or the
 /// strings `"nan"`, `"inf"`, `"-inf"`.
@@ -126,8 +126,12 @@ pub enum Path {
         /// Whether the executor planned memory.
         memory_planning: bool,
     },
-    /// Op by op through the NDArray API.
+    /// Op by op through the NDArray API, with the conformance runner's own
+    /// reverse-mode pass over each op's backward kernel.
     Eager,
+    /// Op by op through the NDArray API under `autograd::record`, then
+    /// `autograd::backward`: the eager tape.
+    Tape,
 }
 
 impl fmt::Display for Path {
@@ -140,6 +144,7 @@ impl fmt::Display for Path {
                 memory_planning: false,
             } => f.write_str("executor (no planning)"),
             Path::Eager => f.write_str("eager"),
+            Path::Tape => f.write_str("eager tape"),
         }
     }
 }
@@ -228,6 +233,7 @@ pub fn run(case: &Case, path: Path) -> std::result::Result<(), String> {
     let r = match path {
         Path::Executor { memory_planning } => run_executor(case, memory_planning),
         Path::Eager => run_eager(case),
+        Path::Tape => run_tape(case),
     };
     r.map_err(|e| match e {
         Failed::Error(e) => e.to_string(),
@@ -397,9 +403,13 @@ fn run_eager(case: &Case) -> std::result::Result<(), Failed> {
     for (k, v) in &case.aux {
         aux.insert(k.clone(), v.to_ndarray()?);
     }
+    let mut args = HashMap::new();
+    for (k, v) in &case.inputs {
+        args.insert(k.clone(), v.to_ndarray()?);
+    }
     let values = {
         let _mode = eager::TrainingGuard::new(training(case));
-        eager_forward(case, &g, &mut aux)?
+        eager_forward(&g, &args, &mut aux)?
     };
     for name in case.expect.aux.keys() {
         check_aux(case, name, aux.get(name))?;
@@ -443,6 +453,69 @@ fn run_eager(case: &Case) -> std::result::Result<(), Failed> {
     Ok(())
 }
 
+/// The graph recorded op by op by the eager tape: each argument asking for
+/// a gradient is a variable (`add` starting from the case's buffer), the
+/// forward runs under [`autograd::record`], and [`autograd::backward`]
+/// fills the variables' gradients.
+fn run_tape(case: &Case) -> std::result::Result<(), Failed> {
+    let g = symbol(case)?.topology()?;
+    let mut aux = HashMap::new();
+    for (k, v) in &case.aux {
+        aux.insert(k.clone(), v.to_ndarray()?);
+    }
+    let heads = head_grads(case)?;
+    let mut args = HashMap::new();
+    for (k, v) in &case.inputs {
+        let mut a = v.to_ndarray()?;
+        let req = match heads {
+            Some(_) => grad_req(case, k)?,
+            None => GradReq::Null,
+        };
+        if req != GradReq::Null {
+            let buffer = match (req, case.grad_init.get(k)) {
+                (GradReq::Add, Some(init)) => init.to_ndarray()?,
+                _ => zeros_like(&a),
+            };
+            autograd::mark_variables(&mut [&mut a], vec![buffer], &[req])?;
+        }
+        args.insert(k.clone(), a);
+    }
+    let values = {
+        let _mode = autograd::RecordingGuard::new(heads.is_some(), training(case));
+        eager_forward(&g, &args, &mut aux)?
+    };
+    for name in case.expect.aux.keys() {
+        check_aux(case, name, aux.get(name))?;
+    }
+    let outputs: Vec<NDArray> = g.heads.iter().map(|&h| values[h].clone()).collect();
+    check_outputs(case, &outputs)?;
+    let Some(head_grads) = heads else {
+        return Ok(());
+    };
+    if head_grads.len() != outputs.len() {
+        let msg = format!(
+            "{} head gradients for {} heads",
+            head_grads.len(),
+            outputs.len()
+        );
+        return Err(case_error(msg).into());
+    }
+    // Heads that no variable leads to take no part, as in the executor.
+    let (recorded, dys): (Vec<&NDArray>, Vec<&NDArray>) = outputs
+        .iter()
+        .zip(&head_grads)
+        .filter(|(y, _)| y.requires_grad())
+        .unzip();
+    if !recorded.is_empty() {
+        autograd::backward(&recorded, &dys)?;
+    }
+    for name in case.expect.grads.keys() {
+        let got = args.get(name).and_then(NDArray::grad);
+        check_grad(case, name, got.as_ref())?;
+    }
+    Ok(())
+}
+
 fn zeros_like(a: &NDArray) -> NDArray {
     NDArray::zeros(a.shape().clone(), a.dtype())
 }
@@ -451,8 +524,8 @@ fn zeros_like(a: &NDArray) -> NDArray {
 /// or aux states runs once through [`eager::invoke_outputs`], which
 /// updates `aux` (by variable name) in training mode.
 fn eager_forward(
-    case: &Case,
     g: &Topology,
+    args: &HashMap<String, NDArray>,
     aux: &mut HashMap<String, NDArray>,
 ) -> Result<Vec<NDArray>> {
     let mut values: Vec<NDArray> = Vec::with_capacity(g.nodes.len());
@@ -460,8 +533,8 @@ fn eager_forward(
     for (n, node) in g.nodes.iter().enumerate() {
         let v = match (node.op, node.output_of) {
             (None, Some((p, k))) => more[&p][k].clone(),
-            (None, None) => match (case.inputs.get(&node.name), aux.get(&node.name)) {
-                (Some(v), _) => v.to_ndarray()?,
+            (None, None) => match (args.get(&node.name), aux.get(&node.name)) {
+                (Some(v), _) => v.clone(),
                 (None, Some(a)) => a.clone(),
                 (None, None) => {
                     return Err(Error::argument(&node.name, "the case gives no input"));

@@ -10,13 +10,15 @@ mod lookup;
 mod outputs;
 
 pub use lookup::lookup;
-use lookup::{registered, seeded};
+pub(crate) use lookup::registered;
+use lookup::seeded;
 
 pub use outputs::{
     TrainingGuard, invoke_backward_outputs, invoke_outputs, invoke_outputs_by_name, is_training,
     train_mode,
 };
 
+use crate::autograd::{mode, tape};
 use crate::{
     Attrs, DType, EnvArguments, Error, GradArgs, NDArray, OpCall, OpDef, OpForm, OpReqType,
     RegisteredOp, Result, RunContext, Shape, TBlob, TBlobMut,
@@ -196,7 +198,44 @@ fn run_forward(
             (kernels.forward)(&call, &blobs, outs, reqs)?
         }
     }
+    if mode::is_recording() {
+        tape::record(op, &env, inputs, std::slice::from_mut(&mut out));
+    }
     Ok(out)
+}
+
+/// Under recording, refuses an in-place write to `target` that autograd
+/// could not differentiate: into a variable asking for a gradient, or an
+/// `AddTo` into a recorded value.
+fn check_recorded_write(
+    op: &OpDef,
+    target: &NDArray,
+    inputs: &[&NDArray],
+    req: OpReqType,
+) -> Result<bool> {
+    if !mode::is_recording() {
+        return Ok(false);
+    }
+    let target_recorded = tape::needs_gradient(target);
+    if !target_recorded && !inputs.iter().any(|a| tape::needs_gradient(a)) {
+        return Ok(false);
+    }
+    if tape::is_variable(target) {
+        return Err(Error::invalid(
+            op.name,
+            "out",
+            "an in-place write into a variable that asks for a gradient cannot be recorded; \
+             write into a new array, or pause recording",
+        ));
+    }
+    if req == OpReqType::AddTo {
+        return Err(Error::invalid(
+            op.name,
+            "req",
+            "AddTo into an array cannot be recorded; add with elemwise_add instead",
+        ));
+    }
+    Ok(true)
 }
 
 fn run_into(
@@ -211,6 +250,13 @@ fn run_into(
     let (shape, dtype) = infer(op, inputs, env)?;
     check_blob(op, "out", out.shape(), out.dtype(), &shape, dtype)?;
     if req == OpReqType::Null {
+        return Ok(());
+    }
+    if check_recorded_write(op, out, inputs, req)? {
+        // Recorded: a new value behind `out`; whatever saved the old one
+        // sees its version move.
+        out.note_write();
+        *out = run_forward(entry, inputs, env, None)?;
         return Ok(());
     }
     let ctx = eager_context();
@@ -242,7 +288,17 @@ fn run_inplace(
     all.push(target);
     all.extend_from_slice(rest);
     let (shape, dtype) = infer(op, &all, env)?;
+    let recorded = check_recorded_write(op, target, &all, OpReqType::WriteTo)?;
     drop(all);
+    // Whatever saved the old value sees its version move.
+    target.note_write();
+    if recorded {
+        let mut all: Vec<&NDArray> = vec![target];
+        all.extend_from_slice(rest);
+        let out = run_forward(entry, &all, env, None)?;
+        *target = out;
+        return Ok(());
+    }
     let fits = op.inplace.forward.is_some()
         && op.form == OpForm::Elementwise
         && shape == *target.shape()
@@ -252,7 +308,7 @@ fn run_inplace(
         let mut all: Vec<&NDArray> = vec![target];
         all.extend_from_slice(rest);
         let out = run_forward(entry, &all, env, None)?;
-        *target = out;
+        target.replace_keeping_tape(out);
         return Ok(());
     };
     let ctx = eager_context();
@@ -608,7 +664,8 @@ fn run_states(
     drop(blobs);
     match (target, fresh) {
         (Some(t), Some(f)) => {
-            *t = f;
+            t.note_write();
+            t.replace_keeping_tape(f);
             Ok(None)
         }
         (_, f) => Ok(f),

@@ -90,6 +90,22 @@ pub enum Error {
         /// What was wrong and what was expected.
         reason: String,
     },
+    /// A recorded gradient would read a value that was changed in place
+    /// after it was saved (autograd's version counter).
+    #[error(
+        "op `{op}`: its gradient reads `{arg}`, which was modified in place after it was recorded \
+         (version {saved} then, {now} now); compute a new array instead of updating this one"
+    )]
+    ModifiedInPlace {
+        /// The recorded op whose gradient reads the value.
+        op: String,
+        /// The input or output it reads.
+        arg: String,
+        /// The value's version when recorded.
+        saved: u64,
+        /// Its version now.
+        now: u64,
+    },
     /// The op has no gradient but one was asked for.
     #[error("op `{op}` has no gradient")]
     NoGradient {

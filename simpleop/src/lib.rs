@@ -68,6 +68,7 @@
 #![warn(missing_docs)]
 
 pub mod attrs;
+pub mod autograd;
 pub mod blob;
 pub mod context;
 pub mod dtype;

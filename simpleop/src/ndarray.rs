@@ -18,6 +18,23 @@ pub struct NDArray {
     dtype: DType,
     /// Taken out only in `drop`, which hands it back to the pool.
     storage: ManuallyDrop<Arc<Buffer>>,
+    /// Where autograd recorded this value: a variable (`attach_grad`) or
+    /// an op's output. Clones share it, as MXNet's handles do.
+    tape: Option<TapeRef>,
+}
+
+/// A node of the autograd tape, seen from the array side: `autograd`
+/// defines it, and an array only needs to report writes to it.
+pub(crate) trait Recorded: std::any::Any + Send + Sync {
+    /// An in-place write to the value of output `k` (its version counter).
+    fn note_write(&self, k: usize);
+}
+
+/// An array's place on the tape: output `output` of `node`.
+#[derive(Clone)]
+pub(crate) struct TapeRef {
+    pub(crate) node: Arc<dyn Recorded>,
+    pub(crate) output: usize,
 }
 
 impl Drop for NDArray {
@@ -80,6 +97,7 @@ impl NDArray {
             shape,
             dtype,
             storage: ManuallyDrop::new(storage),
+            tape: None,
         })
     }
 
@@ -314,6 +332,7 @@ impl NDArray {
             shape,
             dtype: self.dtype,
             storage: self.storage.clone(),
+            tape: None,
         })
     }
 
@@ -351,6 +370,7 @@ impl NDArray {
             shape: self.shape.clone(),
             dtype: self.dtype,
             storage: ManuallyDrop::new(Arc::new(copy)),
+            tape: None,
         }
     }
 
@@ -377,6 +397,7 @@ impl NDArray {
 
     /// [`NDArray::blob_mut`], with a failed copy as an error.
     pub fn try_blob_mut(&mut self) -> Result<TBlobMut<'_>> {
+        self.note_write();
         let dtype = self.dtype;
         let shape = self.shape.clone();
         let bytes = self.unique_storage()?.bytes_mut();
@@ -389,8 +410,10 @@ impl NDArray {
     /// Makes the storage unique without copying old contents (they are
     /// about to be overwritten).
     pub(crate) fn make_unique_for_overwrite(&mut self, op: &str) -> Result<()> {
+        self.note_write();
         if self.is_shared() {
-            *self = NDArray::zeros_for(op, self.shape.clone(), self.dtype)?;
+            let fresh = NDArray::zeros_for(op, self.shape.clone(), self.dtype)?;
+            self.replace_keeping_tape(fresh);
         }
         Ok(())
     }
@@ -398,13 +421,62 @@ impl NDArray {
     /// When this handle is the storage's sole owner, a pointer to it for
     /// in-place kernels.
     pub(crate) fn unique_ptr(&mut self) -> Option<*mut u8> {
-        Arc::get_mut(&mut self.storage).map(|b| b.bytes_mut().as_mut_ptr())
+        let ptr = Arc::get_mut(&mut self.storage).map(|b| b.bytes_mut().as_mut_ptr());
+        if ptr.is_some() {
+            self.note_write();
+        }
+        ptr
     }
 
     /// Makes this handle the storage's sole owner (copying if shared) and
     /// returns a pointer to it, for kernels that update it in place.
     pub(crate) fn make_unique_ptr(&mut self) -> Result<*mut u8> {
+        self.note_write();
         Ok(self.unique_storage()?.bytes_mut().as_mut_ptr())
+    }
+
+    /// This array's place on the autograd tape, if it has one.
+    pub(crate) fn tape(&self) -> Option<&TapeRef> {
+        self.tape.as_ref()
+    }
+
+    /// Puts this array on the tape (or takes it off, with `None`).
+    pub(crate) fn set_tape(&mut self, tape: Option<TapeRef>) {
+        self.tape = tape;
+    }
+
+    /// Tells the tape that this array's value is about to change in place,
+    /// so that a gradient that saved the old value refuses to run.
+    pub(crate) fn note_write(&self) {
+        if let Some(t) = &self.tape {
+            t.node.note_write(t.output);
+        }
+    }
+
+    /// Replaces the value behind this handle, which stays what autograd
+    /// knows it as (an in-place update outside recording, a copy on write).
+    pub(crate) fn replace_keeping_tape(&mut self, mut value: NDArray) {
+        value.tape = self.tape.take();
+        *self = value;
+    }
+
+    /// The same value, off the tape: no gradient flows through it.
+    pub fn detach(&self) -> NDArray {
+        NDArray {
+            shape: self.shape.clone(),
+            dtype: self.dtype,
+            storage: self.storage.clone(),
+            tape: None,
+        }
+    }
+
+    /// The bytes of this array's storage and its address, which identifies
+    /// the storage among live arrays.
+    pub(crate) fn storage_id(&self) -> (usize, usize) {
+        (
+            Arc::as_ptr(&self.storage) as *const u8 as usize,
+            self.storage.bytes().len(),
+        )
     }
 
     fn typed<T: Element>(&self) -> &[T] {
@@ -413,6 +485,7 @@ impl NDArray {
     /// # Panics
     /// As [`NDArray::blob_mut`].
     fn typed_mut<T: Element>(&mut self) -> &mut [T] {
+        self.note_write();
         let storage = self.unique_storage().unwrap_or_else(|e| panic!("{e}"));
         bytemuck::cast_slice_mut(storage.bytes_mut())
     }

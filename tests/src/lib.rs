@@ -5,6 +5,7 @@
 //! only holds helpers that several test binaries share.
 
 pub mod fuzz;
+pub mod random_graphs;
 
 /// Hostile-input checks shared by the `hostile_*` test binaries.
 pub mod hostile {

@@ -1,14 +1,16 @@
 //! Every MXNet 1.9.1 conformance case passes on every path: the executor
 //! with and without memory planning, and op by op through the NDArray API
-//! with its own reverse-mode pass; forward outputs and, where the case asks,
+//! with its own reverse-mode pass, and recorded by the eager tape
+//! (`autograd`); forward outputs and, where the case asks,
 //! gradients with each argument's `grad_req`.
 
 use simpleop_cli::conformance::{self, Path};
 
 const CASES: &str = include_str!("../conformance/mxnet-ops.jsonl");
 
-/// The executor with and without memory planning, and the NDArray API.
-const EVERY_PATH: [Path; 3] = [
+/// The executor with and without memory planning, the NDArray API with
+/// the runner's own reverse pass, and the eager tape.
+const EVERY_PATH: [Path; 4] = [
     Path::Executor {
         memory_planning: true,
     },
@@ -16,6 +18,7 @@ const EVERY_PATH: [Path; 3] = [
         memory_planning: false,
     },
     Path::Eager,
+    Path::Tape,
 ];
 
 #[test]

@@ -7,9 +7,10 @@ use std::collections::HashMap;
 use std::cell::Cell;
 
 use proptest::prelude::*;
-use proptest::test_runner::{RngAlgorithm, TestCaseError, TestRng, TestRunner};
+use proptest::test_runner::TestCaseError;
 use simpleop::symbol::{BindConfig, Executor, GradReq, MemoryStats, Symbol};
-use simpleop::{Attrs, DType, NDArray, OpDef, OpForm, ParamKind, Pattern, Registry, Shape};
+use simpleop::{Attrs, DType, NDArray, OpDef, ParamKind, Pattern, Registry, Shape};
+use simpleop_tests::random_graphs::{Recipe, bits, build, fixed_runner, graph_ops, recipe, run};
 
 fn map<V>(items: Vec<(&str, V)>) -> HashMap<String, V> {
     items.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
@@ -176,183 +177,6 @@ fn training_the_mlp_graph_plans_at_most_half_the_memory() {
 // ---------------------------------------------------------------------------
 
 /// Same-shape elementwise ops with a gradient: what random graphs draw from.
-fn graph_ops() -> Vec<&'static OpDef> {
-    Registry::global()
-        .unwrap()
-        .iter()
-        .map(|o| o.def)
-        .filter(|d| {
-            matches!(d.num_inputs(), 1 | 2)
-                && d.form == OpForm::Elementwise
-                && d.pattern == Pattern::Elementwise
-                && matches!(d.params, ParamKind::None | ParamKind::Scalar)
-                && d.gradient.is_some()
-                && !d.resources.rng
-                && d.mutate_inputs.is_empty()
-        })
-        .collect()
-}
-
-/// A random graph: each node is (op pick, input picks) over earlier values.
-#[derive(Clone, Debug)]
-struct Recipe {
-    vars: usize,
-    dims: Vec<usize>,
-    dtype: DType,
-    nodes: Vec<(usize, usize, usize)>,
-    heads: Vec<usize>,
-    reqs: Vec<GradReq>,
-    seed: u64,
-}
-
-fn recipe() -> impl Strategy<Value = Recipe> {
-    (
-        1usize..=3,
-        prop_oneof![
-            Just(vec![5]),
-            Just(vec![2, 3]),
-            Just(vec![3, 1, 4]),
-            Just(vec![33])
-        ],
-        prop_oneof![
-            Just(DType::F32),
-            Just(DType::F64),
-            Just(DType::F16),
-            Just(DType::BF16)
-        ],
-        prop::collection::vec((any::<usize>(), any::<usize>(), any::<usize>()), 1..12),
-        prop::collection::vec(any::<usize>(), 1..4),
-        prop::collection::vec(
-            prop_oneof![
-                Just(GradReq::Write),
-                Just(GradReq::Add),
-                Just(GradReq::Null)
-            ],
-            3,
-        ),
-        any::<u64>(),
-    )
-        .prop_map(|(vars, dims, dtype, nodes, heads, reqs, seed)| Recipe {
-            vars,
-            dims,
-            dtype,
-            nodes,
-            heads,
-            reqs,
-            seed,
-        })
-}
-
-struct Built {
-    symbol: Symbol,
-    names: Vec<String>,
-}
-
-/// What a random graph may end in, picked by its seed's high bits: nothing,
-/// or a reduction (op, axis, keepdims). Over the last axis of a 2- or 3-d
-/// shape, fusion runs it slab by slab behind the elementwise ops; over
-/// axis 0, or on a 1-d shape, after them.
-const ENDINGS: [Option<(&str, i64, bool)>; 6] = [
-    None,
-    None,
-    Some(("sum", -1, false)),
-    Some(("mean", -1, true)),
-    Some(("max", -1, false)),
-    Some(("sum", 0, false)),
-];
-
-fn build(r: &Recipe, ops: &[&'static OpDef], with_reduction: bool) -> Built {
-    let names: Vec<String> = (0..r.vars).map(|i| format!("v{i}")).collect();
-    let mut values: Vec<Symbol> = names.iter().map(|n| Symbol::var(n)).collect();
-    for &(op, a, b) in &r.nodes {
-        let def = ops[op % ops.len()];
-        let x = &values[a % values.len()];
-        let y = &values[b % values.len()];
-        let inputs: Vec<&Symbol> = if def.num_inputs() == 1 {
-            vec![x]
-        } else {
-            vec![x, y]
-        };
-        let attrs = match def.params {
-            ParamKind::Scalar => Attrs::new().with("scalar", 0.75),
-            _ => Attrs::new(),
-        };
-        let s = Symbol::invoke(def.name, &inputs, &attrs).unwrap();
-        values.push(s);
-    }
-    let ending = ENDINGS[(r.seed >> 40) as usize % ENDINGS.len()].filter(|_| with_reduction);
-    if let Some((op, axis, keepdims)) = ending {
-        let attrs = Attrs::new().with("axis", axis).with("keepdims", keepdims);
-        let last = values.last().expect("at least one node");
-        let s = Symbol::invoke(op, &[last], &attrs).unwrap();
-        values.push(s);
-    }
-    // Heads: distinct op nodes, the last one always among them.
-    let n_ops = r.nodes.len() + usize::from(ending.is_some());
-    let mut heads = vec![values.len() - 1];
-    for &h in &r.heads {
-        let i = r.vars + h % n_ops;
-        if !heads.contains(&i) {
-            heads.push(i);
-        }
-    }
-    let symbol = Symbol::group(&heads.iter().map(|&i| values[i].clone()).collect::<Vec<_>>());
-    Built { symbol, names }
-}
-
-/// Binds, runs forward and backward, returns outputs and gradients.
-fn run(
-    r: &Recipe,
-    b: &Built,
-    config: BindConfig,
-) -> (Vec<NDArray>, Vec<Option<NDArray>>, Executor) {
-    let shape = Shape::new(r.dims.clone());
-    let mut args = HashMap::new();
-    let mut grads = HashMap::new();
-    let mut reqs = HashMap::new();
-    let used = b.symbol.list_arguments();
-    for (i, n) in b.names.iter().enumerate() {
-        if !used.contains(n) {
-            continue;
-        }
-        let a = NDArray::random_uniform(shape.clone(), -1.5, 1.5, r.dtype, r.seed + i as u64);
-        args.insert(n.clone(), a.unwrap());
-        reqs.insert(n.clone(), r.reqs[i]);
-        if r.reqs[i] != GradReq::Null {
-            let init = NDArray::random_uniform(shape.clone(), -1.0, 1.0, r.dtype, r.seed ^ 77);
-            grads.insert(n.clone(), init.unwrap());
-        }
-    }
-    let train = reqs.values().any(|q| *q != GradReq::Null);
-    let mut exe = b.symbol.bind_with(args, grads, reqs, config).unwrap();
-    exe.forward(train).unwrap();
-    if train {
-        let heads: Vec<NDArray> = exe
-            .outputs()
-            .iter()
-            .enumerate()
-            .map(|(h, o)| {
-                NDArray::random_uniform(
-                    o.shape().clone(),
-                    -1.0,
-                    1.0,
-                    r.dtype,
-                    r.seed + 100 + h as u64,
-                )
-                .unwrap()
-            })
-            .collect();
-        exe.backward(&heads).unwrap();
-    }
-    let outs = exe.outputs().to_vec();
-    let grads = b.names.iter().map(|n| exe.grad(n).cloned()).collect();
-    (outs, grads, exe)
-}
-
-fn bits(a: &NDArray) -> Vec<u64> {
-    a.to_f64_vec().into_iter().map(f64::to_bits).collect()
-}
-
 /// Runs one recipe planned and unplanned; returns the planned stats.
 fn planned_matches_unplanned(
     r: &Recipe,
@@ -407,18 +231,6 @@ fn planned_and_unplanned_agree_bit_for_bit_on_1000_random_graphs() {
         inplace.get()
     );
     assert!(reused.get() >= 300, "{} graphs with reuse", reused.get());
-}
-
-/// 1,000 cases from a fixed seed, so the counts asserted below (how many
-/// graphs exercised in-place writes, reuse, fusion) are reproducible.
-fn fixed_runner() -> TestRunner {
-    TestRunner::new_with_rng(
-        ProptestConfig {
-            cases: 1000,
-            ..ProptestConfig::default()
-        },
-        TestRng::deterministic_rng(RngAlgorithm::ChaCha),
-    )
 }
 
 /// Runs one recipe with fusion on and off; returns the fused stats and

@@ -11,7 +11,7 @@ pub fn lookup(name: &str) -> Result<&'static RegisteredOp> {
     Registry::global()?.get(name)
 }
 
-pub(super) fn registered(op: &'static OpDef) -> Result<&'static RegisteredOp> {
+pub(crate) fn registered(op: &'static OpDef) -> Result<&'static RegisteredOp> {
     thread_local! {
         // The last op looked up: the global registry never changes once
         // built, so a typed call in a loop skips the name's hash lookup.

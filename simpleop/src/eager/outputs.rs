@@ -2,8 +2,6 @@
 //! thread's training mode (MXNet's `autograd.train_mode()`), which every
 //! eager call passes to its kernel as [`RunContext::is_train`].
 
-use std::cell::Cell;
-
 use smallvec::SmallVec;
 
 use super::lookup::{lookup, registered, seeded};
@@ -12,36 +10,7 @@ use crate::{
     TBlob, TBlobMut, op::check_blob,
 };
 
-thread_local! {
-    static TRAINING: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Whether eager calls on this thread run in training mode (default: no).
-pub fn is_training() -> bool {
-    TRAINING.get()
-}
-
-/// Restores the previous mode when dropped (see [`train_mode`]).
-#[must_use = "the mode reverts when the guard is dropped"]
-#[derive(Debug)]
-pub struct TrainingGuard {
-    previous: bool,
-}
-
-impl TrainingGuard {
-    /// Sets this thread's mode to `training` until the guard drops.
-    pub fn new(training: bool) -> TrainingGuard {
-        TrainingGuard {
-            previous: TRAINING.replace(training),
-        }
-    }
-}
-
-impl Drop for TrainingGuard {
-    fn drop(&mut self) {
-        TRAINING.set(self.previous);
-    }
-}
+pub use crate::autograd::mode::{TrainingGuard, is_training};
 
 /// Runs `f` with this thread's eager calls in training mode: Dropout
 /// drops, BatchNorm normalises with the batch's statistics and updates
@@ -173,6 +142,9 @@ fn run_outputs(
     };
     (kernels.forward)(&call, &blobs, &mut targets, &reqs)?;
     drop(targets);
+    if crate::autograd::mode::is_recording() {
+        crate::autograd::tape::record(op, &env, inputs, &mut outs);
+    }
     Ok(outs)
 }
 

@@ -1,0 +1,439 @@
+//! Reverse mode over the tape, as the executor does it for a graph: the
+//! recorded calls newest first, each op's registered backward kernel,
+//! and every value's gradient built in one buffer by a `WriteTo` followed
+//! by `AddTo` writes (no add ops, no copies).
+//!
+//! Everything a backward can refuse (an op without a gradient on a path
+//! that needs one, values freed by an earlier backward or changed in place
+//! since they were saved, wrong head gradients) is checked before the
+//! first kernel runs, so a refused backward writes nothing.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::tape::{Kind, Link, Node, OpCall, Saved, lock};
+use crate::eager::registered;
+use crate::symbol::GradReq;
+use crate::{
+    Error, GradArgs, NDArray, OpReqType, Result, RunContext, TBlob, TBlobMut, dispatch_float,
+};
+
+/// Whose gradients a backward computes.
+pub(crate) enum Targets<'a> {
+    /// Every variable asking for one, written into its gradient buffer
+    /// per its request (`backward`).
+    Variables,
+    /// These values, returned; no buffer is touched (`grad`).
+    Values(&'a [Link]),
+}
+
+/// A value: output `.1` of the node at address `.0`.
+type Key = (usize, usize);
+
+fn key(l: &Link) -> Key {
+    (Arc::as_ptr(&l.node) as usize, l.output)
+}
+
+fn node_key(n: &Arc<Node>) -> usize {
+    Arc::as_ptr(n) as usize
+}
+
+/// A value's gradient so far; after the first write every write adds.
+#[derive(Default)]
+struct Acc {
+    buf: Option<NDArray>,
+    accumulate: bool,
+}
+
+/// One backward pass over the nodes reachable from `heads`.
+pub(crate) struct Pass<'a> {
+    /// Oldest first.
+    nodes: Vec<Arc<Node>>,
+    targets: Targets<'a>,
+    target_keys: HashSet<Key>,
+    /// Op nodes whose backward must run: an input leads to a target.
+    needed: HashSet<usize>,
+    acc: HashMap<Key, Acc>,
+}
+
+impl<'a> Pass<'a> {
+    pub(crate) fn new(heads: &[Link], targets: Targets<'a>) -> Pass<'a> {
+        let nodes = reachable(heads);
+        let target_keys = match &targets {
+            Targets::Variables => HashSet::new(),
+            Targets::Values(v) => v.iter().map(key).collect(),
+        };
+        let mut pass = Pass {
+            nodes,
+            targets,
+            target_keys,
+            needed: HashSet::new(),
+            acc: HashMap::new(),
+        };
+        for n in &pass.nodes {
+            if let Some(call) = n.call()
+                && call
+                    .inputs
+                    .iter()
+                    .flat_map(|i| &i.from)
+                    .any(|l| pass.leads_to_target(l))
+            {
+                pass.needed.insert(node_key(n));
+            }
+        }
+        pass
+    }
+
+    fn is_target(&self, l: &Link) -> bool {
+        match self.targets {
+            Targets::Variables => matches!(l.node.kind, Kind::Variable { .. }),
+            Targets::Values(_) => self.target_keys.contains(&key(l)),
+        }
+    }
+
+    /// Whether a gradient written to `l` reaches a target.
+    fn leads_to_target(&self, l: &Link) -> bool {
+        self.is_target(l) || self.needed.contains(&node_key(&l.node))
+    }
+
+    /// Everything that would make the pass fail, before anything runs.
+    pub(crate) fn check(&self) -> Result<()> {
+        for n in &self.nodes {
+            let Some(call) = n.call() else { continue };
+            if !self.needed.contains(&node_key(n)) {
+                continue;
+            }
+            let op = call.op;
+            let no_gradient = || Error::NoGradient { op: op.name.into() };
+            op.gradient.ok_or_else(no_gradient)?;
+            registered(op)?
+                .kernels(RunContext::default().device)?
+                .backward
+                .ok_or_else(no_gradient)?;
+            let saved = lock(&call.saved);
+            let saved = saved.as_ref().ok_or_else(|| freed(op.name))?;
+            check_versions(n, call, saved)?;
+        }
+        Ok(())
+    }
+
+    /// Seeds head `l` with gradient `g` (its shape and dtype checked).
+    pub(crate) fn seed(&mut self, l: &Link, g: &NDArray) -> Result<()> {
+        let acc = self.acc.entry(key(l)).or_default();
+        match acc.buf.as_mut() {
+            None => acc.buf = Some(g.clone()),
+            Some(buf) => add_into(buf, g)?,
+        }
+        acc.accumulate = true;
+        Ok(())
+    }
+
+    /// Starts a variable asking for `add` from its own buffer, taken out
+    /// of it until [`Pass::finish`].
+    pub(crate) fn take_add_buffers(&mut self) {
+        for n in &self.nodes {
+            if let Kind::Variable { req, grad } = &n.kind
+                && *req == GradReq::Add
+                && let Some(g) = lock(grad).take()
+            {
+                let acc = self.acc.entry((node_key(n), 0)).or_default();
+                acc.buf = Some(g);
+                acc.accumulate = true;
+            }
+        }
+    }
+
+    /// Runs every needed node's backward, newest first; frees what each
+    /// saved unless `retain`.
+    pub(crate) fn run(&mut self, retain: bool) -> Result<()> {
+        let nodes = std::mem::take(&mut self.nodes);
+        let result = nodes.iter().rev().try_for_each(|n| {
+            let Some(call) = n.call() else { return Ok(()) };
+            if self.needed.contains(&node_key(n)) {
+                self.run_node(n, call)?;
+            }
+            if !retain {
+                *lock(&call.saved) = None;
+            }
+            Ok(())
+        });
+        self.nodes = nodes;
+        result
+    }
+
+    fn run_node(&mut self, n: &Arc<Node>, call: &OpCall) -> Result<()> {
+        let out_grads: Vec<Option<NDArray>> = (0..call.outputs.len())
+            .map(|k| self.take_out_grad((node_key(n), k)))
+            .collect();
+        if out_grads.iter().all(Option::is_none) {
+            return Ok(());
+        }
+        let saved = lock(&call.saved);
+        let saved = saved.as_ref().ok_or_else(|| freed(call.op.name))?;
+        let slots: Vec<Option<Key>> = call
+            .inputs
+            .iter()
+            .map(|i| i.from.as_ref().filter(|l| self.leads_to_target(l)).map(key))
+            .collect();
+        for group in gradient_calls(&slots) {
+            self.run_group(call, saved, &out_grads, &slots, &group)?;
+        }
+        Ok(())
+    }
+
+    /// The gradient reaching value `k`: taken, unless `k` is a target,
+    /// whose gradient is also the result.
+    fn take_out_grad(&mut self, k: Key) -> Option<NDArray> {
+        if self.target_keys.contains(&k) {
+            return self.acc.get(&k).and_then(|a| a.buf.clone());
+        }
+        self.acc.remove(&k).and_then(|a| a.buf)
+    }
+
+    /// One backward kernel call writing the inputs of `group`.
+    fn run_group(
+        &mut self,
+        call: &OpCall,
+        saved: &Saved,
+        out_grads: &[Option<NDArray>],
+        slots: &[Option<Key>],
+        group: &[usize],
+    ) -> Result<()> {
+        let op = call.op;
+        let mut bufs: Vec<NDArray> = Vec::with_capacity(slots.len());
+        let mut reqs: Vec<OpReqType> = Vec::with_capacity(slots.len());
+        for (i, input) in call.inputs.iter().enumerate() {
+            let acc = match slots[i] {
+                Some(k) if group.contains(&i) => self.acc.entry(k).or_default(),
+                // Every slot has its input's shape: kernels may read it.
+                _ => {
+                    let sink = NDArray::for_overwrite(op.name, input.shape.clone(), input.dtype)?;
+                    bufs.push(sink);
+                    reqs.push(OpReqType::Null);
+                    continue;
+                }
+            };
+            let (buf, req) = match acc.buf.take() {
+                Some(b) if acc.accumulate => (b, OpReqType::AddTo),
+                Some(b) => (b, OpReqType::WriteTo),
+                None => {
+                    let b = NDArray::for_overwrite(op.name, input.shape.clone(), input.dtype)?;
+                    (b, OpReqType::WriteTo)
+                }
+            };
+            bufs.push(buf);
+            reqs.push(req);
+        }
+        let result = run_kernel(call, saved, out_grads, &mut bufs, &reqs);
+        for (i, buf) in bufs.into_iter().enumerate() {
+            if let Some(k) = slots[i]
+                && group.contains(&i)
+            {
+                let acc = self.acc.entry(k).or_default();
+                acc.buf = Some(buf);
+                acc.accumulate = true;
+            }
+        }
+        result
+    }
+
+    /// Writes the variables' gradients into their buffers (on success)
+    /// and gives `add` variables their buffers back (always).
+    pub(crate) fn finish(&mut self, ok: bool) {
+        for n in &self.nodes {
+            let Kind::Variable { req, grad } = &n.kind else {
+                continue;
+            };
+            let acc = self.acc.remove(&(node_key(n), 0));
+            if let Some(buf) = acc.and_then(|a| a.buf)
+                && (ok || *req == GradReq::Add)
+            {
+                *lock(grad) = Some(buf);
+            }
+        }
+    }
+
+    /// The gradient of each of `values` (zeros where no path leads).
+    pub(crate) fn take_values(&mut self, values: &[Link]) -> Result<Vec<NDArray>> {
+        values
+            .iter()
+            .map(
+                |l| match self.acc.get(&key(l)).and_then(|a| a.buf.clone()) {
+                    Some(g) => Ok(g),
+                    None => {
+                        let (shape, dtype) = value_meta(l);
+                        NDArray::zeros_for("autograd::grad", shape, dtype)
+                    }
+                },
+            )
+            .collect()
+    }
+}
+
+/// Shape and dtype of the value `l` names.
+pub(crate) fn value_meta(l: &Link) -> (crate::Shape, crate::DType) {
+    match &l.node.kind {
+        Kind::Op(call) => call.outputs[l.output].clone(),
+        Kind::Variable { grad, .. } => {
+            let g = lock(grad);
+            let g = g
+                .as_ref()
+                .expect("a variable asking for a gradient has a buffer");
+            (g.shape().clone(), g.dtype())
+        }
+    }
+}
+
+/// The op's backward kernel, as the executor calls it.
+fn run_kernel(
+    call: &OpCall,
+    saved: &Saved,
+    out_grads: &[Option<NDArray>],
+    bufs: &mut [NDArray],
+    reqs: &[OpReqType],
+) -> Result<()> {
+    let op = call.op;
+    let spec = op
+        .gradient
+        .ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
+    let ctx = RunContext {
+        is_train: true,
+        ..RunContext::default()
+    };
+    let backward = registered(op)?
+        .kernels(ctx.device)?
+        .backward
+        .ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
+    let out_grads: Vec<Option<TBlob<'_>>> = out_grads
+        .iter()
+        .map(|g| g.as_ref().map(NDArray::blob))
+        .collect();
+    // An op declaring several outputs reads them all (even when this call
+    // made one); a one-output op reads `output`.
+    let outputs: Vec<TBlob<'_>> = match op.outputs {
+        Some(_) => saved.outputs.iter().map(NDArray::blob).collect(),
+        None => Vec::new(),
+    };
+    let args = GradArgs {
+        out_grad: out_grads[0]
+            .clone()
+            .unwrap_or_else(|| TBlob::empty(call.outputs[0].1)),
+        output: spec
+            .needs_output
+            .then(|| saved.outputs.first().map(NDArray::blob))
+            .flatten(),
+        inputs: saved
+            .inputs
+            .iter()
+            .map(|s| s.as_ref().map(|(a, _, _)| a.blob()))
+            .collect(),
+        out_grads,
+        outputs,
+    };
+    let mut blobs: Vec<TBlobMut<'_>> = Vec::with_capacity(bufs.len());
+    for b in bufs.iter_mut() {
+        blobs.push(b.try_blob_mut()?);
+    }
+    let call_ = crate::OpCall {
+        op,
+        env: &call.env,
+        ctx: &ctx,
+    };
+    backward(&call_, &args, &mut blobs, reqs)
+}
+
+/// Every node reachable from `heads` through recorded inputs, oldest first.
+pub(crate) fn reachable(heads: &[Link]) -> Vec<Arc<Node>> {
+    let mut seen: HashSet<usize> = HashSet::new();
+    let mut stack: Vec<Arc<Node>> = heads.iter().map(|l| l.node.clone()).collect();
+    let mut nodes = Vec::new();
+    while let Some(n) = stack.pop() {
+        if !seen.insert(node_key(&n)) {
+            continue;
+        }
+        if let Some(call) = n.call() {
+            stack.extend(
+                call.inputs
+                    .iter()
+                    .flat_map(|i| &i.from)
+                    .map(|l| l.node.clone()),
+            );
+        }
+        nodes.push(n);
+    }
+    nodes.sort_by_key(|n| n.seq);
+    nodes
+}
+
+/// Groups of input slots that one kernel call can write: slots sharing a
+/// gradient (`f(x, x)`) go to separate calls, in order, so each write sees
+/// the previous one.
+fn gradient_calls(slots: &[Option<Key>]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, k) in slots.iter().enumerate() {
+        let Some(k) = k else { continue };
+        let clash = groups
+            .last()
+            .is_some_and(|g| g.iter().any(|&j| slots[j].as_ref() == Some(k)));
+        match groups.last_mut() {
+            Some(g) if !clash => g.push(i),
+            _ => groups.push(vec![i]),
+        }
+    }
+    groups
+}
+
+/// Refuses values that changed in place since the node saved them.
+fn check_versions(n: &Node, call: &OpCall, saved: &Saved) -> Result<()> {
+    let op = call.op;
+    for (i, s) in saved.inputs.iter().enumerate() {
+        if let Some((_, Some(from), then)) = s {
+            let now = from.node.version(from.output);
+            if now != *then {
+                return Err(modified(op.name, op.input_name(i), *then, now));
+            }
+        }
+    }
+    if !saved.outputs.is_empty() {
+        for k in 0..call.outputs.len() {
+            let now = n.version(k);
+            if now != 0 {
+                let names = op.output_names(&call.env);
+                let name = names.get(k).map_or("output", String::as_str);
+                return Err(modified(op.name, name, 0, now));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn modified(op: &str, arg: &str, saved: u64, now: u64) -> Error {
+    Error::ModifiedInPlace {
+        op: op.into(),
+        arg: arg.into(),
+        saved,
+        now,
+    }
+}
+
+fn freed(op: &str) -> Error {
+    Error::invalid(
+        op,
+        "retain_graph",
+        "the values its gradient reads were freed by an earlier backward; \
+         record again, or pass retain_graph = true to the first backward",
+    )
+}
+
+/// `dst += src` (same shape and dtype, checked by the caller).
+fn add_into(dst: &mut NDArray, src: &NDArray) -> Result<()> {
+    let mut to = dst.try_blob_mut()?;
+    let from = src.blob();
+    dispatch_float!(from.dtype(), S => {
+        let from = from.as_slice::<S>()?;
+        for (d, s) in to.as_slice_mut::<S>()?.iter_mut().zip(from) {
+            OpReqType::AddTo.assign(d, crate::Float::to_compute(*s));
+        }
+        Ok(())
+    }, _ => Err(Error::argument("head_grads", format!("dtype {} has no gradient", from.dtype()))))
+}

@@ -1,0 +1,400 @@
+//! Eager autograd: record, backward and grad on NDArray, against known
+//! derivatives and against the executor's gradients bit for bit.
+
+use std::cell::Cell;
+
+use simpleop::symbol::{BindConfig, GradReq};
+use simpleop::{Attrs, DType, Error, NDArray, autograd, eager, simple_op};
+use simpleop_tests::assert_close;
+use simpleop_tests::random_graphs::{bits, build, fixed_runner, graph_ops, recipe, run, run_tape};
+
+/// x³, a T2 gradient (reads its input), defined outside simpleop-ops.
+#[simple_op(name = "_ag_cube")]
+mod cube {
+    use simpleop::prelude::*;
+    pub fn forward<T: Float>(x: T) -> T {
+        x * x * x
+    }
+    pub fn backward<T: Float>(dy: OutGrad<T>, x: In0<T>) -> T {
+        dy * T::from_f64(3.0) * *x * *x
+    }
+}
+
+/// 2x with no gradient registered.
+#[simple_op(name = "_ag_nograd")]
+mod nograd {
+    use simpleop::prelude::*;
+    pub fn forward<T: Float>(x: T) -> T {
+        x + x
+    }
+}
+
+fn arr(v: &[f32], shape: &[usize]) -> NDArray {
+    NDArray::from_slice(v, shape).unwrap()
+}
+
+fn var(v: &[f32], shape: &[usize]) -> NDArray {
+    let mut a = arr(v, shape);
+    a.attach_grad().unwrap();
+    a
+}
+
+fn call(op: &str, inputs: &[&NDArray]) -> NDArray {
+    eager::invoke(op, inputs, &Attrs::new()).unwrap()
+}
+
+fn grad_of(a: &NDArray) -> Vec<f32> {
+    a.grad().expect("a variable").to_vec::<f32>().unwrap()
+}
+
+#[test]
+fn a_third_party_op_is_differentiable_eagerly() {
+    simpleop_ops::link();
+    let x = var(&[1.0, -2.0, 0.5], &[3]);
+    let y = autograd::record(|| call("_ag_cube", &[&x]));
+    assert!(y.requires_grad());
+    y.backward().unwrap();
+    assert_eq!(grad_of(&x), [3.0, 12.0, 0.75]);
+}
+
+#[test]
+fn two_heads_take_their_own_gradients() {
+    simpleop_ops::link();
+    let x = var(&[1.0, 2.0], &[2]);
+    let (a, b) = autograd::record(|| (call("square", &[&x]), call("exp", &[&x])));
+    let (ga, gb) = (arr(&[1.0, 10.0], &[2]), arr(&[2.0, 0.0], &[2]));
+    autograd::backward(&[&a, &b], &[&ga, &gb]).unwrap();
+    let want = [2.0 * 1.0 + 2.0 * 1f32.exp(), 10.0 * 4.0];
+    assert_eq!(grad_of(&x), want);
+}
+
+#[test]
+fn an_array_used_several_times_accumulates_every_use() {
+    simpleop_ops::link();
+    let x = var(&[3.0, -1.0], &[2]);
+    // y = x·x + x + exp(x): the same array in one call twice, then twice more.
+    let y = autograd::record(|| {
+        let xx = call("elemwise_mul", &[&x, &x]);
+        let s = call("elemwise_add", &[&xx, &x]);
+        call("elemwise_add", &[&s, &call("exp", &[&x])])
+    });
+    y.backward().unwrap();
+    let want: Vec<f64> = [3.0f64, -1.0]
+        .iter()
+        .map(|v| 2.0 * v + 1.0 + v.exp())
+        .collect();
+    let got = x.grad().unwrap().to_f64_vec();
+    assert_close(&got, &want, 1e-6, "2x + 1 + exp(x)");
+}
+
+#[test]
+fn retain_graph_allows_a_second_backward_and_its_absence_refuses_one() {
+    simpleop_ops::link();
+    let mut x = arr(&[2.0], &[1]);
+    x.attach_grad_with(GradReq::Add).unwrap();
+    let y = autograd::record(|| call("_ag_cube", &[&x]));
+    autograd::backward_with(&[&y], &[], true).unwrap();
+    autograd::backward_with(&[&y], &[], false).unwrap();
+    assert_eq!(grad_of(&x), [24.0]);
+    let err = y.backward().unwrap_err();
+    assert!(err.to_string().contains("retain_graph"), "{err}");
+    assert!(err.to_string().contains("_ag_cube"), "{err}");
+    assert_eq!(grad_of(&x), [24.0], "a refused backward writes nothing");
+}
+
+#[test]
+fn pause_stops_recording_and_training() {
+    simpleop_ops::link();
+    let x = var(&[1.0], &[1]);
+    autograd::record(|| {
+        assert!(autograd::is_recording() && autograd::is_training());
+        let p = autograd::pause(|| {
+            assert!(!autograd::is_recording() && !eager::is_training());
+            call("exp", &[&x])
+        });
+        assert!(!p.requires_grad());
+        let err = p.backward().unwrap_err();
+        assert!(err.to_string().contains("not recorded"), "{err}");
+    });
+    assert!(!autograd::is_recording() && !autograd::is_training());
+}
+
+#[test]
+fn write_add_and_null_requests_behave_as_in_mxnet() {
+    simpleop_ops::link();
+    let mut w = arr(&[1.0, 2.0], &[2]);
+    let mut a = arr(&[1.0, 2.0], &[2]);
+    let mut n = arr(&[5.0, 5.0], &[2]);
+    w.attach_grad_with(GradReq::Write).unwrap();
+    a.attach_grad_with(GradReq::Add).unwrap();
+    n.attach_grad_with(GradReq::Null).unwrap();
+    for _ in 0..2 {
+        let y = autograd::record(|| {
+            let wa = call("elemwise_mul", &[&w, &a]);
+            call("elemwise_mul", &[&wa, &n])
+        });
+        y.backward().unwrap();
+    }
+    assert_eq!(grad_of(&w), [5.0, 10.0], "write: the last backward's");
+    assert_eq!(grad_of(&a), [10.0, 20.0], "add: both backward calls'");
+    assert!(n.grad().is_none() && !n.requires_grad());
+    // Only null inputs: nothing is recorded.
+    let c = autograd::record(|| call("exp", &[&n]));
+    assert!(!c.requires_grad());
+}
+
+#[test]
+fn an_in_place_change_to_a_saved_value_is_refused_by_its_version() {
+    simpleop_ops::link();
+    // T1: exp saves its output; an in-place write to it afterwards.
+    let x = var(&[0.5], &[1]);
+    let mut y = autograd::record(|| call("exp", &[&x]));
+    let z = autograd::record(|| call("sum", &[&y]));
+    eager::invoke_inplace_by_name("relu", &mut y, &[], &Attrs::new()).unwrap();
+    match z.backward().unwrap_err() {
+        Error::ModifiedInPlace {
+            op,
+            arg,
+            saved,
+            now,
+        } => {
+            assert_eq!((op.as_str(), arg.as_str()), ("exp", "output"));
+            assert!(now > saved);
+        }
+        e => panic!("{e}"),
+    }
+    // T2: elemwise_mul saves both inputs; a plain write to one of them.
+    let mut w = var(&[2.0], &[1]);
+    let p = autograd::record(|| call("elemwise_mul", &[&x, &w]));
+    w.as_slice_mut::<f32>().unwrap()[0] = 7.0;
+    let err = p.backward().unwrap_err().to_string();
+    assert!(
+        err.contains("`elemwise_mul`") && err.contains("`b`"),
+        "{err}"
+    );
+    // Under recording, an in-place op on a variable is refused at once.
+    let mut v = var(&[1.0], &[1]);
+    let err = autograd::record(|| eager::invoke_inplace_by_name("exp", &mut v, &[], &Attrs::new()));
+    assert!(err.unwrap_err().to_string().contains("variable"));
+}
+
+#[test]
+fn optimizer_updates_outside_recording_keep_the_parameter_a_variable() {
+    simpleop_ops::link();
+    let mut w = var(&[1.0, -1.0], &[2]);
+    for step in 0..3 {
+        let y = autograd::record(|| call("sum", &[&call("square", &[&w])]));
+        y.backward().unwrap();
+        let g = w.grad().unwrap();
+        let attrs = Attrs::from([("lr", "0.25")]);
+        eager::invoke_inplace_by_name("sgd_update", &mut w, &[&g], &attrs).unwrap();
+        assert!(w.requires_grad(), "step {step}");
+    }
+    // w ← w − 0.25·2w = w/2 each step
+    assert_eq!(w.to_vec::<f32>().unwrap(), [0.125, -0.125]);
+}
+
+#[test]
+fn a_multi_output_op_with_one_output_used_gives_zeros_to_the_rest() {
+    simpleop_ops::link();
+    let x = var(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+    let attrs = Attrs::from([("num_outputs", "2"), ("axis", "1")]);
+    let right = autograd::record(|| {
+        let parts = eager::invoke_outputs_by_name("split", &[&x], &mut [], &attrs).unwrap();
+        call("square", &[&parts[1]])
+    });
+    right.backward().unwrap();
+    assert_eq!(grad_of(&x), [0.0, 4.0, 0.0, 8.0]);
+}
+
+#[test]
+fn broadcast_gradients_are_reduced_to_each_input_shape() {
+    simpleop_ops::link();
+    let x = var(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+    let b = var(&[1.0, 1.0, 1.0], &[1, 3]);
+    let y = autograd::record(|| call("broadcast_mul", &[&x, &b]));
+    y.backward().unwrap();
+    assert_eq!(grad_of(&b), [5.0, 7.0, 9.0]);
+    assert_eq!(grad_of(&x), [1.0; 6]);
+}
+
+#[test]
+fn an_op_without_a_gradient_is_refused_only_on_a_path_that_needs_it() {
+    simpleop_ops::link();
+    let x = var(&[3.0], &[1]);
+    let c = arr(&[1.0], &[1]);
+    let y = autograd::record(|| {
+        let k = call("_ag_nograd", &[&c]); // constant: not recorded
+        call("elemwise_mul", &[&k, &x])
+    });
+    y.backward().unwrap();
+    assert_eq!(grad_of(&x), [2.0]);
+    let z = autograd::record(|| call("_ag_nograd", &[&x]));
+    match z.backward().unwrap_err() {
+        Error::NoGradient { op } => assert_eq!(op, "_ag_nograd"),
+        e => panic!("{e}"),
+    }
+}
+
+#[test]
+fn grad_returns_gradients_without_touching_buffers() {
+    simpleop_ops::link();
+    let x = var(&[2.0], &[1]);
+    let (h, y) = autograd::record(|| {
+        let h = call("square", &[&x]);
+        (h.clone(), call("exp", &[&h]))
+    });
+    let g = autograd::grad(&[&y], &[&h, &x], &[], false).unwrap();
+    let e4 = 4f64.exp();
+    assert_close(&g[0].to_f64_vec(), &[e4], 1e-6, "dy/dh");
+    assert_close(&g[1].to_f64_vec(), &[e4 * 4.0], 1e-6, "dy/dx");
+    assert_eq!(grad_of(&x), [0.0]);
+    let err = autograd::grad(&[&y], &[&arr(&[1.0], &[1])], &[], false).unwrap_err();
+    assert!(err.to_string().contains("inputs[0]"), "{err}");
+}
+
+#[test]
+fn record_sets_training_mode_for_dropout() {
+    simpleop_ops::link();
+    let x = var(&[1.0; 64], &[64]);
+    let attrs = Attrs::from([("p", "0.5")]);
+    let dropped = autograd::record(|| eager::invoke("Dropout", &[&x], &attrs).unwrap());
+    let kept = autograd::record_with(false, || eager::invoke("Dropout", &[&x], &attrs).unwrap());
+    assert!(dropped.to_vec::<f32>().unwrap().contains(&0.0));
+    assert_eq!(kept.to_vec::<f32>().unwrap(), [1.0; 64]);
+    dropped.backward().unwrap();
+    // The gradient follows the mask: 2 where kept, 0 where dropped.
+    let out = dropped.to_vec::<f32>().unwrap();
+    for (g, y) in grad_of(&x).iter().zip(out) {
+        assert_eq!(*g, y);
+    }
+}
+
+#[test]
+fn two_threads_record_at_once_without_seeing_each_other() {
+    simpleop_ops::link();
+    let results: Vec<Vec<f32>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (1..=2)
+            .map(|k| {
+                s.spawn(move || {
+                    let x = var(&[k as f32; 4], &[4]);
+                    let mut y = x.clone();
+                    autograd::record(|| {
+                        for _ in 0..200 {
+                            y = call("_ag_cube", &[&call("square", &[&y])]);
+                            y = call("negative", &[&y]);
+                        }
+                    });
+                    let c = autograd::record(|| call("sum", &[&call("_ag_cube", &[&x])]));
+                    assert!(!autograd::is_recording());
+                    c.backward().unwrap();
+                    grad_of(&x)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(results[0], [3.0; 4]);
+    assert_eq!(results[1], [12.0; 4]);
+}
+
+#[test]
+fn the_tape_saves_only_what_each_gradient_reads() {
+    simpleop_ops::link();
+    let n = 1000;
+    let x = var(&vec![0.5; n], &[n]);
+    // relu (T1: output), _plus_scalar... negative (T0: nothing), cube (T2: input)
+    let y = autograd::record(|| {
+        let a = call("negative", &[&x]);
+        let b = call("_ag_cube", &[&a]);
+        call("relu", &[&b])
+    });
+    let s = autograd::tape_stats(&[&y]);
+    assert_eq!(s.calls, 3);
+    assert_eq!(s.saved_bytes, 2 * n * 4, "cube's input and relu's output");
+    assert_eq!(s.all_bytes, 4 * n * 4, "x, a, b and y");
+    y.backward().unwrap();
+    assert_eq!(
+        autograd::tape_stats(&[&y]).saved_bytes,
+        0,
+        "freed by backward"
+    );
+}
+
+#[test]
+fn a_deep_tape_runs_and_drops_without_recursion() {
+    simpleop_ops::link();
+    let x = var(&[1.0], &[1]);
+    let mut y = x.clone();
+    autograd::record(|| {
+        for _ in 0..100_000 {
+            y = call("negative", &[&y]);
+        }
+    });
+    y.backward().unwrap();
+    assert_eq!(grad_of(&x), [1.0]);
+    drop(y); // 100,000 nodes, dropped in a loop
+}
+
+#[test]
+fn bad_heads_and_head_gradients_are_errors() {
+    simpleop_ops::link();
+    let x = var(&[1.0, 2.0], &[2]);
+    let y = autograd::record(|| call("exp", &[&x]));
+    let wrong = arr(&[1.0], &[1]);
+    let err = autograd::backward(&[&y], &[&wrong]).unwrap_err();
+    assert!(err.to_string().contains("head_grads[0]"), "{err}");
+    let err = autograd::backward(&[&y], &[&wrong, &wrong]).unwrap_err();
+    assert!(err.to_string().contains("one per head"), "{err}");
+    let err = arr(&[1.0], &[1]).backward().unwrap_err();
+    assert!(err.to_string().contains("heads[0]"), "{err}");
+    let mut i = NDArray::zeros([2], DType::I32);
+    assert!(i.attach_grad().is_err());
+    let mut v = arr(&[1.0], &[1]);
+    let err = autograd::mark_variables(&mut [&mut v], vec![wrong.clone(), wrong], &[GradReq::Add]);
+    assert!(err.is_err());
+    y.backward().unwrap();
+}
+
+#[test]
+fn half_types_differentiate_in_f32() {
+    simpleop_ops::link();
+    for dtype in [DType::F16, DType::BF16] {
+        let mut x = NDArray::from_f64(&[0.5, 2.0], [2], dtype).unwrap();
+        x.attach_grad().unwrap();
+        let y = autograd::record(|| call("_ag_cube", &[&x]));
+        y.backward().unwrap();
+        assert_eq!(x.grad().unwrap().to_f64_vec(), [0.75, 12.0], "{dtype}");
+    }
+}
+
+/// The eager tape and the executor (fusion off: the same kernels in the
+/// same order) give the same outputs and gradients, bit for bit, on
+/// random graphs of every float dtype and request.
+#[test]
+fn tape_and_executor_agree_bit_for_bit_on_random_graphs() {
+    simpleop_ops::link();
+    let ops = graph_ops();
+    let mut runner = fixed_runner();
+    let graphs = Cell::new(0);
+    runner
+        .run(&recipe(), |r| {
+            let b = build(&r, &ops, true);
+            let config = BindConfig {
+                fusion: false,
+                ..BindConfig::default()
+            };
+            let (outs, grads, _) = run(&r, &b, config);
+            let (tape_outs, tape_grads) = run_tape(&r, &b);
+            for (e, t) in outs.iter().zip(&tape_outs) {
+                proptest::prop_assert_eq!(bits(e), bits(t));
+            }
+            for (e, t) in grads.iter().zip(&tape_grads) {
+                proptest::prop_assert_eq!(e.as_ref().map(bits), t.as_ref().map(bits));
+            }
+            graphs.set(graphs.get() + 1);
+            Ok(())
+        })
+        .unwrap();
+    assert!(graphs.get() >= 1000);
+}
