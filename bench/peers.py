@@ -232,6 +232,12 @@ def torch_rows(n, reps):
     one = torch.tensor([0.5])
     calls = 20000
     rows["tiny/relu/typed"] = timed(lambda: [torch.relu(one) for _ in range(calls)], reps) / calls
+    var = torch.tensor([0.5], requires_grad=True)
+
+    def recorded():
+        for _ in range(calls):
+            torch.relu(var).backward()
+    rows["tiny/relu/recorded"] = timed(recorded, reps) / calls
     return rows
 
 

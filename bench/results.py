@@ -98,6 +98,7 @@ BENCH_TABLES = [
     ("Dispatch on one element", "µs per call.", [
         ("tiny/relu/typed", None),
         ("tiny/relu/by-name", "tiny/relu/typed"),
+        ("tiny/relu/recorded", "tiny/relu/typed"),
     ]),
 ]
 
@@ -115,6 +116,7 @@ TARGETS = {
     "smooth_l1/composed-fused": ("ratio", 1.2),
     "tiny/relu/typed": ("us", 0.1),
     "tiny/relu/by-name": ("us", 0.2),
+    "tiny/relu/recorded": ("us", 1.0),
 }
 TARGETS.update({f"{op}/{dt}/out": ("ratio", 0.6) for dt in HALF for op in UNARY})
 
@@ -124,7 +126,8 @@ PEER_ROWS = (
     + ["elemwise_add/f32/out", "elemwise_add/f32/fresh"]
     + [f"{op}/{dt}/out" for dt in HALF for op in UNARY]
     + ["chain6/eager", "chain6/fused", "row_sq_dist/fused", "row_sq_dist/unfused",
-       "dot/1024/f32", "dense/dot", "dense/fused", "dense/unfused", "tiny/relu/typed"]
+       "dot/1024/f32", "dense/dot", "dense/fused", "dense/unfused", "tiny/relu/typed",
+       "tiny/relu/recorded"]
 )
 
 

@@ -398,3 +398,84 @@ fn tape_and_executor_agree_bit_for_bit_on_random_graphs() {
         .unwrap();
     assert!(graphs.get() >= 1000);
 }
+
+fn random(shape: &[usize], seed: u64) -> NDArray {
+    NDArray::random_uniform(shape, -1.0, 1.0, DType::F32, seed).unwrap()
+}
+
+fn param(shape: &[usize], seed: u64) -> NDArray {
+    let mut p = random(shape, seed);
+    p.attach_grad().unwrap();
+    p
+}
+
+fn conv(x: &NDArray, w: &NDArray, b: &NDArray, filters: usize, pad: usize) -> NDArray {
+    let k = w.shape().dims()[2];
+    let attrs = Attrs::from([
+        ("kernel", format!("({k}, {k})")),
+        ("pad", format!("({pad}, {pad})")),
+        ("num_filter", filters.to_string()),
+    ]);
+    eager::invoke("Convolution", &[x, w, b], &attrs).unwrap()
+}
+
+/// The tape's bytes on the digits example's model (3×3 conv × 8, relu,
+/// dense 288 → 128, softplus, dense → 10, log_softmax, cross-entropy;
+/// batch 50) and on a ResNet basic block (conv 3×3, BatchNorm, relu,
+/// conv, BatchNorm, + input, relu; 16 × 64 × 28 × 28), against saving
+/// every input and output of every call (docs/autograd.md quotes them).
+#[test]
+fn tape_memory_on_the_digits_model_and_a_resnet_block() {
+    simpleop_ops::link();
+    let (x, target) = (random(&[50, 1, 8, 8], 1), random(&[50, 10], 2));
+    let (wc, bc) = (param(&[8, 1, 3, 3], 3), param(&[8], 4));
+    let (w1, b1) = (param(&[288, 128], 5), param(&[128], 6));
+    let (w2, b2) = (param(&[128, 10], 7), param(&[10], 8));
+    let loss = autograd::record(|| {
+        let maps = call("relu", &[&conv(&x, &wc, &bc, 8, 0)]);
+        let shape = Attrs::from([("shape", "(-1, 288)")]);
+        let f = eager::invoke("Reshape", &[&maps], &shape).unwrap();
+        let fc1 = call("broadcast_add", &[&call("dot", &[&f, &w1]), &b1]);
+        let softplus = Attrs::from([("act_type", "softrelu")]);
+        let h = eager::invoke("Activation", &[&fc1], &softplus).unwrap();
+        let logits = call("broadcast_add", &[&call("dot", &[&h, &w2]), &b2]);
+        let lp = call("log_softmax", &[&logits]);
+        call(
+            "negative",
+            &[&call("sum", &[&call("elemwise_mul", &[&target, &lp])])],
+        )
+    });
+    let digits = autograd::tape_stats(&[&loss]);
+    eprintln!("digits model: {digits:?}");
+    assert_eq!((digits.saved_bytes, digits.all_bytes), (310_496, 425_856));
+
+    let x = random(&[16, 64, 28, 28], 9);
+    let (w_a, b_a) = (param(&[64, 64, 3, 3], 10), param(&[64], 11));
+    let (w_b, b_b) = (param(&[64, 64, 3, 3], 12), param(&[64], 13));
+    let (gamma, beta) = (param(&[64], 14), param(&[64], 15));
+    let bn = |y: &NDArray| {
+        let (mut mean, mut var) = (
+            NDArray::zeros([64], DType::F32),
+            NDArray::ones([64], DType::F32),
+        );
+        let mut aux = [&mut mean, &mut var];
+        let outs = eager::invoke_outputs_by_name(
+            "BatchNorm",
+            &[y, &gamma, &beta],
+            &mut aux,
+            &Attrs::new(),
+        );
+        outs.unwrap().swap_remove(0)
+    };
+    let out = autograd::record(|| {
+        let a = call("relu", &[&bn(&conv(&x, &w_a, &b_a, 64, 1))]);
+        let b = bn(&conv(&a, &w_b, &b_b, 64, 1));
+        call("relu", &[&call("elemwise_add", &[&b, &x])])
+    });
+    let block = autograd::tape_stats(&[&out]);
+    eprintln!("ResNet block: {block:?}");
+    assert_eq!(
+        (block.saved_bytes, block.all_bytes),
+        (22_775_808, 25_987_072)
+    );
+}

@@ -58,7 +58,8 @@
 //!   existing output; `dense/fused`: `relu(dot(x, w) + b)` as a graph with
 //!   fusion on (the product runs slab by slab and the bias and relu read
 //!   it from cache), against `dense/dot`; `dense/unfused` against it.
-//! * `tiny/relu/typed` and `tiny/relu/by-name`: µs per call on one element.
+//! * `tiny/relu/typed` and `tiny/relu/by-name`: µs per call on one element;
+//!   `tiny/relu/recorded`: the call recorded by autograd plus its backward.
 //!
 //! Ops are called by name, so the rows need the standard ops linked in.
 

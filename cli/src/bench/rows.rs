@@ -3,7 +3,7 @@
 use std::hint::black_box;
 
 use simpleop::symbol::{BindConfig, Executor};
-use simpleop::{Attrs, DType, Isa, NDArray, OpReqType, Result, Tuning, eager};
+use simpleop::{Attrs, DType, Isa, NDArray, OpReqType, Result, Tuning, autograd, eager};
 
 use super::graphs::{
     bind_inference, chain6_symbol, dense_symbol, interpreted_config, row_sq_dist_symbol,
@@ -385,6 +385,39 @@ fn tiny(b: &mut Bench) -> Result<()> {
     b.push(
         "tiny/relu/by-name",
         ms,
+        Some("tiny/relu/typed"),
+        Some(ratio),
+    );
+    tiny_recorded(b, relu, calls, typed)
+}
+
+/// One recorded `relu` on a one-element variable and its backward, per
+/// call, against the unrecorded call.
+fn tiny_recorded(
+    b: &mut Bench,
+    relu: &'static simpleop::OpDef,
+    calls: usize,
+    typed: impl Fn() -> Result<()>,
+) -> Result<()> {
+    let mut x = NDArray::from_vec(vec![0.5f32], [1])?;
+    x.attach_grad()?;
+    let env = simpleop::EnvArguments::none();
+    let recorded = || -> Result<()> {
+        for _ in 0..calls {
+            let y = autograd::record(|| eager::invoke_with(relu, &[black_box(&x)], &env))?;
+            y.backward()?;
+        }
+        black_box(x.grad());
+        Ok(())
+    };
+    let (ms, ratio) = time_paired(b.opts.reps, |c| match c {
+        Call::Base => typed(),
+        Call::Row => recorded(),
+    })?;
+    let per_call = ms / calls as f64;
+    b.push(
+        "tiny/relu/recorded",
+        per_call,
         Some("tiny/relu/typed"),
         Some(ratio),
     );
