@@ -58,7 +58,7 @@ use std::collections::HashSet;
 
 pub use mode::{RecordingGuard, TrainingGuard, is_recording, is_training};
 
-use crate::symbol::GradReq;
+use crate::symbol::config::GradReq;
 use crate::{Error, NDArray, Result};
 use engine::{Pass, Targets};
 use tape::{Kind, Link, link_of};

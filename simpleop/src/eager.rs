@@ -18,7 +18,8 @@ pub use outputs::{
     train_mode,
 };
 
-use crate::autograd::{mode, tape};
+use crate::autograd::mode;
+use crate::autograd::tape;
 use crate::{
     Attrs, DType, EnvArguments, Error, GradArgs, NDArray, OpCall, OpDef, OpForm, OpReqType,
     RegisteredOp, Result, RunContext, Shape, TBlob, TBlobMut,

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::tape::{Kind, Link, Node, OpCall, Saved, lock};
 use crate::eager::registered;
-use crate::symbol::GradReq;
+use crate::symbol::config::GradReq;
 use crate::{
     Error, GradArgs, NDArray, OpReqType, Result, RunContext, TBlob, TBlobMut, dispatch_float,
 };

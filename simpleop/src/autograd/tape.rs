@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::ndarray::{Recorded, TapeRef};
-use crate::symbol::GradReq;
+use crate::symbol::config::GradReq;
 use crate::{DType, EnvArguments, NDArray, OpDef, Shape};
 
 /// Creation order of nodes: backward runs them newest first, as the

@@ -20,7 +20,7 @@
 mod allocate;
 mod api;
 mod bind;
-mod config;
+pub(crate) mod config;
 mod dot;
 mod executor;
 mod graph;
