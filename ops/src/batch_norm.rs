@@ -272,16 +272,20 @@ pub mod batch_norm {
     }
 
     /// The batch-statistics gradient in training, the fixed-statistics
-    /// one with `use_global_stats`.
+    /// one with `use_global_stats` or after an inference-mode forward (an
+    /// eager call recorded with `record_with(false, ..)`), as MXNet's.
+    #[allow(clippy::too_many_arguments)]
     pub fn backward(
         dys: OutGrads<&[Option<TBlob<'_>>]>,
         ys: OutValues<&[TBlob<'_>]>,
         x: Inputs<&[TBlob<'_>]>,
         grads: &mut [TBlobMut<'_>],
         reqs: &[OpReqType],
+        ctx: &RunContext,
         p: &BatchNormParams,
     ) -> Result<()> {
-        super::bn_backward(&dys, &ys, &x, grads, reqs, p)
+        let global = p.use_global_stats || !ctx.is_train;
+        super::bn_backward(&dys, &ys, &x, grads, reqs, p, global)
     }
 }
 
@@ -392,6 +396,7 @@ fn bn_backward(
     grads: &mut [TBlobMut<'_>],
     reqs: &[OpReqType],
     p: &BatchNormParams,
+    global_stats: bool,
 ) -> Result<()> {
     let [x, gamma, _beta] = inputs else {
         return Err(simpleop::Error::Arity {
@@ -471,7 +476,7 @@ fn bn_backward(
                 let (mb, mg) = (dbeta[c] / m, dgamma[c] / m);
                 ch.each(c, |i| {
                     let d = dy[i].to_f64();
-                    let v = if p.use_global_stats {
+                    let v = if global_stats {
                         d * scale * r
                     } else {
                         scale * r * (d - mb - (xs[i].to_f64() - mu) * r * mg)
