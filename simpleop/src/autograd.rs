@@ -190,19 +190,31 @@ pub fn grad(
     pass.take_values(&wanted)
 }
 
-/// Each head's place on the tape, or an error naming the head.
+/// Each head's place on the tape, or an error naming the head: one not
+/// recorded, or whose handle no longer holds the recorded value (replaced
+/// or written in place since).
 fn head_links(heads: &[&NDArray]) -> Result<Vec<Link>> {
+    let refuse =
+        |k: usize, why: &str| Error::invalid("autograd::backward", format!("heads[{k}]"), why);
     heads
         .iter()
         .enumerate()
         .map(|(k, h)| {
-            link_of(h).filter(|l| l.node.wants_gradient()).ok_or_else(|| {
-                Error::invalid(
-                    "autograd::backward",
-                    format!("heads[{k}]"),
+            let l = link_of(h).filter(|l| l.node.wants_gradient()).ok_or_else(|| {
+                refuse(
+                    k,
                     "not recorded: compute it inside autograd::record from an array with attach_grad",
                 )
-            })
+            })?;
+            let (shape, dtype) = engine::value_meta(&l);
+            let changed = l.node.call().is_some() && l.node.version(l.output) != 0;
+            if shape != *h.shape() || dtype != h.dtype() || changed {
+                return Err(refuse(
+                    k,
+                    "changed in place since it was recorded: backward from the recorded value's handle",
+                ));
+            }
+            Ok(l)
         })
         .collect()
 }

@@ -600,6 +600,7 @@ fn run_states(
     let n_states = op.mutate_inputs.len();
     let n_plain = op.num_inputs() - n_states;
     check_state_arity(op, inputs.len(), states.len(), target.is_some())?;
+    refuse_recorded_update(op, target.as_deref(), inputs, states)?;
     let order = input_order(op);
     let (shape, dtype) = infer_states(op, &order, inputs, target.as_deref(), states, env)?;
     let ctx = RunContext::default();
@@ -671,6 +672,30 @@ fn run_states(
         }
         (_, f) => Ok(f),
     }
+}
+
+/// Refuses an op that updates its inputs in place (an optimizer step)
+/// under recording when anything it reads carries a gradient: autograd
+/// cannot differentiate it, and the step belongs outside `record`.
+fn refuse_recorded_update(
+    op: &OpDef,
+    target: Option<&NDArray>,
+    inputs: &[&NDArray],
+    states: &[&mut NDArray],
+) -> Result<()> {
+    if !mode::is_recording() {
+        return Ok(());
+    }
+    let mut all = target.into_iter().chain(inputs.iter().copied());
+    if all.any(tape::needs_gradient) || states.iter().any(|s| tape::needs_gradient(s)) {
+        return Err(Error::invalid(
+            op.name,
+            "inputs",
+            "an op that updates its inputs in place cannot be recorded; \
+             run it outside autograd::record (or inside autograd::pause)",
+        ));
+    }
+    Ok(())
 }
 
 /// Checks the counts of plain inputs (`inputs`, plus the in-place target

@@ -28,6 +28,9 @@ pub struct NDArray {
 pub(crate) trait Recorded: std::any::Any + Send + Sync {
     /// An in-place write to the value of output `k` (its version counter).
     fn note_write(&self, k: usize);
+    /// Whether the node is a variable of this shape and dtype, which stays
+    /// a variable when an update outside recording replaces its value.
+    fn holds(&self, shape: &Shape, dtype: DType) -> bool;
 }
 
 /// An array's place on the tape: output `output` of `node`.
@@ -412,8 +415,9 @@ impl NDArray {
     pub(crate) fn make_unique_for_overwrite(&mut self, op: &str) -> Result<()> {
         self.note_write();
         if self.is_shared() {
-            let fresh = NDArray::zeros_for(op, self.shape.clone(), self.dtype)?;
-            self.replace_keeping_tape(fresh);
+            let mut fresh = NDArray::zeros_for(op, self.shape.clone(), self.dtype)?;
+            fresh.tape = self.tape.take();
+            *self = fresh;
         }
         Ok(())
     }
@@ -453,10 +457,13 @@ impl NDArray {
         }
     }
 
-    /// Replaces the value behind this handle, which stays what autograd
-    /// knows it as (an in-place update outside recording, a copy on write).
+    /// Replaces the value behind this handle (an in-place update outside
+    /// recording). A variable stays a variable when the new value has its
+    /// shape and dtype (an optimizer step); anything else leaves the tape,
+    /// as the new value is no recorded call's output.
     pub(crate) fn replace_keeping_tape(&mut self, mut value: NDArray) {
-        value.tape = self.tape.take();
+        let tape = self.tape.take();
+        value.tape = tape.filter(|t| t.node.holds(&value.shape, value.dtype));
         *self = value;
     }
 

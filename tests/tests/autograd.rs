@@ -322,6 +322,80 @@ fn the_tape_saves_only_what_each_gradient_reads() {
 }
 
 #[test]
+fn a_deep_tape_of_saving_calls_drops_without_recursion_and_without_backward() {
+    simpleop_ops::link();
+    let x = var(&[0.5], &[1]);
+    let mut y = x.clone();
+    autograd::record(|| {
+        for _ in 0..100_000 {
+            y = call("elemwise_mul", &[&y, &x]); // saves both inputs
+        }
+    });
+    drop(y); // never backward: every node still holds its saved links
+}
+
+#[test]
+fn batch_norm_recorded_in_inference_mode_differentiates_with_the_moving_statistics() {
+    simpleop_ops::link();
+    let x = NDArray::random_uniform([4, 3, 2, 2], -1.0, 1.0, DType::F32, 5).unwrap();
+    let grad_x = |global: &str, training: bool| {
+        let mut x = x.clone();
+        x.attach_grad().unwrap();
+        let (gamma, beta) = (arr(&[1.5, 0.5, 2.0], &[3]), arr(&[0.0, 0.1, 0.2], &[3]));
+        let (mut mean, mut var) = (arr(&[0.1, -0.2, 0.3], &[3]), arr(&[0.5, 2.0, 1.0], &[3]));
+        let attrs = Attrs::from([("use_global_stats", global), ("fix_gamma", "false")]);
+        let y = autograd::record_with(training, || {
+            let mut aux = [&mut mean, &mut var];
+            let outs =
+                eager::invoke_outputs_by_name("BatchNorm", &[&x, &gamma, &beta], &mut aux, &attrs);
+            outs.unwrap().swap_remove(0)
+        });
+        y.backward().unwrap();
+        x.grad().unwrap().to_vec::<f32>().unwrap()
+    };
+    // Inference mode normalises with the moving statistics, as
+    // use_global_stats does in training: the same gradient.
+    assert_eq!(grad_x("false", false), grad_x("true", true));
+    assert_ne!(grad_x("false", false), grad_x("false", true));
+}
+
+#[test]
+fn a_head_replaced_since_it_was_recorded_is_refused() {
+    simpleop_ops::link();
+    let x = var(&[1.0, 2.0], &[2]);
+    let mut y = autograd::record(|| call("exp", &[&x]));
+    eager::invoke_inplace_by_name("sum", &mut y, &[], &Attrs::new()).unwrap();
+    assert!(!y.requires_grad(), "the sum is no recorded value");
+    let mut z = autograd::record(|| call("exp", &[&x]));
+    z.as_slice_mut::<f32>().unwrap()[0] = 0.0;
+    let err = z.backward().unwrap_err().to_string();
+    assert!(
+        err.contains("heads[0]") && err.contains("changed in place"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_update_of_its_inputs_is_refused_under_recording() {
+    simpleop_ops::link();
+    let w = var(&[1.0], &[1]);
+    let g = arr(&[0.5], &[1]);
+    let mut mom = arr(&[0.0], &[1]);
+    let attrs = Attrs::from([("lr", "0.1"), ("momentum", "0.9")]);
+    let err = autograd::record(|| {
+        eager::invoke_mut("sgd_mom_update", &[&w, &g], &mut [&mut mom], &attrs)
+    });
+    assert!(err.unwrap_err().to_string().contains("cannot be recorded"));
+    eager::invoke_mut("sgd_mom_update", &[&w, &g], &mut [&mut mom], &attrs).unwrap();
+    // Outside recording, a shape-changing in-place op on a variable makes
+    // it a plain array again.
+    let mut v = var(&[1.0, 2.0], &[2]);
+    eager::invoke_inplace_by_name("sum", &mut v, &[], &Attrs::new()).unwrap();
+    assert!(!v.requires_grad() && v.grad().is_none());
+    assert!(w.requires_grad(), "the optimizer step keeps the variable");
+}
+
+#[test]
 fn a_deep_tape_runs_and_drops_without_recursion() {
     simpleop_ops::link();
     let x = var(&[1.0], &[1]);

@@ -9,7 +9,10 @@
 //! first kernel runs, so a refused backward writes nothing.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
+
+use smallvec::SmallVec;
 
 use super::tape::{Kind, Link, Node, OpCall, Saved, lock};
 use crate::eager::registered;
@@ -29,6 +32,26 @@ pub(crate) enum Targets<'a> {
 
 /// A value: output `.1` of the node at address `.0`.
 type Key = (usize, usize);
+
+/// Keys are node addresses: a multiply-rotate hash spreads them, where
+/// SipHash's resistance to chosen keys buys nothing and costs a tenth of a
+/// one-op backward.
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        bytes.iter().for_each(|&b| self.write_usize(usize::from(b)));
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (self.0.rotate_left(5) ^ n as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+type Fast = BuildHasherDefault<AddressHasher>;
 
 fn key(l: &Link) -> Key {
     (Arc::as_ptr(&l.node) as usize, l.output)
@@ -50,25 +73,25 @@ pub(crate) struct Pass<'a> {
     /// Oldest first.
     nodes: Vec<Arc<Node>>,
     targets: Targets<'a>,
-    target_keys: HashSet<Key>,
+    target_keys: HashSet<Key, Fast>,
     /// Op nodes whose backward must run: an input leads to a target.
-    needed: HashSet<usize>,
-    acc: HashMap<Key, Acc>,
+    needed: HashSet<usize, Fast>,
+    acc: HashMap<Key, Acc, Fast>,
 }
 
 impl<'a> Pass<'a> {
     pub(crate) fn new(heads: &[Link], targets: Targets<'a>) -> Pass<'a> {
         let nodes = reachable(heads);
         let target_keys = match &targets {
-            Targets::Variables => HashSet::new(),
+            Targets::Variables => HashSet::default(),
             Targets::Values(v) => v.iter().map(key).collect(),
         };
         let mut pass = Pass {
             nodes,
             targets,
             target_keys,
-            needed: HashSet::new(),
-            acc: HashMap::new(),
+            needed: HashSet::default(),
+            acc: HashMap::default(),
         };
         for n in &pass.nodes {
             if let Some(call) = n.call()
@@ -132,7 +155,7 @@ impl<'a> Pass<'a> {
     /// of it until [`Pass::finish`].
     pub(crate) fn take_add_buffers(&mut self) {
         for n in &self.nodes {
-            if let Kind::Variable { req, grad } = &n.kind
+            if let Kind::Variable { req, grad, .. } = &n.kind
                 && *req == GradReq::Add
                 && let Some(g) = lock(grad).take()
             {
@@ -162,7 +185,7 @@ impl<'a> Pass<'a> {
     }
 
     fn run_node(&mut self, n: &Arc<Node>, call: &OpCall) -> Result<()> {
-        let out_grads: Vec<Option<NDArray>> = (0..call.outputs.len())
+        let out_grads: SmallVec<[Option<NDArray>; 2]> = (0..call.outputs.len())
             .map(|k| self.take_out_grad((node_key(n), k)))
             .collect();
         if out_grads.iter().all(Option::is_none) {
@@ -170,7 +193,7 @@ impl<'a> Pass<'a> {
         }
         let saved = lock(&call.saved);
         let saved = saved.as_ref().ok_or_else(|| freed(call.op.name))?;
-        let slots: Vec<Option<Key>> = call
+        let slots: SmallVec<[Option<Key>; 4]> = call
             .inputs
             .iter()
             .map(|i| i.from.as_ref().filter(|l| self.leads_to_target(l)).map(key))
@@ -200,8 +223,8 @@ impl<'a> Pass<'a> {
         group: &[usize],
     ) -> Result<()> {
         let op = call.op;
-        let mut bufs: Vec<NDArray> = Vec::with_capacity(slots.len());
-        let mut reqs: Vec<OpReqType> = Vec::with_capacity(slots.len());
+        let mut bufs: SmallVec<[NDArray; 4]> = SmallVec::with_capacity(slots.len());
+        let mut reqs: SmallVec<[OpReqType; 4]> = SmallVec::with_capacity(slots.len());
         for (i, input) in call.inputs.iter().enumerate() {
             let acc = match slots[i] {
                 Some(k) if group.contains(&i) => self.acc.entry(k).or_default(),
@@ -241,7 +264,7 @@ impl<'a> Pass<'a> {
     /// and gives `add` variables their buffers back (always).
     pub(crate) fn finish(&mut self, ok: bool) {
         for n in &self.nodes {
-            let Kind::Variable { req, grad } = &n.kind else {
+            let Kind::Variable { req, grad, .. } = &n.kind else {
                 continue;
             };
             let acc = self.acc.remove(&(node_key(n), 0));
@@ -274,13 +297,7 @@ impl<'a> Pass<'a> {
 pub(crate) fn value_meta(l: &Link) -> (crate::Shape, crate::DType) {
     match &l.node.kind {
         Kind::Op(call) => call.outputs[l.output].clone(),
-        Kind::Variable { grad, .. } => {
-            let g = lock(grad);
-            let g = g
-                .as_ref()
-                .expect("a variable asking for a gradient has a buffer");
-            (g.shape().clone(), g.dtype())
-        }
+        Kind::Variable { meta, .. } => meta.clone(),
     }
 }
 
@@ -297,7 +314,7 @@ fn run_kernel(
         .gradient
         .ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
     let ctx = RunContext {
-        is_train: true,
+        is_train: call.is_train,
         ..RunContext::default()
     };
     let backward = registered(op)?
@@ -330,7 +347,7 @@ fn run_kernel(
         out_grads,
         outputs,
     };
-    let mut blobs: Vec<TBlobMut<'_>> = Vec::with_capacity(bufs.len());
+    let mut blobs: SmallVec<[TBlobMut<'_>; 4]> = SmallVec::with_capacity(bufs.len());
     for b in bufs.iter_mut() {
         blobs.push(b.try_blob_mut()?);
     }
@@ -344,7 +361,7 @@ fn run_kernel(
 
 /// Every node reachable from `heads` through recorded inputs, oldest first.
 pub(crate) fn reachable(heads: &[Link]) -> Vec<Arc<Node>> {
-    let mut seen: HashSet<usize> = HashSet::new();
+    let mut seen: HashSet<usize, Fast> = HashSet::default();
     let mut stack: Vec<Arc<Node>> = heads.iter().map(|l| l.node.clone()).collect();
     let mut nodes = Vec::new();
     while let Some(n) = stack.pop() {
@@ -368,8 +385,8 @@ pub(crate) fn reachable(heads: &[Link]) -> Vec<Arc<Node>> {
 /// Groups of input slots that one kernel call can write: slots sharing a
 /// gradient (`f(x, x)`) go to separate calls, in order, so each write sees
 /// the previous one.
-fn gradient_calls(slots: &[Option<Key>]) -> Vec<Vec<usize>> {
-    let mut groups: Vec<Vec<usize>> = Vec::new();
+fn gradient_calls(slots: &[Option<Key>]) -> SmallVec<[SmallVec<[usize; 4]>; 1]> {
+    let mut groups: SmallVec<[SmallVec<[usize; 4]>; 1]> = SmallVec::new();
     for (i, k) in slots.iter().enumerate() {
         let Some(k) = k else { continue };
         let clash = groups
@@ -377,7 +394,7 @@ fn gradient_calls(slots: &[Option<Key>]) -> Vec<Vec<usize>> {
             .is_some_and(|g| g.iter().any(|&j| slots[j].as_ref() == Some(k)));
         match groups.last_mut() {
             Some(g) if !clash => g.push(i),
-            _ => groups.push(vec![i]),
+            _ => groups.push(smallvec::smallvec![i]),
         }
     }
     groups

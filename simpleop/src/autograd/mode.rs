@@ -4,6 +4,7 @@
 //! thread, so two threads recording at once never see each other's calls.
 
 use std::cell::Cell;
+use std::marker::PhantomData;
 
 thread_local! {
     static RECORDING: Cell<bool> = const { Cell::new(false) };
@@ -25,6 +26,8 @@ pub fn is_training() -> bool {
 #[derive(Debug)]
 pub struct TrainingGuard {
     previous: bool,
+    /// A mode belongs to its thread: the guard must drop where it was made.
+    _thread: PhantomData<*const ()>,
 }
 
 impl TrainingGuard {
@@ -32,6 +35,7 @@ impl TrainingGuard {
     pub fn new(training: bool) -> TrainingGuard {
         TrainingGuard {
             previous: TRAINING.replace(training),
+            _thread: PhantomData,
         }
     }
 }

@@ -11,6 +11,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use smallvec::SmallVec;
+
 use crate::ndarray::{Recorded, TapeRef};
 use crate::symbol::config::GradReq;
 use crate::{DType, EnvArguments, NDArray, OpDef, Shape};
@@ -28,9 +30,11 @@ pub(crate) struct Node {
 }
 
 pub(crate) enum Kind {
-    /// An array with `attach_grad`: its gradient buffer.
+    /// An array with `attach_grad`: its shape and dtype, and its gradient
+    /// buffer (none for `Null`, and while a backward accumulates into it).
     Variable {
         req: GradReq,
+        meta: (Shape, DType),
         grad: Mutex<Option<NDArray>>,
     },
     /// An op call.
@@ -42,6 +46,9 @@ pub(crate) struct OpCall {
     pub(crate) op: &'static OpDef,
     /// The call's arguments, seed included (a random op's mask is an output).
     pub(crate) env: EnvArguments,
+    /// Whether the call ran in training mode; its backward runs in the same
+    /// mode (BatchNorm's gradient differs).
+    pub(crate) is_train: bool,
     /// Per argument.
     pub(crate) inputs: Vec<Input>,
     /// Per output (hidden ones included).
@@ -82,6 +89,10 @@ impl Recorded for Node {
         if let Some(v) = self.versions.get(k) {
             v.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    fn holds(&self, shape: &Shape, dtype: DType) -> bool {
+        matches!(&self.kind, Kind::Variable { meta, .. } if meta.0 == *shape && meta.1 == dtype)
     }
 }
 
@@ -125,7 +136,7 @@ impl Drop for Node {
         let Kind::Op(call) = &mut self.kind else {
             return;
         };
-        let mut stack: Vec<Arc<Node>> = links(call).collect();
+        let mut stack: Vec<Arc<Node>> = links(call);
         while let Some(node) = stack.pop() {
             if let Some(mut node) = Arc::into_inner(node)
                 && let Kind::Op(call) = &mut node.kind
@@ -136,11 +147,17 @@ impl Drop for Node {
     }
 }
 
-/// Takes the input links out of `call`.
-fn links(call: &mut OpCall) -> impl Iterator<Item = Arc<Node>> + '_ {
-    call.inputs
+/// Takes the node links out of `call`: its inputs', and those its saved
+/// values keep for their versions.
+fn links(call: &mut OpCall) -> Vec<Arc<Node>> {
+    let saved = call.saved.get_mut().unwrap_or_else(|e| e.into_inner());
+    let kept = saved.iter_mut().flat_map(|s| s.inputs.iter_mut().flatten());
+    let kept = kept.filter_map(|(_, from, _)| from.take().map(|l| l.node));
+    let inputs = call
+        .inputs
         .iter_mut()
-        .filter_map(|i| i.from.take().map(|l| l.node))
+        .filter_map(|i| i.from.take().map(|l| l.node));
+    inputs.chain(kept).collect()
 }
 
 /// Locks `m`; a thread that panicked while holding it left plain data,
@@ -173,6 +190,7 @@ pub(crate) fn attach(a: &mut NDArray, req: GradReq, grad: Option<NDArray>) {
         1,
         Kind::Variable {
             req,
+            meta: (a.shape().clone(), a.dtype()),
             grad: Mutex::new(grad),
         },
     ));
@@ -200,19 +218,32 @@ pub(crate) fn record(
     inputs: &[&NDArray],
     outputs: &mut [NDArray],
 ) {
-    if !inputs.iter().any(|a| needs_gradient(a)) || !outputs.iter().any(|o| o.dtype().is_float()) {
+    if inputs.iter().all(|a| a.tape().is_none()) {
         return;
     }
+    let links: SmallVec<[Option<Link>; 4]> = inputs.iter().map(|a| link_of(a)).collect();
+    let needed = links.iter().flatten().any(|l| l.node.wants_gradient());
+    if !needed || !outputs.iter().any(|o| o.dtype().is_float()) {
+        return;
+    }
+    // The op a graph runs for these kwargs (`Activation` as `softsign`),
+    // whose gradient the executor would run: the same bits either way.
+    let op = match op.simple_form {
+        Some(_) => crate::Registry::global()
+            .and_then(|r| r.simple_form(op, env))
+            .unwrap_or(op),
+        None => op,
+    };
     let spec = op.gradient;
     let saved_inputs = inputs
         .iter()
+        .zip(&links)
         .enumerate()
-        .map(|(i, a)| {
+        .map(|(i, (a, from))| {
             let read = spec.is_some_and(|s| s.needs_input(i));
             read.then(|| {
-                let from = link_of(a);
                 let version = from.as_ref().map_or(0, |l| l.node.version(l.output));
-                (a.detach(), from, version)
+                (a.detach(), from.clone(), version)
             })
         })
         .collect();
@@ -223,10 +254,12 @@ pub(crate) fn record(
     let call = OpCall {
         op,
         env: env.clone(),
+        is_train: super::mode::is_training(),
         inputs: inputs
             .iter()
-            .map(|a| Input {
-                from: link_of(a).filter(|l| l.node.wants_gradient()),
+            .zip(links)
+            .map(|(a, from)| Input {
+                from: from.filter(|l| l.node.wants_gradient()),
                 shape: a.shape().clone(),
                 dtype: a.dtype(),
                 storage: a.storage_id(),
