@@ -458,18 +458,25 @@ def train_section(inp):
     a, b = num(ours.get("ms_per_step")), num(theirs.get("ms_per_step"))
     if ratio is None and a is not None and b:
         ratio = a / b
+    eager = obj.get("simpleop_eager") if isinstance(obj.get("simpleop_eager"), dict) else None
     body = []
     for label, key, digits in [("ms per step", "ms_per_step", 4), ("test accuracy", "test_accuracy", 4),
                                ("test accuracy without TTA", "test_accuracy_no_tta", 4),
                                ("final loss", "final_loss", 4), ("steps", "steps", 0),
                                ("peak bytes", "peak_bytes", 0)]:
-        body.append([label, fmt_num(num(ours.get(key)), digits), fmt_num(num(theirs.get(key)), digits)])
-    lines += table(["", "simpleop", "PyTorch"], body)
-    target = ""
-    if ratio is not None:
-        target = " ✓" if ratio <= 0.5 else " ✗"
-    lines += ["", f"Time per step, simpleop / PyTorch (best rounds): {fmt_num(ratio)} (target ≤ 0.5{target}).", ""]
-    return lines
+        row = [label, fmt_num(num(ours.get(key)), digits)]
+        if eager is not None:
+            row.append(fmt_num(num(eager.get(key)), digits))
+        body.append(row + [fmt_num(num(theirs.get(key)), digits)])
+    heads = ["", "simpleop"] + (["simpleop `--eager`"] if eager is not None else []) + ["PyTorch"]
+    lines += table(heads, body)
+    mark = lambda r: "" if r is None else (" ✓" if r <= 0.5 else " ✗")
+    lines += ["", f"Time per step, simpleop / PyTorch (best rounds): {fmt_num(ratio)} (target ≤ 0.5{mark(ratio)})."]
+    if eager is not None:
+        e = num(obj.get("eager_ratio"))
+        lines += [f"The eager-autograd loop (`train_digits --eager`) / PyTorch: {fmt_num(e)} "
+                  f"(target ≤ 0.5{mark(e)})."]
+    return lines + [""]
 
 
 # The targets per row: simpleop's time over the faster PyTorch
@@ -562,7 +569,7 @@ To refresh (see `bench/README.md`):
 ```
 cargo run --profile bench --bin simpleop -- bench --json > bench/out/bench.jsonl
 python3 bench/peers.py --json > bench/out/peers.jsonl            # needs numpy; PyTorch optional
-python3 bench/train_digits_torch.py | tail -n 1 > bench/out/train_digits.jsonl   # needs PyTorch
+python3 bench/train_digits_torch.py --eager | tail -n 1 > bench/out/train_digits.jsonl   # needs PyTorch
 python3 bench/models.py --json > bench/out/models-avx512.jsonl   # MXNet and PyTorch (see its docs)
 SIMPLEOP_ISA=avx2 python3 bench/models.py --json > bench/out/models-avx2.jsonl
 python3 bench/results.py                                         # rewrites this file

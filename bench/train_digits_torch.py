@@ -344,7 +344,7 @@ def train_torch(args):
     }
 
 
-def run_simpleop(args):
+def run_simpleop(args, eager=False):
     cmd = [
         "cargo", "run", "--quiet", "--release", "--example", "train_digits", "--",
         "--json", "--epochs", str(args.epochs), "--batch", str(args.batch),
@@ -358,7 +358,8 @@ def run_simpleop(args):
     ] + (["--no-augment"] if args.no_augment else []) \
       + (["--no-standardize"] if args.no_standardize else []) \
       + (["--constant-lr"] if args.constant_lr else []) \
-      + (["--no-tta"] if args.no_tta else []) + ["--average-last", str(args.average_last)]
+      + (["--no-tta"] if args.no_tta else []) + ["--average-last", str(args.average_last)] \
+      + (["--eager"] if eager else [])
     out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -374,6 +375,8 @@ def main():
     p.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--torch-only", action="store_true")
+    p.add_argument("--eager", action="store_true",
+                   help="also time simpleop's eager-autograd loop (train_digits --eager)")
     p.add_argument("--threads", type=int, default=2, help="PyTorch's intra-op threads")
     args = p.parse_args()
     if args.conv_channels and not args.torch_only and (
@@ -381,11 +384,13 @@ def main():
         sys.exit("the simpleop example's convolution is 3x3, stride 1, valid, without raw pixels: "
                  "use --torch-only for other front-ends")
 
-    ours_rounds, theirs_rounds = [], []
+    ours_rounds, eager_rounds, theirs_rounds = [], [], []
     for _ in range(max(1, args.rounds)):
         if not args.torch_only:
             try:
                 ours_rounds.append(run_simpleop(args))
+                if args.eager:
+                    eager_rounds.append(run_simpleop(args, eager=True))
             except subprocess.CalledProcessError as e:
                 sys.exit(f"simpleop run failed:\n{e.stderr}")
         theirs_rounds.append(train_torch(args))
@@ -411,7 +416,16 @@ def main():
               f"peak {ours['peak_bytes']} bytes")
         ratio = ours["ms_per_step"] / theirs["ms_per_step"]
         print(f"time ratio simpleop / pytorch (best rounds): {ratio:.3f} (target <= 0.5)")
-        print(json.dumps({"simpleop": ours, "pytorch": theirs, "ratio": ratio, "meta": run_meta(args)}))
+        result = {"simpleop": ours, "pytorch": theirs, "ratio": ratio, "meta": run_meta(args)}
+        eager = best(eager_rounds)
+        if eager is not None:
+            result["simpleop_eager"] = eager
+            result["eager_ratio"] = eager["ms_per_step"] / theirs["ms_per_step"]
+            rounds = ", ".join(f"{r['ms_per_step']:.4f}" for r in eager_rounds)
+            print(f"simpleop eager: {eager['ms_per_step']:.4f} ms/step (rounds {rounds}), "
+                  f"test accuracy {eager['test_accuracy']:.4f}; eager / pytorch "
+                  f"{result['eager_ratio']:.3f} (target <= 0.5)")
+        print(json.dumps(result))
 
 
 def run_meta(args):

@@ -347,7 +347,37 @@ fn training(case: &Case) -> bool {
     case.head_grads.is_some() || case.train
 }
 
+/// What one path computed for a case: the outputs, the gradient of
+/// every argument the case names in `expect.grads`, and the aux states.
+struct Computed {
+    outputs: Vec<NDArray>,
+    grads: HashMap<String, Option<NDArray>>,
+    aux: HashMap<String, Option<NDArray>>,
+}
+
+impl Computed {
+    /// Checks everything against the case's MXNet values.
+    fn check(&self, case: &Case) -> std::result::Result<(), Failed> {
+        check_outputs(case, &self.outputs)?;
+        for (name, g) in &self.grads {
+            check_grad(case, name, g.as_ref())?;
+        }
+        for (name, a) in &self.aux {
+            check_aux(case, name, a.as_ref())?;
+        }
+        Ok(())
+    }
+}
+
 fn run_executor(case: &Case, memory_planning: bool) -> std::result::Result<(), Failed> {
+    let config = BindConfig {
+        memory_planning,
+        ..BindConfig::default()
+    };
+    executor_results(case, config)?.check(case)
+}
+
+fn executor_results(case: &Case, config: BindConfig) -> Result<Computed> {
     let sym = symbol(case)?;
     let mut args = HashMap::new();
     for (k, v) in case.inputs.iter().chain(&case.aux) {
@@ -371,27 +401,23 @@ fn run_executor(case: &Case, memory_planning: bool) -> std::result::Result<(), F
             grads.insert(name.clone(), buffer);
         }
     }
-    let mut exe = sym.bind_with(
-        args,
-        grads,
-        reqs,
-        BindConfig {
-            memory_planning,
-            ..BindConfig::default()
-        },
-    )?;
+    let mut exe = sym.bind_with(args, grads, reqs, config)?;
     exe.forward(training(case))?;
-    check_outputs(case, exe.outputs())?;
+    let outputs = exe.outputs().to_vec();
+    let mut grads = HashMap::new();
     if let Some(heads) = heads {
         exe.backward(&heads)?;
         for name in case.expect.grads.keys() {
-            check_grad(case, name, exe.grad(name))?;
+            grads.insert(name.clone(), exe.grad(name).cloned());
         }
     }
-    for name in case.expect.aux.keys() {
-        check_aux(case, name, exe.aux(name))?;
-    }
-    Ok(())
+    let aux = case.expect.aux.keys();
+    let aux = aux.map(|n| (n.clone(), exe.aux(n).cloned())).collect();
+    Ok(Computed {
+        outputs,
+        grads,
+        aux,
+    })
 }
 
 /// The graph evaluated node by node with [`eager::invoke_with`]; backward
@@ -458,6 +484,10 @@ fn run_eager(case: &Case) -> std::result::Result<(), Failed> {
 /// forward runs under [`autograd::record`], and [`autograd::backward`]
 /// fills the variables' gradients.
 fn run_tape(case: &Case) -> std::result::Result<(), Failed> {
+    tape_results(case)?.check(case)
+}
+
+fn tape_results(case: &Case) -> Result<Computed> {
     let g = symbol(case)?.topology()?;
     let mut aux = HashMap::new();
     for (k, v) in &case.aux {
@@ -484,13 +514,19 @@ fn run_tape(case: &Case) -> std::result::Result<(), Failed> {
         let _mode = autograd::RecordingGuard::new(heads.is_some(), training(case));
         eager_forward(&g, &args, &mut aux)?
     };
-    for name in case.expect.aux.keys() {
-        check_aux(case, name, aux.get(name))?;
-    }
+    let aux = case
+        .expect
+        .aux
+        .keys()
+        .map(|n| (n.clone(), aux.get(n).cloned()));
+    let aux = aux.collect();
     let outputs: Vec<NDArray> = g.heads.iter().map(|&h| values[h].clone()).collect();
-    check_outputs(case, &outputs)?;
     let Some(head_grads) = heads else {
-        return Ok(());
+        return Ok(Computed {
+            outputs,
+            grads: HashMap::new(),
+            aux,
+        });
     };
     if head_grads.len() != outputs.len() {
         let msg = format!(
@@ -498,7 +534,7 @@ fn run_tape(case: &Case) -> std::result::Result<(), Failed> {
             head_grads.len(),
             outputs.len()
         );
-        return Err(case_error(msg).into());
+        return Err(case_error(msg));
     }
     // Heads that no variable leads to take no part, as in the executor.
     let (recorded, dys): (Vec<&NDArray>, Vec<&NDArray>) = outputs
@@ -509,9 +545,40 @@ fn run_tape(case: &Case) -> std::result::Result<(), Failed> {
     if !recorded.is_empty() {
         autograd::backward(&recorded, &dys)?;
     }
-    for name in case.expect.grads.keys() {
-        let got = args.get(name).and_then(NDArray::grad);
-        check_grad(case, name, got.as_ref())?;
+    let grads = case.expect.grads.keys();
+    let grads = grads.map(|n| (n.clone(), args.get(n).and_then(NDArray::grad)));
+    Ok(Computed {
+        outputs,
+        grads: grads.collect(),
+        aux,
+    })
+}
+
+/// The eager tape against the executor without fusion (the same kernels in
+/// the same order): outputs and every gradient the case names must agree
+/// bit for bit. `Err` names the first value that differs.
+pub fn tape_matches_executor_bitwise(case: &Case) -> std::result::Result<(), String> {
+    let config = BindConfig {
+        fusion: false,
+        ..BindConfig::default()
+    };
+    let exe = executor_results(case, config).map_err(|e| e.to_string())?;
+    let tape = tape_results(case).map_err(|e| e.to_string())?;
+    let bits = |a: &NDArray| {
+        a.to_f64_vec()
+            .into_iter()
+            .map(f64::to_bits)
+            .collect::<Vec<_>>()
+    };
+    for (k, (e, t)) in exe.outputs.iter().zip(&tape.outputs).enumerate() {
+        if bits(e) != bits(t) {
+            return Err(format!("output {k} differs"));
+        }
+    }
+    for (name, e) in &exe.grads {
+        if e.as_ref().map(bits) != tape.grads.get(name).and_then(|t| t.as_ref().map(bits)) {
+            return Err(format!("grad {name} differs"));
+        }
     }
     Ok(())
 }

@@ -297,3 +297,22 @@ fn test_time_augmentation_and_weight_averaging() {
     });
     assert_ne!(probs, averaged);
 }
+
+/// `--eager`: the same model trained by eager calls under
+/// `autograd::record` gives the graph's losses and accuracy, bit for bit
+/// (the same kernels in the same order on the same draws).
+#[test]
+fn the_eager_loop_trains_the_graphs_model_exactly() {
+    let config = Config {
+        hidden: 32,
+        batch: 25,
+        epochs: 2,
+        ..Config::default()
+    };
+    let (losses, accuracy) = run_with(config.clone());
+    let eager = run_with(Config {
+        eager: true,
+        ..config
+    });
+    assert_eq!(eager, (losses, accuracy));
+}

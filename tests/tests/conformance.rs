@@ -179,3 +179,32 @@ fn every_case_passes(text: &str, count: usize) {
     assert!(report.ok(), "{}", failures.join("\n"));
     assert_eq!(report.summary(), format!("{count} passed, 0 failed"));
 }
+
+/// The eager tape's outputs and gradients equal the executor's (without
+/// fusion: the same kernels in the same order) bit for bit, on every case
+/// of every file.
+#[test]
+fn the_eager_tape_equals_the_executor_bit_for_bit_on_every_case() {
+    simpleop_ops::link();
+    let files = [
+        CASES,
+        include_str!("../conformance/mxnet-extra.jsonl"),
+        include_str!("../conformance/mxnet-dense.jsonl"),
+        include_str!("../conformance/mxnet-layers.jsonl"),
+        include_str!("../conformance/mxnet-multi.jsonl"),
+        include_str!("../conformance/mxnet-rnn.jsonl"),
+        include_str!("../conformance/mxnet-pool.jsonl"),
+        include_str!("../conformance/mxnet-conv.jsonl"),
+    ];
+    let (mut compared, mut failures) = (0, Vec::new());
+    for text in files {
+        for case in conformance::parse_cases(text).expect("case file parses") {
+            match conformance::tape_matches_executor_bitwise(&case) {
+                Ok(()) => compared += 1,
+                Err(e) => failures.push(format!("{}: {e}", case.name)),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(compared > 600, "{compared} cases");
+}

@@ -113,6 +113,10 @@ struct Args {
     /// The update op.
     #[arg(long, value_enum, default_value_t = Opt::Sgd)]
     optimizer: Opt,
+    /// Train with eager calls recorded by `autograd` (the same model and
+    /// updates) instead of the bound graph.
+    #[arg(long)]
+    eager: bool,
     /// Print one JSON object at the end instead of the report (no
     /// progress bar).
     #[arg(long)]
@@ -173,6 +177,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         }),
         standardize: !args.no_standardize,
         average_last: args.average_last,
+        eager: args.eager,
     };
     let mut model = Trainer::new(config.clone())?;
 
@@ -275,6 +280,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             "test_accuracy_no_tta": plain_accuracy,
             "tta_views": if args.no_tta { 1 } else { TTA_VIEWS.len() },
             "ms_per_step": ms_per_step,
+            "eager": args.eager,
             "peak_bytes": peak_bytes,
             "graph": dot_path.display().to_string(),
         });

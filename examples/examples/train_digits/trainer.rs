@@ -9,8 +9,8 @@ use std::f64::consts::PI;
 use std::path::Path;
 use std::time::Instant;
 
-use simpleop::Attrs;
 use simpleop::symbol::{Executor, GradReq, Symbol};
+use simpleop::{Attrs, autograd, eager};
 use simpleop::{DType, Error, NDArray, Result, Shape};
 use simpleop_examples::softplus;
 use simpleop_ops::{
@@ -366,6 +366,9 @@ pub struct Config {
     /// Evaluate with the mean of the weights at the end of each of the
     /// last `average_last · epochs` epochs (0: the final weights).
     pub average_last: f64,
+    /// Train with eager calls recorded by `autograd` instead of the bound
+    /// graph (the same model, parameters and updates).
+    pub eager: bool,
 }
 
 impl Default for Config {
@@ -386,6 +389,7 @@ impl Default for Config {
             augment: Some(Augment::default()),
             standardize: true,
             average_last: 0.2,
+            eager: false,
         }
     }
 }
@@ -446,6 +450,51 @@ pub fn build_model(conv_channels: usize, dropout: bool) -> Result<(Symbol, Symbo
         ReduceAxesParams::default(),
     )?)?;
     Ok((loss, logits))
+}
+
+/// [`build_model`]'s loss computed by eager calls under
+/// `autograd::record`, then its backward: the parameters, variables held
+/// by the training executor, receive their gradients. Returns the loss.
+fn eager_loss_backward(
+    exe: &Executor,
+    config: &Config,
+    x: &NDArray,
+    target: &NDArray,
+    mask: Option<&NDArray>,
+) -> Result<f64> {
+    let p = |n: &str| {
+        exe.arg(n)
+            .ok_or_else(|| Error::argument(n, "not an argument of the model"))
+    };
+    let loss = autograd::record(|| -> Result<NDArray> {
+        let c = config.conv_channels;
+        let features = if c > 0 {
+            let attrs = Attrs::new()
+                .with("kernel", format!("({WINDOW}, {WINDOW})"))
+                .with("num_filter", c);
+            let conv = eager::invoke("Convolution", &[x, p("wc")?, p("bc")?], &attrs)?;
+            let per_image = ReshapeParams {
+                shape: vec![-1, (POSITIONS * c) as i64],
+                reverse: false,
+            };
+            reshape(&relu(&conv)?, per_image)?
+        } else {
+            x.clone()
+        };
+        let fc1 = broadcast_add(&dot(&features, p("w1")?, DotParams::default())?, p("b1")?)?;
+        let mut h = softplus(&fc1)?;
+        if let Some(mask) = mask {
+            h = elemwise_mul(&h, mask)?;
+        }
+        let logits = broadcast_add(&dot(&h, p("w2")?, DotParams::default())?, p("b2")?)?;
+        let log_p = log_softmax(&logits, SoftmaxParams::default())?;
+        negative(&sum(
+            &elemwise_mul(target, &log_p)?,
+            ReduceAxesParams::default(),
+        )?)
+    })?;
+    loss.backward()?;
+    Ok(f64::from(loss.as_slice::<f32>()?[0]))
 }
 
 /// The parameters of the MLP alone, in update order.
@@ -708,9 +757,14 @@ impl Trainer {
         // them first.
         let mut train_exe = train_exe;
         for (name, p) in param_names(&config).iter().zip(params) {
-            *train_exe
+            let arg = train_exe
                 .arg_mut(name)
-                .ok_or_else(|| Error::argument(*name, "not an argument of the model"))? = p;
+                .ok_or_else(|| Error::argument(*name, "not an argument of the model"))?;
+            *arg = p;
+            if config.eager {
+                // A variable: the eager step's backward writes its gradient.
+                arg.attach_grad()?;
+            }
         }
         Ok(Trainer {
             config,
@@ -859,30 +913,43 @@ impl Trainer {
         }
         let lr = self.learning_rate(labels.len() / b);
         let names = param_names(&self.config);
-        let exe = &mut self.train_exe;
-        exe.set_arg("x", &model_input(&self.config, x)?)?;
-        exe.set_arg("target", &NDArray::from_vec(target, [b, CLASSES])?)?;
-        if self.config.dropout > 0.0 {
+        let x = model_input(&self.config, x)?;
+        let target = NDArray::from_vec(target, [b, CLASSES])?;
+        let mask = if self.config.dropout > 0.0 {
             let p = self.config.dropout;
             let keep = (1.0 / (1.0 - p)) as f32;
             let mask = (0..b * h)
                 .map(|_| if self.rng.uniform() < p { 0.0 } else { keep })
                 .collect();
-            exe.set_arg("mask", &NDArray::from_vec::<f32>(mask, [b, h])?)?;
-        }
-        exe.forward(true)?;
-        exe.backward(&[])?;
-        let loss = f64::from(exe.outputs()[0].as_slice::<f32>()?[0]);
+            Some(NDArray::from_vec::<f32>(mask, [b, h])?)
+        } else {
+            None
+        };
+        let exe = &mut self.train_exe;
+        let loss = if self.config.eager {
+            eager_loss_backward(exe, &self.config, &x, &target, mask.as_ref())?
+        } else {
+            exe.set_arg("x", &x)?;
+            exe.set_arg("target", &target)?;
+            if let Some(mask) = &mask {
+                exe.set_arg("mask", mask)?;
+            }
+            exe.forward(true)?;
+            exe.backward(&[])?;
+            f64::from(exe.outputs()[0].as_slice::<f32>()?[0])
+        };
+        drop((x, target, mask));
         self.steps += 1;
         // The loss is summed over the batch: average the gradient.
         let rescale_grad = 1.0 / b as f64;
         for (k, name) in names.iter().enumerate() {
             // A handle (no copy), dropped before the next backward writes
             // the buffer again.
-            let grad = exe
-                .grad(name)
-                .cloned()
-                .ok_or_else(|| Error::argument(*name, "no gradient buffer"))?;
+            let grad = match self.config.eager {
+                true => exe.arg(name).and_then(NDArray::grad),
+                false => exe.grad(name).cloned(),
+            };
+            let grad = grad.ok_or_else(|| Error::argument(*name, "no gradient buffer"))?;
             let grad = &grad;
             let param = exe
                 .arg_mut(name)
