@@ -145,7 +145,8 @@ pub fn backward_with(
 /// The gradients of `heads` with respect to each of `inputs` (variables or
 /// recorded arrays), returned in order; no gradient buffer is read or
 /// written (MXNet's `autograd.grad`). `head_grads` as in [`backward`]. An
-/// input that no head depends on gets zeros.
+/// input that no head depends on gets zeros. Without `retain_graph` the
+/// values of every call the heads depend on are freed, as by [`backward`].
 ///
 /// ```
 /// use simpleop::{autograd, eager, Attrs, NDArray};
@@ -206,9 +207,8 @@ fn head_links(heads: &[&NDArray]) -> Result<Vec<Link>> {
                     "not recorded: compute it inside autograd::record from an array with attach_grad",
                 )
             })?;
-            let (shape, dtype) = engine::value_meta(&l);
             let changed = l.node.call().is_some() && l.node.version(l.output) != 0;
-            if shape != *h.shape() || dtype != h.dtype() || changed {
+            if !engine::value_is(&l, h.shape(), h.dtype()) || changed {
                 return Err(refuse(
                     k,
                     "changed in place since it was recorded: backward from the recorded value's handle",

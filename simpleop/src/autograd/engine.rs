@@ -293,6 +293,15 @@ impl<'a> Pass<'a> {
     }
 }
 
+/// Whether the value `l` names has this shape and dtype.
+pub(crate) fn value_is(l: &Link, shape: &crate::Shape, dtype: crate::DType) -> bool {
+    let (s, d) = match &l.node.kind {
+        Kind::Op(call) => (&call.outputs[l.output].0, call.outputs[l.output].1),
+        Kind::Variable { meta, .. } => (&meta.0, meta.1),
+    };
+    s == shape && d == dtype
+}
+
 /// Shape and dtype of the value `l` names.
 pub(crate) fn value_meta(l: &Link) -> (crate::Shape, crate::DType) {
     match &l.node.kind {
@@ -362,7 +371,7 @@ fn run_kernel(
 /// Every node reachable from `heads` through recorded inputs, oldest first.
 pub(crate) fn reachable(heads: &[Link]) -> Vec<Arc<Node>> {
     let mut seen: HashSet<usize, Fast> = HashSet::default();
-    let mut stack: Vec<Arc<Node>> = heads.iter().map(|l| l.node.clone()).collect();
+    let mut stack: SmallVec<[Arc<Node>; 8]> = heads.iter().map(|l| l.node.clone()).collect();
     let mut nodes = Vec::new();
     while let Some(n) = stack.pop() {
         if !seen.insert(node_key(&n)) {
