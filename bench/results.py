@@ -580,6 +580,24 @@ git history (`git log -p bench/RESULTS.md`).
 """
 
 
+def libtorch_section(path):
+    """bench/libtorch_relu.cpp's one line: libtorch's relu on one element,
+    plain and recorded with its backward, next to the `tiny/relu/*` rows."""
+    lines = ["## One-element relu in libtorch (C++)", ""]
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.loads(f.read().strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError) as e:
+        return lines + [f"`{os.path.relpath(path, ROOT)}` not read ({e}): section skipped. "
+                        "It comes from `bench/libtorch_relu.cpp` (build command in its header).", ""]
+    rows = [["relu", fmt_num(num(obj.get("relu_us")), 3)],
+            ["relu recorded, then backward", fmt_num(num(obj.get("recorded_relu_backward_us")), 3)]]
+    lines += [f"Input: `{os.path.relpath(path, ROOT)}` (libtorch {obj.get('libtorch', '?')}, "
+              f"2 threads, best of 5 rounds of 200,000 calls, on the machine of the tables above).", ""]
+    lines += table(["call", "µs per call"], rows)
+    return lines + ["", "Compare `tiny/relu/typed` and `tiny/relu/recorded` in the dispatch table.", ""]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bench", action="append", metavar="FILE",
@@ -615,6 +633,7 @@ def main():
     for isa, inputs in (by_isa or {None: []}).items():
         doc += bench_section(inputs, isa if len(by_isa) > 1 else None)
     doc += peers_section(peers)
+    doc += libtorch_section(os.path.join(OUT_DIR, "libtorch.jsonl"))
     doc += train_section(train)
     for m in models:
         doc += models_section(m)
