@@ -572,6 +572,7 @@ python3 bench/peers.py --json > bench/out/peers.jsonl            # needs numpy; 
 python3 bench/train_digits_torch.py --eager | tail -n 1 > bench/out/train_digits.jsonl   # needs PyTorch
 python3 bench/models.py --json > bench/out/models-avx512.jsonl   # MXNet and PyTorch (see its docs)
 SIMPLEOP_ISA=avx2 python3 bench/models.py --json > bench/out/models-avx2.jsonl
+target/libtorch_relu > bench/out/libtorch.jsonl                  # built from bench/libtorch_relu.cpp
 python3 bench/results.py                                         # rewrites this file
 ```
 
