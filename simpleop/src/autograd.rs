@@ -61,7 +61,7 @@ pub use mode::{RecordingGuard, TrainingGuard, is_recording, is_training};
 use crate::symbol::config::GradReq;
 use crate::{Error, NDArray, Result};
 use engine::{Pass, Targets};
-use tape::{Kind, Link, link_of};
+use tape::{Kind, Link, gradient_link, link_of};
 
 /// Runs `f` recording eager calls, in training mode (MXNet's
 /// `autograd.record()`).
@@ -170,15 +170,13 @@ pub fn grad(
         .iter()
         .enumerate()
         .map(|(k, a)| {
-            link_of(a)
-                .filter(|l| l.node.wants_gradient())
-                .ok_or_else(|| {
-                    Error::invalid(
-                        "autograd::grad",
-                        format!("inputs[{k}]"),
-                        "not on the tape: attach_grad it, or compute it while recording",
-                    )
-                })
+            gradient_link(a).ok_or_else(|| {
+                Error::invalid(
+                    "autograd::grad",
+                    format!("inputs[{k}]"),
+                    "not on the tape: attach_grad it, or compute it while recording",
+                )
+            })
         })
         .collect::<Result<_>>()?;
     let mut pass = Pass::new(&links, Targets::Values(&wanted));
@@ -201,14 +199,14 @@ fn head_links(heads: &[&NDArray]) -> Result<Vec<Link>> {
         .iter()
         .enumerate()
         .map(|(k, h)| {
-            let l = link_of(h).filter(|l| l.node.wants_gradient()).ok_or_else(|| {
+            let l = gradient_link(h).ok_or_else(|| {
                 refuse(
                     k,
                     "not recorded: compute it inside autograd::record from an array with attach_grad",
                 )
             })?;
             let changed = l.node.call().is_some() && l.node.version(l.output) != 0;
-            if !engine::value_is(&l, h.shape(), h.dtype()) || changed {
+            if engine::value_of(&l) != (h.shape(), h.dtype()) || changed {
                 return Err(refuse(
                     k,
                     "changed in place since it was recorded: backward from the recorded value's handle",

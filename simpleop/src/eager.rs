@@ -293,14 +293,9 @@ fn run_inplace(
     drop(all);
     // Whatever saved the old value sees its version move.
     target.note_write();
-    if recorded {
-        let mut all: Vec<&NDArray> = vec![target];
-        all.extend_from_slice(rest);
-        let out = run_forward(entry, &all, env, None)?;
-        *target = out;
-        return Ok(());
-    }
-    let fits = op.inplace.forward.is_some()
+    // Recorded: a new value, on the tape as the call's output.
+    let fits = !recorded
+        && op.inplace.forward.is_some()
         && op.form == OpForm::Elementwise
         && shape == *target.shape()
         && dtype == target.dtype();
@@ -309,7 +304,10 @@ fn run_inplace(
         let mut all: Vec<&NDArray> = vec![target];
         all.extend_from_slice(rest);
         let out = run_forward(entry, &all, env, None)?;
-        target.replace_keeping_tape(out);
+        match recorded {
+            true => *target = out,
+            false => target.replace_keeping_tape(out),
+        }
         return Ok(());
     };
     let ctx = eager_context();

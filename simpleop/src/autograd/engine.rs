@@ -18,7 +18,8 @@ use super::tape::{Kind, Link, Node, OpCall, Saved, lock};
 use crate::eager::registered;
 use crate::symbol::config::GradReq;
 use crate::{
-    Error, GradArgs, NDArray, OpReqType, Result, RunContext, TBlob, TBlobMut, dispatch_float,
+    BackwardFn, Error, GradArgs, GradSpec, NDArray, OpReqType, Result, RunContext, TBlob, TBlobMut,
+    dispatch_float,
 };
 
 /// Whose gradients a backward computes.
@@ -126,15 +127,9 @@ impl<'a> Pass<'a> {
             if !self.needed.contains(&node_key(n)) {
                 continue;
             }
-            let op = call.op;
-            let no_gradient = || Error::NoGradient { op: op.name.into() };
-            op.gradient.ok_or_else(no_gradient)?;
-            registered(op)?
-                .kernels(RunContext::default().device)?
-                .backward
-                .ok_or_else(no_gradient)?;
+            backward_of(call.op, &RunContext::default())?;
             let saved = lock(&call.saved);
-            let saved = saved.as_ref().ok_or_else(|| freed(op.name))?;
+            let saved = saved.as_ref().ok_or_else(|| freed(call.op.name))?;
             check_versions(n, call, saved)?;
         }
         Ok(())
@@ -284,8 +279,8 @@ impl<'a> Pass<'a> {
                 |l| match self.acc.get(&key(l)).and_then(|a| a.buf.clone()) {
                     Some(g) => Ok(g),
                     None => {
-                        let (shape, dtype) = value_meta(l);
-                        NDArray::zeros_for("autograd::grad", shape, dtype)
+                        let (shape, dtype) = value_of(l);
+                        NDArray::zeros_for("autograd::grad", shape.clone(), dtype)
                     }
                 },
             )
@@ -293,21 +288,21 @@ impl<'a> Pass<'a> {
     }
 }
 
-/// Whether the value `l` names has this shape and dtype.
-pub(crate) fn value_is(l: &Link, shape: &crate::Shape, dtype: crate::DType) -> bool {
-    let (s, d) = match &l.node.kind {
-        Kind::Op(call) => (&call.outputs[l.output].0, call.outputs[l.output].1),
-        Kind::Variable { meta, .. } => (&meta.0, meta.1),
+/// Shape and dtype of the value `l` names.
+pub(crate) fn value_of(l: &Link) -> (&crate::Shape, crate::DType) {
+    let (shape, dtype) = match &l.node.kind {
+        Kind::Op(call) => &call.outputs[l.output],
+        Kind::Variable { meta, .. } => meta,
     };
-    s == shape && d == dtype
+    (shape, *dtype)
 }
 
-/// Shape and dtype of the value `l` names.
-pub(crate) fn value_meta(l: &Link) -> (crate::Shape, crate::DType) {
-    match &l.node.kind {
-        Kind::Op(call) => call.outputs[l.output].clone(),
-        Kind::Variable { meta, .. } => meta.clone(),
-    }
+/// The op's gradient spec and backward kernel, or [`Error::NoGradient`].
+fn backward_of(op: &'static crate::OpDef, ctx: &RunContext) -> Result<(GradSpec, BackwardFn)> {
+    let no_gradient = || Error::NoGradient { op: op.name.into() };
+    let spec = op.gradient.ok_or_else(no_gradient)?;
+    let backward = registered(op)?.kernels(ctx.device)?.backward;
+    Ok((spec, backward.ok_or_else(no_gradient)?))
 }
 
 /// The op's backward kernel, as the executor calls it.
@@ -319,17 +314,11 @@ fn run_kernel(
     reqs: &[OpReqType],
 ) -> Result<()> {
     let op = call.op;
-    let spec = op
-        .gradient
-        .ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
     let ctx = RunContext {
         is_train: call.is_train,
         ..RunContext::default()
     };
-    let backward = registered(op)?
-        .kernels(ctx.device)?
-        .backward
-        .ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
+    let (spec, backward) = backward_of(op, &ctx)?;
     let out_grads: Vec<Option<TBlob<'_>>> = out_grads
         .iter()
         .map(|g| g.as_ref().map(NDArray::blob))

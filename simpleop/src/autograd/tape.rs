@@ -200,13 +200,17 @@ pub(crate) fn attach(a: &mut NDArray, req: GradReq, grad: Option<NDArray>) {
 /// Whether `a` carries a gradient: a variable asking for one, or a
 /// recorded output.
 pub(crate) fn needs_gradient(a: &NDArray) -> bool {
-    a.tape().is_some() && link_of(a).is_some_and(|l| l.node.wants_gradient())
+    gradient_link(a).is_some()
+}
+
+/// `a`'s place on the tape when a gradient flows through it.
+pub(crate) fn gradient_link(a: &NDArray) -> Option<Link> {
+    link_of(a).filter(|l| l.node.wants_gradient())
 }
 
 /// Whether `a` is a variable asking for a gradient.
 pub(crate) fn is_variable(a: &NDArray) -> bool {
-    link_of(a)
-        .is_some_and(|l| matches!(l.node.kind, Kind::Variable { .. }) && l.node.wants_gradient())
+    gradient_link(a).is_some_and(|l| matches!(l.node.kind, Kind::Variable { .. }))
 }
 
 /// Records a call of `op` on `inputs` (its arguments) that made `outputs`,
