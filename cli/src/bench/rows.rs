@@ -377,18 +377,30 @@ fn tiny(b: &mut Bench) -> Result<()> {
     };
     let typed_ms = time_ms(b.opts.reps, typed)?;
     b.push("tiny/relu/typed", typed_ms / calls as f64, None, None);
-    let (by_name_ms, ratio) = time_paired(b.opts.reps, |c| match c {
+    against_typed(b, "tiny/relu/by-name", calls, typed, by_name)?;
+    tiny_recorded(b, relu, calls, typed)
+}
+
+/// Times `row` (`calls` calls) against `typed` in alternating pairs and
+/// records µs per call as `name`, with its ratio to `tiny/relu/typed`.
+fn against_typed(
+    b: &mut Bench,
+    name: &str,
+    calls: usize,
+    typed: impl Fn() -> Result<()>,
+    row: impl Fn() -> Result<()>,
+) -> Result<()> {
+    let (ms, ratio) = time_paired(b.opts.reps, |c| match c {
         Call::Base => typed(),
-        Call::Row => by_name(),
+        Call::Row => row(),
     })?;
-    let ms = by_name_ms / calls as f64;
     b.push(
-        "tiny/relu/by-name",
-        ms,
+        name,
+        ms / calls as f64,
         Some("tiny/relu/typed"),
         Some(ratio),
     );
-    tiny_recorded(b, relu, calls, typed)
+    Ok(())
 }
 
 /// One recorded `relu` on a one-element variable and its backward, per
@@ -410,16 +422,5 @@ fn tiny_recorded(
         black_box(x.grad());
         Ok(())
     };
-    let (ms, ratio) = time_paired(b.opts.reps, |c| match c {
-        Call::Base => typed(),
-        Call::Row => recorded(),
-    })?;
-    let per_call = ms / calls as f64;
-    b.push(
-        "tiny/relu/recorded",
-        per_call,
-        Some("tiny/relu/typed"),
-        Some(ratio),
-    );
-    Ok(())
+    against_typed(b, "tiny/relu/recorded", calls, typed, recorded)
 }
