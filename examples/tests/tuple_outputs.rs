@@ -248,9 +248,9 @@ fn backward_without_the_outputs_it_reads_is_an_error() {
     let args = GradArgs {
         out_grad: dy.blob(),
         output: None,
-        inputs: vec![None],
-        out_grads: vec![Some(dy.blob()), None],
-        outputs: Vec::new(),
+        inputs: vec![None].into(),
+        out_grads: vec![Some(dy.blob()), None].into(),
+        outputs: Default::default(),
     };
     let mut grads = [g.try_blob_mut().unwrap()];
     let err = backward(&call, &args, &mut grads, &[OpReqType::WriteTo]).unwrap_err();

@@ -218,8 +218,8 @@ fn simple_backward(
         out_grad: dy.clone(),
         output: ys.first().cloned(),
         inputs: x.iter().cloned().map(Some).collect(),
-        out_grads: vec![Some(dy.clone())],
-        outputs: Vec::new(),
+        out_grads: std::iter::once(Some(dy.clone())).collect(),
+        outputs: Default::default(),
     };
     backward(&OpCall { op, env, ctx }, &args, grads, reqs)
 }

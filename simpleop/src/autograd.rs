@@ -52,6 +52,7 @@
 
 mod engine;
 pub(crate) mod mode;
+mod table;
 pub(crate) mod tape;
 
 use std::collections::HashSet;
@@ -189,10 +190,13 @@ pub fn grad(
     pass.take_values(&wanted)
 }
 
+/// Per head, inline for the usual one or two.
+type Heads<T> = smallvec::SmallVec<[T; 2]>;
+
 /// Each head's place on the tape, or an error naming the head: one not
 /// recorded, or whose handle no longer holds the recorded value (replaced
 /// or written in place since).
-fn head_links(heads: &[&NDArray]) -> Result<Vec<Link>> {
+fn head_links(heads: &[&NDArray]) -> Result<Heads<Link>> {
     let refuse =
         |k: usize, why: &str| Error::invalid("autograd::backward", format!("heads[{k}]"), why);
     heads
@@ -218,7 +222,7 @@ fn head_links(heads: &[&NDArray]) -> Result<Vec<Link>> {
 }
 
 /// One gradient per head: `head_grads`, checked, or ones.
-fn seed_grads(heads: &[&NDArray], head_grads: &[&NDArray]) -> Result<Vec<NDArray>> {
+fn seed_grads(heads: &[&NDArray], head_grads: &[&NDArray]) -> Result<Heads<NDArray>> {
     if head_grads.is_empty() {
         return heads
             .iter()

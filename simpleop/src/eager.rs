@@ -404,8 +404,8 @@ fn grad_args<'a>(
         }
     };
     Ok(GradArgs {
-        out_grads: vec![Some(out_grad.clone())],
-        outputs: Vec::new(),
+        out_grads: std::iter::once(Some(out_grad.clone())).collect(),
+        outputs: Default::default(),
         out_grad,
         output,
         inputs: inputs

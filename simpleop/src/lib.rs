@@ -100,9 +100,9 @@ pub use error::{Error, Result};
 pub use grad_params::{AuxStates, In0, In1, In2, Inputs, OutGrad, OutGrads, OutValue, OutValues};
 pub use ndarray::NDArray;
 pub use op::{
-    BackwardFn, FormInput, FormNode, ForwardFn, ForwardInplace, GradArgs, GradInplace, GradKind,
-    GradSpec, InferenceForm, InferenceFormFn, InplaceOptions, MultiOutput, OpCall, OpDef, OpForm,
-    ParamKind, Pattern, Resources,
+    BackwardFn, FormInput, FormNode, ForwardFn, ForwardInplace, GradArgs, GradBlobs, GradInplace,
+    GradKind, GradSpec, InferenceForm, InferenceFormFn, InplaceOptions, MultiOutput, OpCall, OpDef,
+    OpForm, OutputBlobs, ParamKind, Pattern, Resources,
 };
 pub use operand::Operand;
 pub use params::ParamFile;

@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use smallvec::SmallVec;
+
 use crate::{
     Attrs, DType, EnvArguments, Error, OpReqType, Result, RunContext, Shape, TBlob, TBlobMut,
 };
@@ -252,15 +254,23 @@ pub struct GradArgs<'a> {
     pub output: Option<TBlob<'a>>,
     /// The forward inputs (arguments, never aux states), each present when
     /// the gradient needs it.
-    pub inputs: Vec<Option<TBlob<'a>>>,
+    pub inputs: GradBlobs<'a>,
     /// Per output, its gradient; `None` for an output no one reads, whose
     /// gradient is zero (not allocated). One entry for a one-output op.
-    pub out_grads: Vec<Option<TBlob<'a>>>,
+    pub out_grads: GradBlobs<'a>,
     /// For an op with several outputs, every forward output when the
     /// gradient reads them; otherwise empty (a one-output op reads
     /// `output`).
-    pub outputs: Vec<TBlob<'a>>,
+    pub outputs: OutputBlobs<'a>,
 }
+
+/// [`GradArgs`]' per-argument and per-output lists: inline for the usual
+/// few, so that building the arguments of a backward call allocates
+/// nothing (build one with `collect()`, or `.into()` from a `Vec`).
+pub type GradBlobs<'a> = SmallVec<[Option<TBlob<'a>>; 3]>;
+
+/// [`GradArgs::outputs`]: inline for the usual few.
+pub type OutputBlobs<'a> = SmallVec<[TBlob<'a>; 2]>;
 
 /// A forward kernel: computes the op's outputs from the inputs, each per
 /// its request. `outputs` holds the op's outputs (one, or

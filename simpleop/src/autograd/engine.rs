@@ -8,12 +8,11 @@
 //! since they were saved, wrong head gradients) is checked before the
 //! first kernel runs, so a refused backward writes nothing.
 
-use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use smallvec::SmallVec;
 
+use super::table::{Set, Table};
 use super::tape::{Kind, Link, Node, OpCall, Saved, lock};
 use crate::eager::registered;
 use crate::symbol::config::GradReq;
@@ -34,26 +33,6 @@ pub(crate) enum Targets<'a> {
 /// A value: output `.1` of the node at address `.0`.
 type Key = (usize, usize);
 
-/// Keys are node addresses: a multiply-rotate hash spreads them, where
-/// SipHash's resistance to chosen keys buys nothing and costs a tenth of a
-/// one-op backward.
-#[derive(Default)]
-struct AddressHasher(u64);
-
-impl Hasher for AddressHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        bytes.iter().for_each(|&b| self.write_usize(usize::from(b)));
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.0 = (self.0.rotate_left(5) ^ n as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
-type Fast = BuildHasherDefault<AddressHasher>;
-
 fn key(l: &Link) -> Key {
     (Arc::as_ptr(&l.node) as usize, l.output)
 }
@@ -72,27 +51,27 @@ struct Acc {
 /// One backward pass over the nodes reachable from `heads`.
 pub(crate) struct Pass<'a> {
     /// Oldest first.
-    nodes: Vec<Arc<Node>>,
+    nodes: Nodes,
     targets: Targets<'a>,
-    target_keys: HashSet<Key, Fast>,
+    target_keys: Set<Key>,
     /// Op nodes whose backward must run: an input leads to a target.
-    needed: HashSet<usize, Fast>,
-    acc: HashMap<Key, Acc, Fast>,
+    needed: Set<usize>,
+    acc: Table<Key, Acc>,
 }
 
 impl<'a> Pass<'a> {
     pub(crate) fn new(heads: &[Link], targets: Targets<'a>) -> Pass<'a> {
         let nodes = reachable(heads);
         let target_keys = match &targets {
-            Targets::Variables => HashSet::default(),
+            Targets::Variables => Set::default(),
             Targets::Values(v) => v.iter().map(key).collect(),
         };
         let mut pass = Pass {
             nodes,
             targets,
             target_keys,
-            needed: HashSet::default(),
-            acc: HashMap::default(),
+            needed: Set::default(),
+            acc: Table::default(),
         };
         for n in &pass.nodes {
             if let Some(call) = n.call()
@@ -137,7 +116,7 @@ impl<'a> Pass<'a> {
 
     /// Seeds head `l` with gradient `g` (its shape and dtype checked).
     pub(crate) fn seed(&mut self, l: &Link, g: &NDArray) -> Result<()> {
-        let acc = self.acc.entry(key(l)).or_default();
+        let acc = self.acc.entry(key(l));
         match acc.buf.as_mut() {
             None => acc.buf = Some(g.clone()),
             Some(buf) => add_into(buf, g)?,
@@ -154,7 +133,7 @@ impl<'a> Pass<'a> {
                 && *req == GradReq::Add
                 && let Some(g) = lock(grad).take()
             {
-                let acc = self.acc.entry((node_key(n), 0)).or_default();
+                let acc = self.acc.entry((node_key(n), 0));
                 acc.buf = Some(g);
                 acc.accumulate = true;
             }
@@ -222,7 +201,7 @@ impl<'a> Pass<'a> {
         let mut reqs: SmallVec<[OpReqType; 4]> = SmallVec::with_capacity(slots.len());
         for (i, input) in call.inputs.iter().enumerate() {
             let acc = match slots[i] {
-                Some(k) if group.contains(&i) => self.acc.entry(k).or_default(),
+                Some(k) if group.contains(&i) => self.acc.entry(k),
                 // Every slot has its input's shape: kernels may read it.
                 _ => {
                     let sink = NDArray::for_overwrite(op.name, input.shape.clone(), input.dtype)?;
@@ -247,7 +226,7 @@ impl<'a> Pass<'a> {
             if let Some(k) = slots[i]
                 && group.contains(&i)
             {
-                let acc = self.acc.entry(k).or_default();
+                let acc = self.acc.entry(k);
                 acc.buf = Some(buf);
                 acc.accumulate = true;
             }
@@ -319,15 +298,15 @@ fn run_kernel(
         ..RunContext::default()
     };
     let (spec, backward) = backward_of(op, &ctx)?;
-    let out_grads: Vec<Option<TBlob<'_>>> = out_grads
+    let out_grads: crate::GradBlobs<'_> = out_grads
         .iter()
         .map(|g| g.as_ref().map(NDArray::blob))
         .collect();
     // An op declaring several outputs reads them all (even when this call
     // made one); a one-output op reads `output`.
-    let outputs: Vec<TBlob<'_>> = match op.outputs {
+    let outputs: crate::OutputBlobs<'_> = match op.outputs {
         Some(_) => saved.outputs.iter().map(NDArray::blob).collect(),
-        None => Vec::new(),
+        None => Default::default(),
     };
     let args = GradArgs {
         out_grad: out_grads[0]
@@ -357,11 +336,14 @@ fn run_kernel(
     backward(&call_, &args, &mut blobs, reqs)
 }
 
+/// Nodes of one pass, inline while few.
+pub(crate) type Nodes = SmallVec<[Arc<Node>; 8]>;
+
 /// Every node reachable from `heads` through recorded inputs, oldest first.
-pub(crate) fn reachable(heads: &[Link]) -> Vec<Arc<Node>> {
-    let mut seen: HashSet<usize, Fast> = HashSet::default();
+pub(crate) fn reachable(heads: &[Link]) -> Nodes {
+    let mut seen: Set<usize> = Set::default();
     let mut stack: SmallVec<[Arc<Node>; 8]> = heads.iter().map(|l| l.node.clone()).collect();
-    let mut nodes = Vec::new();
+    let mut nodes = Nodes::new();
     while let Some(n) = stack.pop() {
         if !seen.insert(node_key(&n)) {
             continue;
@@ -376,7 +358,7 @@ pub(crate) fn reachable(heads: &[Link]) -> Vec<Arc<Node>> {
         }
         nodes.push(n);
     }
-    nodes.sort_by_key(|n| n.seq);
+    nodes.sort_unstable_by_key(|n| n.seq);
     nodes
 }
 

@@ -25,7 +25,7 @@ static NEXT_SEQ: AtomicU64 = AtomicU64::new(0);
 pub(crate) struct Node {
     pub(crate) seq: u64,
     /// Per output: bumped by every in-place write to that value.
-    versions: Box<[AtomicU64]>,
+    versions: SmallVec<[AtomicU64; 1]>,
     pub(crate) kind: Kind,
 }
 
@@ -52,7 +52,7 @@ pub(crate) struct OpCall {
     /// Per argument.
     pub(crate) inputs: Vec<Input>,
     /// Per output (hidden ones included).
-    pub(crate) outputs: Vec<(Shape, DType)>,
+    pub(crate) outputs: SmallVec<[(Shape, DType); 1]>,
     /// `None` once a backward without `retain_graph` has run this node.
     pub(crate) saved: Mutex<Option<Saved>>,
 }
@@ -81,7 +81,7 @@ pub(crate) struct Saved {
     /// node (any array on the tape) and that node's version then.
     pub(crate) inputs: Vec<Option<(NDArray, Option<Link>, u64)>>,
     /// Every output, when the gradient reads them; otherwise empty.
-    pub(crate) outputs: Vec<NDArray>,
+    pub(crate) outputs: SmallVec<[NDArray; 1]>,
 }
 
 impl Recorded for Node {
@@ -136,7 +136,7 @@ impl Drop for Node {
         let Kind::Op(call) = &mut self.kind else {
             return;
         };
-        let mut stack: Vec<Arc<Node>> = links(call);
+        let mut stack = links(call);
         while let Some(node) = stack.pop() {
             if let Some(mut node) = Arc::into_inner(node)
                 && let Kind::Op(call) = &mut node.kind
@@ -149,7 +149,7 @@ impl Drop for Node {
 
 /// Takes the node links out of `call`: its inputs', and those its saved
 /// values keep for their versions.
-fn links(call: &mut OpCall) -> Vec<Arc<Node>> {
+fn links(call: &mut OpCall) -> SmallVec<[Arc<Node>; 4]> {
     let saved = call.saved.get_mut().unwrap_or_else(|e| e.into_inner());
     let kept = saved.iter_mut().flat_map(|s| s.inputs.iter_mut().flatten());
     let kept = kept.filter_map(|(_, from, _)| from.take().map(|l| l.node));
@@ -253,7 +253,7 @@ pub(crate) fn record(
         .collect();
     let saved_outputs = match spec {
         Some(s) if s.needs_output => outputs.iter().map(NDArray::detach).collect(),
-        _ => Vec::new(),
+        _ => SmallVec::new(),
     };
     let call = OpCall {
         op,

@@ -246,8 +246,7 @@ pub fn invoke_backward_outputs(
         .kernels(ctx.device)?
         .backward
         .ok_or_else(|| crate::Error::NoGradient { op: op.name.into() })?;
-    let out_grads: Vec<Option<TBlob<'_>>> =
-        out_grads.iter().map(|g| g.map(NDArray::blob)).collect();
+    let out_grads: crate::GradBlobs<'_> = out_grads.iter().map(|g| g.map(NDArray::blob)).collect();
     let dtype = inputs.first().map_or(crate::DType::F32, |a| a.dtype());
     let args = crate::GradArgs {
         out_grad: out_grads[0].clone().unwrap_or_else(|| TBlob::empty(dtype)),
@@ -263,7 +262,7 @@ pub fn invoke_backward_outputs(
         out_grads,
         outputs: match spec.needs_output {
             true => outputs.iter().map(|o| o.blob()).collect(),
-            false => Vec::new(),
+            false => Default::default(),
         },
     };
     let mut blobs: Vec<TBlobMut<'_>> = Vec::with_capacity(grads.len());

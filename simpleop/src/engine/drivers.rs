@@ -159,7 +159,7 @@ pub fn map_forward<K: MapFn<N>, const N: usize>(
     let dst_info: SmallVec<[DstInfo<'_>; 4]> = outputs
         .iter()
         .zip(names)
-        .map(|(o, n)| (n, o.byte_range(), o.shape(), true))
+        .map(|(o, n)| (n.into(), o.byte_range(), o.shape(), true))
         .collect();
     let mut aliases = [None; N];
     for (i, x) in inputs.iter().enumerate() {

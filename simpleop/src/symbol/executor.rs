@@ -766,13 +766,13 @@ impl Executor {
             ctx: &self.ctx,
         };
         for group in gradient_calls(step.grads) {
-            let out_grads: Vec<Option<TBlob<'_>>> = std::iter::once(step.out_grad)
+            let out_grads: crate::GradBlobs<'_> = std::iter::once(step.out_grad)
                 .chain(step.more_out_grads.iter().copied())
                 .map(|g| g.map(|v| at.view(v)))
                 .collect();
             // Every output, for an op with several that reads them.
-            let outputs: Vec<TBlob<'_>> = match step.more_outputs {
-                [] => Vec::new(),
+            let outputs: crate::OutputBlobs<'_> = match step.more_outputs {
+                [] => Default::default(),
                 more => step
                     .output
                     .iter()

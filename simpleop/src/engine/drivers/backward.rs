@@ -5,7 +5,9 @@ use std::ops::Range;
 
 use smallvec::SmallVec;
 
-use super::checks::{Checked, DstInfo, alias_of, check_float, check_input, source_for, tiles_of};
+use super::checks::{
+    ArgName, Checked, DstInfo, alias_of, check_float, check_input, source_for, tiles_of,
+};
 use crate::blob::overlaps;
 use crate::engine::buffers::{DisjointMut, Indexer, Src, TILE, store, with_buffers};
 use crate::engine::chunks::for_each_chunk;
@@ -59,13 +61,12 @@ pub fn map_backward<K: MapGrad<N>, const N: usize>(
         dtype: args.out_grad.dtype(),
         out_shape: args.out_grad.shape().clone(),
     };
-    let grad_names = check_grad_args::<N>(op, &c, args, grads, reqs)?;
+    check_grad_args::<N>(op, &c, args, grads, reqs)?;
     // Destinations: gradients at the output shape are written directly;
     // broadcast ones go through a temporary and a reduction.
-    let direct: Vec<bool> = (0..N)
-        .map(|i| reqs[i] != OpReqType::Null && grads[i].shape() == &c.out_shape)
-        .collect();
-    let aliases = grad_aliases::<N>(op, args, (grads, reqs), &grad_names, &direct)?;
+    let direct: [bool; N] =
+        std::array::from_fn(|i| reqs[i] != OpReqType::Null && grads[i].shape() == &c.out_shape);
+    let aliases = grad_aliases::<N>(op, args, (grads, reqs), &direct)?;
     let run = BackwardRun {
         kernel,
         args,
@@ -81,26 +82,24 @@ pub fn map_backward<K: MapGrad<N>, const N: usize>(
 
 /// The checks of [`map_backward`]'s arguments against the output gradient
 /// (`c`): each wanted gradient, the output and inputs the gradient reads,
-/// and no two wanted gradients overlapping. Returns the gradients' names.
+/// and no two wanted gradients overlapping.
 fn check_grad_args<const N: usize>(
     op: &OpDef,
     c: &Checked,
     args: &GradArgs<'_>,
     grads: &[TBlobMut<'_>],
     reqs: &[OpReqType],
-) -> Result<Vec<String>> {
+) -> Result<()> {
     let broadcast = op.pattern == crate::Pattern::Broadcast;
     let spec = op
         .gradient
         .ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
-    let grad_names: Vec<String> = (0..N)
-        .map(|i| format!("{}_grad", op.input_name(i)))
-        .collect();
+    let grad_name = |i: usize| ArgName::GradOf(op.input_name(i));
     for (i, g) in grads.iter().enumerate() {
         if reqs[i] == OpReqType::Null {
             continue;
         }
-        check_input(c, &grad_names[i], &g.as_blob(), broadcast, None)?;
+        check_input(c, grad_name(i), &g.as_blob(), broadcast, None)?;
     }
     if let Some(y) = &args.output {
         check_input(c, "output", y, false, None)?;
@@ -134,13 +133,13 @@ fn check_grad_args<const N: usize>(
             if active && !a.is_empty() && overlaps(&a, &b) {
                 return Err(Error::Aliasing {
                     op: op.name.into(),
-                    out: grad_names[i].clone(),
-                    arg: grad_names[j].clone(),
+                    out: grad_name(i).to_string(),
+                    arg: grad_name(j).to_string(),
                 });
             }
         }
     }
-    Ok(grad_names)
+    Ok(())
 }
 
 /// Per source of a backward pass, the directly written gradient whose
@@ -158,20 +157,17 @@ fn grad_aliases<const N: usize>(
     op: &OpDef,
     args: &GradArgs<'_>,
     (grads, reqs): (&[TBlobMut<'_>], &[OpReqType]),
-    grad_names: &[String],
-    direct: &[bool],
+    direct: &[bool; N],
 ) -> Result<GradAliases<N>> {
-    let dst_info: Vec<DstInfo<'_>> = (0..N)
-        .map(|i| {
-            (
-                grad_names[i].as_str(),
-                grads[i].byte_range(),
-                grads[i].shape(),
-                reqs[i] != OpReqType::Null,
-            )
-        })
-        .collect();
-    let alias = |arg: &str, b: &TBlob<'_>| -> Result<Option<usize>> {
+    let dst_info: [DstInfo<'_>; N] = std::array::from_fn(|i| {
+        (
+            ArgName::GradOf(op.input_name(i)),
+            grads[i].byte_range(),
+            grads[i].shape(),
+            reqs[i] != OpReqType::Null,
+        )
+    });
+    let alias = |arg: &'static str, b: &TBlob<'_>| -> Result<Option<usize>> {
         Ok(alias_of(op.name, arg, b, &dst_info)?.filter(|&k| direct[k]))
     };
     let dy = alias("out_grad", &args.out_grad)?;
@@ -219,29 +215,23 @@ impl<K: MapGrad<N>, const N: usize> BackwardRun<'_, '_, K, N> {
             }
         }
         let n = shape.size();
-        let mut temps: Vec<Vec<S::Compute>> = Vec::with_capacity(N);
-        for (&req, &direct) in reqs[..N].iter().zip(self.direct) {
-            let wanted = req != OpReqType::Null && !direct;
-            temps.push(if wanted {
-                zeroed_temp::<S::Compute>(n)?
-            } else {
-                Vec::new()
-            });
+        let mut temps: [Vec<S::Compute>; N] = std::array::from_fn(|_| Vec::new());
+        for (i, t) in temps.iter_mut().enumerate() {
+            if reqs[i] != OpReqType::Null && !self.direct[i] {
+                *t = zeroed_temp::<S::Compute>(n)?;
+            }
         }
         {
             let (direct_grads, _) = grads.split_at_mut(N);
-            let mut direct_slices: Vec<Option<DisjointMut<'_, S>>> = Vec::with_capacity(N);
+            let mut direct_slices: [Option<DisjointMut<'_, S>>; N] = std::array::from_fn(|_| None);
             for (i, g) in direct_grads.iter_mut().enumerate() {
-                direct_slices.push(if self.direct[i] {
-                    Some(DisjointMut::new(g.as_slice_mut::<S>()?))
-                } else {
-                    None
-                });
+                if self.direct[i] {
+                    direct_slices[i] = Some(DisjointMut::new(g.as_slice_mut::<S>()?));
+                }
             }
-            let temp_slices: Vec<Option<DisjointMut<'_, S::Compute>>> = temps
-                .iter_mut()
-                .map(|t| (!t.is_empty()).then(|| DisjointMut::new(t.as_mut_slice())))
-                .collect();
+            let temp_slices = temps
+                .each_mut()
+                .map(|t| (!t.is_empty()).then(|| DisjointMut::new(t.as_mut_slice())));
             let job = BackwardJob {
                 kernel: self.kernel,
                 dy: &dy,

@@ -2,6 +2,7 @@
 //! and how each source relates to the destinations (exactly one of them,
 //! or apart); and the sources' tiles in the compute type.
 
+use std::fmt;
 use std::ops::Range;
 
 use crate::blob::overlaps;
@@ -28,17 +29,43 @@ pub(super) fn check_float(op: &'static str, arg: &str, dtype: DType) -> Result<(
     Ok(())
 }
 
-pub(super) fn check_input(
+/// An argument's name in an error message, spelled out only when an
+/// error is raised: a backward names its gradients `x_grad` without
+/// formatting a string per call.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ArgName<'a> {
+    Plain(&'a str),
+    /// The gradient of the named input.
+    GradOf(&'a str),
+}
+
+impl<'a> From<&'a str> for ArgName<'a> {
+    fn from(name: &'a str) -> Self {
+        ArgName::Plain(name)
+    }
+}
+
+impl fmt::Display for ArgName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArgName::Plain(name) => f.write_str(name),
+            ArgName::GradOf(name) => write!(f, "{name}_grad"),
+        }
+    }
+}
+
+pub(super) fn check_input<'n>(
     c: &Checked,
-    arg: &str,
+    arg: impl Into<ArgName<'n>>,
     blob: &TBlob<'_>,
     broadcast: bool,
     want_shape: Option<&Shape>,
 ) -> Result<()> {
+    let arg = arg.into();
     if blob.dtype() != c.dtype {
         return Err(Error::DTypeMismatch {
             op: c.op.into(),
-            arg: arg.into(),
+            arg: arg.to_string(),
             expected: c.dtype.to_string(),
             got: blob.dtype(),
         });
@@ -52,7 +79,7 @@ pub(super) fn check_input(
     if !ok {
         return Err(Error::ShapeMismatch {
             op: c.op.into(),
-            arg: arg.into(),
+            arg: arg.to_string(),
             expected: if broadcast && want_shape.is_none() {
                 format!("a shape that broadcasts to {target}")
             } else {
@@ -65,13 +92,13 @@ pub(super) fn check_input(
 }
 
 /// A destination as aliasing checks see it: name, bytes, shape, written.
-pub(crate) type DstInfo<'a> = (&'a str, Range<usize>, &'a Shape, bool);
+pub(crate) type DstInfo<'a> = (ArgName<'a>, Range<usize>, &'a Shape, bool);
 
 /// How a source relates to the destinations: `Some(k)` when it is exactly
 /// destination `k`'s memory; an error when it partly overlaps one.
-pub(crate) fn alias_of(
+pub(crate) fn alias_of<'n>(
     op: &'static str,
-    arg: &str,
+    arg: impl Into<ArgName<'n>>,
     src: &TBlob<'_>,
     dsts: &[DstInfo<'_>],
 ) -> Result<Option<usize>> {
@@ -88,8 +115,8 @@ pub(crate) fn alias_of(
         }
         return Err(Error::Aliasing {
             op: op.into(),
-            out: (*name).into(),
-            arg: arg.into(),
+            out: name.to_string(),
+            arg: arg.into().to_string(),
         });
     }
     Ok(None)

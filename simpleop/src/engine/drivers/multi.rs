@@ -85,7 +85,7 @@ fn read_inputs<'a, S: Float>(
     let mut xs = Vec::with_capacity(inputs.len());
     for (x, name) in inputs.iter().zip(names) {
         let s = x.as_slice::<S>()?;
-        xs.push(match alias_of(op, name, x, dsts)? {
+        xs.push(match alias_of(op, name.as_str(), x, dsts)? {
             Some(_) => Cow::Owned(s.to_vec()),
             None => Cow::Borrowed(s),
         });
@@ -117,7 +117,14 @@ fn dst_infos<'b>(
         .iter()
         .zip(blobs)
         .zip(reqs)
-        .map(|((n, b), r)| (n.as_str(), b.byte_range(), b.shape(), *r != OpReqType::Null))
+        .map(|((n, b), r)| {
+            (
+                n.as_str().into(),
+                b.byte_range(),
+                b.shape(),
+                *r != OpReqType::Null,
+            )
+        })
         .collect()
 }
 

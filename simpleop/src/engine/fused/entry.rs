@@ -142,7 +142,7 @@ fn run_over(
     let dst_info: SmallVec<[DstInfo<'_>; 4]> = outputs
         .iter()
         .zip(&names)
-        .map(|(o, n)| (n.as_ref(), o.byte_range(), o.shape(), true))
+        .map(|(o, n)| (n.as_ref().into(), o.byte_range(), o.shape(), true))
         .collect();
     let mut aliases: SmallVec<[Option<usize>; 4]> = SmallVec::with_capacity(inputs.len());
     for (i, x) in inputs.iter().enumerate() {
