@@ -32,6 +32,7 @@ use std::sync::{Arc, Mutex};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
+use crate::engine::isa::Isa;
 use crate::engine::switch::Switch;
 
 pub use crate::engine::lanes::{Lane, LaneOp};
@@ -94,7 +95,8 @@ impl Compiled {
     /// it writes ([`Compiled::writes`]) at `len` writable ones, which no
     /// other live reference covers and no read slot overlaps; a slot kept
     /// with `stream` is 64-byte aligned (`vmovntps` faults otherwise); the
-    /// CPU has what [`Isa::Avx512`](super::simd::Isa::Avx512) stands for.
+    /// CPU has the instruction set the program was compiled for (the
+    /// active one at [`compile`]).
     pub unsafe fn run(&self, ptrs: &[*mut f32], len: usize) {
         assert!(ptrs.len() >= self.slots, "one pointer per slot");
         assert!(!self.accumulates, "an accumulating program needs its sums");
@@ -172,9 +174,10 @@ type Cache = FxHashMap<Vec<u64>, Option<Arc<Compiled>>>;
 static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 
 /// The cache key: built on the stack, since it is looked up per run.
-fn key(instrs: &[JitInstr<'_>], n_slots: usize) -> SmallVec<[u64; 64]> {
+fn key(instrs: &[JitInstr<'_>], n_slots: usize, isa: Isa) -> SmallVec<[u64; 64]> {
     let mut k = SmallVec::new();
     k.push(n_slots as u64);
+    k.push(isa as u64);
     for i in instrs {
         match i {
             JitInstr::Op { lane, ins, out } => {
@@ -194,13 +197,17 @@ fn key(instrs: &[JitInstr<'_>], n_slots: usize) -> SmallVec<[u64; 64]> {
     k
 }
 
-/// The compiled form of `instrs` over `n_slots` slots (cached), or `None`
-/// where code generation is unsupported here or the program does not fit
-/// (more live values than registers): the caller interprets it then. The
-/// caller decides whether to generate code at all (`BindConfig::codegen`).
-/// Only for CPUs with AVX-512.
+/// The compiled form of `instrs` over `n_slots` slots for the active
+/// instruction set (cached), or `None` where code generation is
+/// unsupported there or the program does not fit (more live values than
+/// registers): the caller interprets it then. The caller decides whether
+/// to generate code at all (`BindConfig::codegen`).
 pub fn compile(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<Arc<Compiled>> {
-    let k = key(instrs, n_slots);
+    let isa = crate::engine::isa::active();
+    if !matches!(isa, Isa::Avx512 | Isa::Avx2) {
+        return None;
+    }
+    let k = key(instrs, n_slots, isa);
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     let cache = cache.get_or_insert_with(FxHashMap::default);
     if let Some(c) = cache.get(k.as_slice()) {
@@ -210,7 +217,12 @@ pub fn compile(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<Arc<Compiled>>
         cache.clear();
     }
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    let c = x86::compile(instrs, n_slots).map(|code| {
+    let backend = match isa {
+        Isa::Avx512 => x86::Backend::Avx512,
+        _ => x86::Backend::Avx2,
+    };
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    let c = x86::compile(instrs, n_slots, backend).map(|code| {
         Arc::new(Compiled {
             code,
             slots: n_slots,

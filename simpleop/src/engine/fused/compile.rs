@@ -60,7 +60,7 @@ fn compiled(
     sink: Option<(usize, Option<jit::Summand>)>,
     streams: &[Option<usize>],
 ) -> Option<Arc<jit::Compiled>> {
-    if active() != Isa::Avx512 || !prog.codegen {
+    if !matches!(active(), Isa::Avx512 | Isa::Avx2) || !prog.codegen {
         return None;
     }
     let mut instrs: SmallVec<[jit::JitInstr<'_>; 16]> = SmallVec::new();

@@ -1,0 +1,318 @@
+//! The AVX2 backend: 8 lanes per vector in the 16 ymm registers, 11 for
+//! values, one for the lanes of a last partial vector and four for the
+//! lanes' scratch. Without mask registers or embedded broadcasts, the
+//! constants are whole vectors in the pool, compares give lane masks in
+//! vectors, and a partial vector loads and stores with `vmaskmovps`
+//! (which, like AVX-512's masks, does not fault on the lanes it skips).
+//!
+//! Each lane runs the operations of its op's scalar FMA form
+//! (`vmath::fma`), which the AVX2 tile loops run: the scaling by 2^n
+//! that AVX-512 does with `vscalefps` is built from the exponent bits as
+//! the scalar form builds it, so the results are bitwise the
+//! interpreter's. Accumulating programs are not compiled here (the row
+//! sink reads the stored values instead).
+
+use iced_x86::Register;
+use iced_x86::code_asm::*;
+
+use super::emit::{Pool, Regs, Step, chunk_loop};
+use crate::engine::lanes::{Lane, LaneOp};
+use crate::vmath::{EXP_P, LN2_HI, LN2_LO, ROUND_MAGIC, TANH_CLAMP, TANH_G};
+
+/// Registers for values.
+const VALUE_REGS: usize = 11;
+/// The lanes of a last partial vector (all ones in each selected lane).
+const TAIL_MASK: usize = 11;
+/// The first of the four scratch registers.
+const SCRATCH: usize = 12;
+
+pub(super) const REGS: Regs = Regs {
+    values: VALUE_REGS,
+    with_sums: None,
+};
+
+/// Vector register `i` (0..16) as a ymm.
+fn ymm(i: usize) -> AsmRegisterYmm {
+    get_ymm(Register::YMM0 + i as u32).expect("one of the 16 vector registers")
+}
+
+fn scratch() -> (
+    AsmRegisterYmm,
+    AsmRegisterYmm,
+    AsmRegisterYmm,
+    AsmRegisterYmm,
+) {
+    (
+        ymm(SCRATCH),
+        ymm(SCRATCH + 1),
+        ymm(SCRATCH + 2),
+        ymm(SCRATCH + 3),
+    )
+}
+
+impl Pool {
+    /// `bits` in every lane, as a memory operand.
+    fn vec(&mut self, bits: u32) -> AsmMemoryOperand {
+        ymmword_ptr(rsi + self.offset(bits))
+    }
+    fn v(&mut self, x: f32) -> AsmMemoryOperand {
+        self.vec(x.to_bits())
+    }
+}
+
+/// The lane `j` index vector `0, 1, .., 7`, for the tail's mask.
+const IOTA: [u32; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
+
+fn emit_op(
+    a: &mut CodeAssembler,
+    p: &mut Pool,
+    lane: Lane,
+    i: &[usize],
+    d: usize,
+) -> Result<(), IcedError> {
+    let (t0, ..) = scratch();
+    let d = ymm(d);
+    let x = ymm(i[0]);
+    let s = lane.scalar;
+    match lane.op {
+        LaneOp::Add => a.vaddps(d, x, ymm(i[1]))?,
+        LaneOp::Sub => a.vsubps(d, x, ymm(i[1]))?,
+        LaneOp::Mul => a.vmulps(d, x, ymm(i[1]))?,
+        LaneOp::AddScalar => a.vaddps(d, x, p.v(s))?,
+        LaneOp::SubScalar => a.vsubps(d, x, p.v(s))?,
+        LaneOp::RSubScalar => {
+            a.vmovups(t0, p.v(s))?;
+            a.vsubps(d, t0, x)?;
+        }
+        LaneOp::MulScalar => a.vmulps(d, x, p.v(s))?,
+        LaneOp::Relu => {
+            // _CMP_NLE_UQ keeps positives and NaNs; the rest (-0 too)
+            // become +0, as `x <= 0 ? 0 : x`
+            a.vxorps(t0, t0, t0)?;
+            a.vcmpps(t0, x, t0, 0x16)?;
+            a.vandps(d, t0, x)?;
+        }
+        LaneOp::Abs => a.vandps(d, x, p.vec(0x7fff_ffff))?,
+        LaneOp::Neg => a.vxorps(d, x, p.vec(0x8000_0000))?,
+        LaneOp::Square => a.vmulps(d, x, x)?,
+        LaneOp::LessScalar => {
+            // _CMP_LT_OQ: false for NaN, as `x < s`
+            a.vcmpps(t0, x, p.v(s), 0x11)?;
+            a.vandps(d, t0, p.v(1.0))?;
+        }
+        LaneOp::Where => {
+            // _CMP_NEQ_UQ: true for NaN, as `c != 0`
+            a.vxorps(t0, t0, t0)?;
+            a.vcmpps(t0, x, t0, 4)?;
+            a.vblendvps(d, ymm(i[2]), ymm(i[1]), t0)?;
+        }
+        LaneOp::Exp => exp(a, p, x, d)?,
+        LaneOp::Sigmoid => sigmoid(a, p, x, d)?,
+        LaneOp::Tanh => tanh(a, p, x, d)?,
+    }
+    Ok(())
+}
+
+/// `vmath::fma::exp`: clamp, reduce by `n ln2`, polynomial, then times
+/// 2^(n/2) and 2^(n - n/2), each made from exponent bits.
+fn exp(
+    a: &mut CodeAssembler,
+    p: &mut Pool,
+    x: AsmRegisterYmm,
+    d: AsmRegisterYmm,
+) -> Result<(), IcedError> {
+    let (t0, t1, t2, _) = scratch();
+    clamp(a, p, x, -104.0, 89.0)?; // t0
+    a.vmulps(t1, t0, p.v(std::f32::consts::LOG2_E))?;
+    a.vroundps(t1, t1, 0x08)?; // nf: nearest, no exceptions
+    reduce_ln2(a, p, false)?; // t2 = r
+    exp_reduced(a, p)?; // t0 = e^r
+    a.vcvtps2dq(t1, t1)?; // n (nf is an integer)
+    a.vpsrad(t2, t1, 1)?; // n1 = n >> 1
+    a.vpsubd(t1, t1, t2)?; // n - n1
+    pow2i(a, p, t2, 0)?;
+    pow2i(a, p, t1, 0)?;
+    a.vmulps(d, t0, t2)?;
+    a.vmulps(d, d, t1)
+}
+
+/// `vmath::fma::sigmoid`: `2^-64 / (p 2^(n - 64) + 2^-64)`.
+fn sigmoid(
+    a: &mut CodeAssembler,
+    p: &mut Pool,
+    x: AsmRegisterYmm,
+    d: AsmRegisterYmm,
+) -> Result<(), IcedError> {
+    const TWO_M64: f32 = 1.0 / 18_446_744_073_709_551_616.0;
+    let (t0, t1, _, t3) = scratch();
+    clamp(a, p, x, -104.0, 40.0)?; // t0
+    a.vmovups(t1, p.v(ROUND_MAGIC))?;
+    a.vfmadd231ps(t1, t0, p.v(-std::f32::consts::LOG2_E))?;
+    a.vsubps(t1, t1, p.v(ROUND_MAGIC))?; // nf
+    reduce_ln2(a, p, true)?; // t2 = r for -xc
+    exp_reduced(a, p)?; // t0 = e^r
+    a.vcvtps2dq(t3, t1)?;
+    pow2i(a, p, t3, -64)?;
+    a.vfmadd213ps(t0, t3, p.v(TWO_M64))?;
+    a.vmovups(d, p.v(TWO_M64))?;
+    a.vdivps(d, d, t0)
+}
+
+/// `vmath::fma::tanh`: `f / (f + 1)` with `f = q 2^n + (2^n / 2 - 1/2)`,
+/// given the sign of `x`.
+fn tanh(
+    a: &mut CodeAssembler,
+    p: &mut Pool,
+    x: AsmRegisterYmm,
+    d: AsmRegisterYmm,
+) -> Result<(), IcedError> {
+    const HALF_LN2: f32 = 0.5 * std::f32::consts::LN_2;
+    let (t0, t1, t2, t3) = scratch();
+    a.vandps(t0, x, p.vec(0x7fff_ffff))?; // |x|
+    a.vmovups(t1, p.v(TANH_CLAMP))?;
+    a.vminps(t0, t1, t0)?; // min(clamp, |x|): NaN passes
+    a.vmovups(t1, p.v(ROUND_MAGIC))?;
+    a.vfmadd231ps(t1, t0, p.v(2.0 * std::f32::consts::LOG2_E))?;
+    a.vsubps(t1, t1, p.v(ROUND_MAGIC))?; // nf
+    a.vmovaps(t2, t0)?;
+    a.vfnmadd231ps(t2, t1, p.v(HALF_LN2))?; // h
+    a.vmovups(t3, p.v(TANH_G[4]))?;
+    for c in TANH_G[..4].iter().rev() {
+        a.vfmadd213ps(t3, t2, p.v(*c))?;
+    }
+    a.vmulps(t0, t2, t2)?;
+    a.vfmadd213ps(t0, t3, t2)?; // q = h^2 P(h) + h
+    a.vcvtps2dq(t3, t1)?;
+    pow2i(a, p, t3, 0)?; // s = 2^n
+    a.vmovups(t1, p.v(0.5))?;
+    a.vfmsub213ps(t1, t3, p.v(0.5))?; // s/2 - 1/2
+    a.vfmadd231ps(t1, t0, t3)?; // f = q s + (s/2 - 1/2)
+    a.vaddps(t2, t1, p.v(1.0))?;
+    a.vdivps(t2, t1, t2)?; // f / (f + 1)
+    a.vandps(t2, t2, p.vec(0x7fff_ffff))?;
+    a.vandps(d, x, p.vec(0x8000_0000))?;
+    a.vorps(d, d, t2) // the quotient with the sign of x
+}
+
+/// `r = 2^(r + bias)` for the integers in `r`, as `vmath`'s `pow2i`:
+/// the exponent field alone (the callers keep it within [-126, 127]).
+fn pow2i(
+    a: &mut CodeAssembler,
+    p: &mut Pool,
+    r: AsmRegisterYmm,
+    bias: i32,
+) -> Result<(), IcedError> {
+    a.vpaddd(r, r, p.vec((127 + bias) as u32))?;
+    a.vpslld(r, r, 23)
+}
+
+/// `t0 = min(hi, max(lo, x))`, NaN passing through as in the scalar
+/// form's `clamp`.
+fn clamp(
+    a: &mut CodeAssembler,
+    p: &mut Pool,
+    x: AsmRegisterYmm,
+    lo: f32,
+    hi: f32,
+) -> Result<(), IcedError> {
+    let (t0, t1, _, _) = scratch();
+    a.vmovups(t0, p.v(lo))?;
+    a.vmaxps(t0, t0, x)?;
+    a.vmovups(t1, p.v(hi))?;
+    a.vminps(t0, t1, t0)
+}
+
+/// `t2 = t0 - t1 ln2` in two steps (Cody–Waite), or `-t0 - t1 ln2` with
+/// `negate`; `t1` holds the rounded multiple.
+fn reduce_ln2(a: &mut CodeAssembler, p: &mut Pool, negate: bool) -> Result<(), IcedError> {
+    let (t0, t1, t2, _) = scratch();
+    a.vmovaps(t2, t0)?;
+    if negate {
+        a.vfnmsub231ps(t2, t1, p.v(LN2_HI))?;
+    } else {
+        a.vfnmadd231ps(t2, t1, p.v(LN2_HI))?;
+    }
+    a.vfnmadd231ps(t2, t1, p.v(LN2_LO))
+}
+
+/// `t0 = 1 + r + r^2 P(r)` for `r` in `t2` (uses `t3`).
+fn exp_reduced(a: &mut CodeAssembler, p: &mut Pool) -> Result<(), IcedError> {
+    let (t0, _, t2, t3) = scratch();
+    a.vmovups(t3, p.v(EXP_P[4]))?;
+    for c in EXP_P[..4].iter().rev() {
+        a.vfmadd213ps(t3, t2, p.v(*c))?;
+    }
+    a.vmulps(t0, t2, t2)?;
+    a.vfmadd213ps(t0, t3, t2)?;
+    a.vaddps(t0, t0, p.v(1.0))
+}
+
+/// One vector's steps; a partial one (`tail`) under the lanes in
+/// `TAIL_MASK`.
+fn emit_steps(
+    a: &mut CodeAssembler,
+    p: &mut Pool,
+    steps: &[Step],
+    tail: bool,
+) -> Result<(), IcedError> {
+    let mask = ymm(TAIL_MASK);
+    for st in steps {
+        match st {
+            Step::Load { slot, reg } => {
+                a.mov(rax, qword_ptr(rdi + 8 * *slot as i32))?;
+                let m = ymmword_ptr(rax + rcx * 4);
+                if tail {
+                    a.vmaskmovps(ymm(*reg), mask, m)?;
+                } else {
+                    a.vmovups(ymm(*reg), m)?;
+                }
+            }
+            Step::Op { lane, ins, out } => emit_op(a, p, *lane, ins, *out)?,
+            Step::Store { slot, reg, stream } => {
+                a.mov(rax, qword_ptr(rdi + 8 * *slot as i32))?;
+                let m = ymmword_ptr(rax + rcx * 4);
+                if tail {
+                    a.vmaskmovps(m, mask, ymm(*reg))?;
+                } else if *stream {
+                    a.vmovntps(m, ymm(*reg))?;
+                } else {
+                    a.vmovups(m, ymm(*reg))?;
+                }
+            }
+            // never planned: `REGS` gives sums no registers
+            Step::Accumulate { .. } => debug_assert!(false, "an AVX2 program accumulating"),
+        }
+    }
+    Ok(())
+}
+
+/// The program's code and its constants.
+pub(super) fn assemble(steps: &[Step]) -> Result<(Vec<u8>, Pool), IcedError> {
+    let mut pool = Pool::new(8);
+    let mut a = CodeAssembler::new(64)?;
+    // rdi: slot pointers, rsi: pool, rdx: len, rcx: element index
+    chunk_loop(
+        &mut a,
+        &mut pool,
+        8,
+        |a, pool| emit_steps(a, pool, steps, false),
+        |a, pool| {
+            // lanes j < len - i (below 8): the count against 0..8
+            a.mov(rax, rdx)?;
+            a.sub(rax, rcx)?;
+            a.vmovd(xmm(TAIL_MASK), eax)?;
+            a.vpbroadcastd(ymm(TAIL_MASK), xmm(TAIL_MASK))?;
+            let iota = pool.block(&IOTA);
+            a.vpcmpgtd(ymm(TAIL_MASK), ymm(TAIL_MASK), ymmword_ptr(rsi + iota))?;
+            emit_steps(a, pool, steps, true)
+        },
+    )?;
+    a.vzeroupper()?;
+    a.ret()?;
+    Ok((a.assemble(0)?, pool))
+}
+
+/// Vector register `i` as an xmm.
+fn xmm(i: usize) -> AsmRegisterXmm {
+    get_xmm(Register::XMM0 + i as u32).expect("one of the 16 vector registers")
+}
