@@ -59,11 +59,13 @@ def timed(fn, reps):
     return timing.timed(fn, reps)[0]
 
 
-def ours(quick, meta=None):
+def ours(quick, meta=None, isa=None):
     """simpleop's rows, name -> ms; its {"meta": ...} line goes into `meta`."""
     cmd = ["cargo", "run", "--release", "-q", "--bin", "simpleop", "--", "bench", "--json"]
     if quick:
         cmd.append("--quick")
+    if isa:
+        cmd += ["--isa", isa]
     out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
     rows = {}
     for r in map(json.loads, filter(str.strip, out.splitlines())):
@@ -246,6 +248,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="4M elements, fewer repetitions")
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds (default 2)")
     ap.add_argument("--json", action="store_true", help="JSON lines for bench/results.py instead of the table")
+    ap.add_argument("--isa", help="simpleop's instruction set (avx512, avx2, scalar; default the best); "
+                    "write each ISA's run to its own file, e.g. bench/out/peers-avx2.jsonl")
     args = ap.parse_args()
     n = (1 << 22) if args.quick else (1 << 24)
     reps = 5 if args.quick else 11
@@ -254,7 +258,7 @@ def main():
     simpleop_meta = {}
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
-        runs["simpleop"].append(ours(args.quick, simpleop_meta))
+        runs["simpleop"].append(ours(args.quick, simpleop_meta, args.isa))
         runs["numpy"].append(numpy_rows(n, reps))
         if torch is not None:
             runs["torch"].append(torch_rows(n, reps))

@@ -143,6 +143,9 @@ class Input:
         self.objects = []
         self.skipped = 0
         self.error = None
+        # (meta, objects) per `meta` line: `simpleop bench --isa a,b`
+        # writes one block per instruction set
+        self.blocks = []
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
                 lines = f.read().splitlines()
@@ -161,10 +164,27 @@ class Input:
             if not isinstance(obj, dict):
                 self.skipped += 1
             elif set(obj) == {"meta"}:
-                if self.meta is None and isinstance(obj["meta"], dict):
-                    self.meta = obj["meta"]
+                if isinstance(obj["meta"], dict):
+                    if self.meta is None:
+                        self.meta = obj["meta"]
+                    self.blocks.append((obj["meta"], []))
             else:
                 self.objects.append(obj)
+                if self.blocks:
+                    self.blocks[-1][1].append(obj)
+
+    def split(self):
+        """One Input per `meta` block (the file itself when it has one or none)."""
+        if len(self.blocks) < 2:
+            return [self]
+        out = []
+        for meta, objects in self.blocks:
+            part = Input.__new__(Input)
+            part.path, part.meta, part.objects = self.path, meta, objects
+            part.skipped, part.error, part.blocks = 0, None, [(meta, objects)]
+            out.append(part)
+        out[0].skipped = self.skipped
+        return out
 
     def rows(self):
         """name -> row object, for objects with a string `name`."""
@@ -380,7 +400,9 @@ def target_cell(name, ms_vals, ratios):
 
 
 def peers_section(inp):
-    lines = ["## Against numpy and PyTorch (`bench/peers.py`)", ""]
+    isa = get(inp.meta, "simpleop", "isa") if inp is not None and inp.meta else None
+    title = f" ({isa})" if isa else ""
+    lines = [f"## Against numpy and PyTorch (`bench/peers.py`){title}", ""]
     if inp is None:
         return lines + ["No peers input was given: section skipped.", ""]
     if inp.error is not None:
@@ -603,7 +625,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bench", action="append", metavar="FILE",
                     help="simpleop bench --json output (repeatable; default bench/out/bench*.jsonl)")
-    ap.add_argument("--peers", metavar="FILE", help="peers.py --json output (default bench/out/peers.jsonl)")
+    ap.add_argument("--peers", action="append", metavar="FILE",
+                    help="peers.py --json output (repeatable, one per ISA; default bench/out/peers*.jsonl)")
     ap.add_argument("--train", metavar="FILE",
                     help="train_digits JSON output (default bench/out/train_digits.jsonl)")
     ap.add_argument("--models", action="append", metavar="FILE",
@@ -613,15 +636,16 @@ def main():
     args = ap.parse_args()
 
     bench_paths = args.bench if args.bench else sorted(glob.glob(os.path.join(OUT_DIR, "bench*.jsonl")))
-    peers_path = args.peers or os.path.join(OUT_DIR, "peers.jsonl")
+    peers_paths = args.peers or sorted(glob.glob(os.path.join(OUT_DIR, "peers*.jsonl"))) \
+        or [os.path.join(OUT_DIR, "peers.jsonl")]
     train_path = args.train or os.path.join(OUT_DIR, "train_digits.jsonl")
 
-    bench = [Input(p) for p in bench_paths]
-    peers = Input(peers_path)
+    bench = [part for p in bench_paths for part in Input(p).split()]
+    peers = [Input(p) for p in peers_paths]
     train = Input(train_path)
     model_paths = args.models if args.models else sorted(glob.glob(os.path.join(OUT_DIR, "models*.jsonl")))
     models = [Input(p) for p in model_paths]
-    for i in bench + [peers, train] + models:
+    for i in bench + peers + [train] + models:
         if i.skipped:
             print(f"results.py: {i.rel()}: skipped {i.skipped} line(s) that are not JSON objects", file=sys.stderr)
 
@@ -633,7 +657,8 @@ def main():
         by_isa.setdefault(get(i.meta, "isa") if i.meta else None, []).append(i)
     for isa, inputs in (by_isa or {None: []}).items():
         doc += bench_section(inputs, isa if len(by_isa) > 1 else None)
-    doc += peers_section(peers)
+    for p in peers:
+        doc += peers_section(p)
     doc += libtorch_section(os.path.join(OUT_DIR, "libtorch.jsonl"))
     doc += train_section(train)
     for m in models:

@@ -8,7 +8,7 @@
 //! * `graph FILE.json [--shape NAME=2,3]... [--train] [-o OUT.dot]` writes
 //!   Graphviz DOT; with shapes (given, or all from the file's `__shape__`
 //!   hints) it binds the graph and draws the memory plan.
-//! * `bench [--quick] [--json]` times the kernels against same-run
+//! * `bench [--quick] [--json] [--isa avx512,avx2]` times the kernels against same-run
 //!   baselines ([`crate::bench`]).
 //! * `run MODEL-symbol.json [--params FILE] --input NAME=X.npy... [--train]
 //!   [-o OUT.npy] [--json] [--repeat N]` runs a model and writes its outputs (and
@@ -120,6 +120,11 @@ enum Command {
         /// One JSON object per row (`name`, `ms`, `baseline`, `ratio`).
         #[arg(long)]
         json: bool,
+        /// Instruction sets to run every row under, one after the other
+        /// (`avx512,avx2`), each after its own `meta` line; default: the
+        /// active one (`SIMPLEOP_ISA`, or the best the CPU has).
+        #[arg(long, value_delimiter = ',')]
+        isa: Vec<String>,
     },
 }
 
@@ -172,7 +177,7 @@ where
             let text = read_text(&file, cap)?;
             graph(&text, &shapes, &dtypes, train, output.as_deref(), out).map(|()| 0)
         }
-        Command::Bench { quick, json } => bench(quick, json, out).map(|()| 0),
+        Command::Bench { quick, json, isa } => bench(quick, json, &isa, out).map(|()| 0),
         Command::Run {
             file,
             params,
@@ -199,30 +204,60 @@ where
     }
 }
 
-fn bench(quick: bool, json: bool, out: &mut dyn Write) -> Result<()> {
+fn bench(quick: bool, json: bool, isas: &[String], out: &mut dyn Write) -> Result<()> {
     let opts = if quick {
         crate::bench::Options::quick()
     } else {
         crate::bench::Options::full()
     };
-    eprintln!(
-        "simd: {}, threads: {}, elements: {}",
-        simpleop::Tuning::current().isa.name(),
-        rayon::current_num_threads(),
-        opts.elements
-    );
-    let rows = crate::bench::run(opts, |r| {
-        eprintln!("  {} {:.4} ms", r.name, r.ms);
-    })?;
-    if json {
-        writeln!(out, "{}", crate::bench::meta_json(opts)).map_err(io_error)?;
-        for r in &rows {
-            writeln!(out, "{}", r.to_json()).map_err(io_error)?;
+    let isas = bench_isas(isas)?;
+    for isa in isas {
+        let _active = simpleop::Tuning::scoped(|t| t.isa = isa)?;
+        eprintln!(
+            "simd: {}, threads: {}, elements: {}",
+            isa.name(),
+            rayon::current_num_threads(),
+            opts.elements
+        );
+        let rows = crate::bench::run(opts, |r| {
+            eprintln!("  {} {:.4} ms", r.name, r.ms);
+        })?;
+        if json {
+            writeln!(out, "{}", crate::bench::meta_json(opts)).map_err(io_error)?;
+            for r in &rows {
+                writeln!(out, "{}", r.to_json()).map_err(io_error)?;
+            }
+        } else {
+            writeln!(out, "ISA {}", isa.name()).map_err(io_error)?;
+            write!(out, "{}", crate::bench::table(&rows)).map_err(io_error)?;
         }
-    } else {
-        write!(out, "{}", crate::bench::table(&rows)).map_err(io_error)?;
     }
     Ok(())
+}
+
+/// `--isa`'s sets, each checked to run here; the active one without any.
+fn bench_isas(names: &[String]) -> Result<Vec<simpleop::Isa>> {
+    if names.is_empty() {
+        return Ok(vec![simpleop::Tuning::current().isa]);
+    }
+    names
+        .iter()
+        .map(|n| {
+            let isa = simpleop::Isa::from_name(n.trim()).ok_or_else(|| {
+                Error::argument(
+                    "--isa",
+                    format!("expected scalar, neon, avx2 or avx512, got {n:?}"),
+                )
+            })?;
+            if !isa.is_supported() {
+                return Err(Error::argument(
+                    "--isa",
+                    format!("{} is not supported by this CPU", isa.name()),
+                ));
+            }
+            Ok(isa)
+        })
+        .collect()
 }
 
 fn io_error(e: std::io::Error) -> Error {
