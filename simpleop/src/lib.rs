@@ -156,7 +156,8 @@ pub mod __private {
         /// Code generation: programs, compiling them, and what ran.
         pub mod jit {
             pub use crate::engine::jit::{
-                ACC_LANES, JitInstr, Lane, LaneOp, Summand, compile, compiled_ranges, summed_ranges,
+                ACC_LANES, JitInstr, Lane, LaneOp, Summand, compile, compiled_ranges, generates_on,
+                summed_ranges,
             };
         }
         /// Half-type tables' thresholds.

@@ -17,8 +17,7 @@ use simpleop::{Attrs, DType, Device, EnvArguments, NDArray, ParamKind, Registry,
 /// Whether this machine runs compiled code at all (for the active
 /// instruction set: CI runs these tests with `SIMPLEOP_ISA=avx2` too).
 fn generates() -> bool {
-    cfg!(all(target_arch = "x86_64", target_os = "linux"))
-        && matches!(simpleop::Tuning::current().isa, Isa::Avx512 | Isa::Avx2)
+    jit::generates_on(simpleop::Tuning::current().isa)
 }
 
 /// Whether compiled code sums a row sink's values in registers (AVX-512

@@ -204,7 +204,7 @@ fn key(instrs: &[JitInstr<'_>], n_slots: usize, isa: Isa) -> SmallVec<[u64; 64]>
 /// to generate code at all (`BindConfig::codegen`).
 pub fn compile(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<Arc<Compiled>> {
     let isa = crate::engine::isa::active();
-    if !matches!(isa, Isa::Avx512 | Isa::Avx2) {
+    if !generates_on(isa) {
         return None;
     }
     let k = key(instrs, n_slots, isa);
@@ -235,6 +235,12 @@ pub fn compile(instrs: &[JitInstr<'_>], n_slots: usize) -> Option<Arc<Compiled>>
     let c = None;
     cache.insert(k.to_vec(), c.clone());
     c
+}
+
+/// Whether programs compile for `isa` here: AVX-512 or AVX2 on x86-64
+/// Linux (other sets and targets interpret).
+pub fn generates_on(isa: Isa) -> bool {
+    cfg!(all(target_arch = "x86_64", target_os = "linux")) && matches!(isa, Isa::Avx512 | Isa::Avx2)
 }
 
 static CODEGEN: Switch = Switch::from_env(crate::environment::Var::Codegen);

@@ -8,7 +8,7 @@ use smallvec::SmallVec;
 use super::program::{Compute, TileInstr, TileProgram};
 use super::row_sink::{RowSink, SUM_TAIL_MIN_ROW};
 use crate::engine::half_io::TileIo;
-use crate::engine::isa::{Isa, active};
+use crate::engine::isa::active;
 use crate::engine::jit;
 use crate::engine::rows::LANES as ROW_LANES;
 
@@ -60,7 +60,7 @@ fn compiled(
     sink: Option<(usize, Option<jit::Summand>)>,
     streams: &[Option<usize>],
 ) -> Option<Arc<jit::Compiled>> {
-    if !matches!(active(), Isa::Avx512 | Isa::Avx2) || !prog.codegen {
+    if !jit::generates_on(active()) || !prog.codegen {
         return None;
     }
     let mut instrs: SmallVec<[jit::JitInstr<'_>; 16]> = SmallVec::new();
