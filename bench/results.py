@@ -99,6 +99,7 @@ BENCH_TABLES = [
         ("tiny/relu/typed", None),
         ("tiny/relu/by-name", "tiny/relu/typed"),
         ("tiny/relu/recorded", "tiny/relu/typed"),
+        ("tiny/relu/recorded-chain8", "tiny/relu/typed"),
     ]),
 ]
 

@@ -253,6 +253,45 @@ fn grad_returns_gradients_without_touching_buffers() {
     assert!(err.to_string().contains("inputs[0]"), "{err}");
 }
 
+/// A chain of unary ops whose gradients could be written over their
+/// output gradients (they declare `OutIn`): the gradients are right, and a
+/// head gradient the caller passed, a gradient `grad` returned and a
+/// gradient handle taken before another backward keep their values.
+#[test]
+fn backward_through_a_chain_leaves_the_callers_arrays_alone() {
+    simpleop_ops::link();
+    let x = var(&[0.5, -1.0, 2.0], &[3]);
+    let (h, y) = autograd::record(|| {
+        let h = call("sigmoid", &[&x]);
+        let t = call("tanh", &[&h]);
+        (h.clone(), call("relu", &[&t]))
+    });
+    let head = arr(&[1.0, 2.0, 3.0], &[3]);
+    let s: Vec<f64> = [0.5f64, -1.0, 2.0]
+        .iter()
+        .map(|v| 1.0 / (1.0 + (-v).exp()))
+        .collect();
+    let dh: Vec<f64> = s
+        .iter()
+        .zip([1.0, 2.0, 3.0])
+        .map(|(s, g)| g * (1.0 - s.tanh().powi(2)))
+        .collect();
+    let dx: Vec<f64> = dh.iter().zip(&s).map(|(d, s)| d * s * (1.0 - s)).collect();
+    let g = autograd::grad(&[&y], &[&h, &x], &[&head], true).unwrap();
+    assert_close(&g[0].to_f64_vec(), &dh, 1e-6, "dy/dh");
+    assert_close(&g[1].to_f64_vec(), &dx, 1e-6, "dy/dx");
+    assert_eq!(head.to_vec::<f32>().unwrap(), [1.0, 2.0, 3.0]);
+    autograd::backward(&[&y], &[&head]).unwrap();
+    let x_grad = x.grad().unwrap();
+    assert_close(&x_grad.to_f64_vec(), &dx, 1e-6, "x.grad");
+    assert_eq!(head.to_vec::<f32>().unwrap(), [1.0, 2.0, 3.0]);
+    assert_close(&g[0].to_f64_vec(), &dh, 1e-6, "dy/dh after backward");
+    // a second pass writes a new gradient; the handle taken keeps its value
+    let y2 = autograd::record(|| call("sigmoid", &[&x]));
+    y2.backward().unwrap();
+    assert_close(&x_grad.to_f64_vec(), &dx, 1e-6, "earlier x.grad");
+}
+
 #[test]
 fn record_sets_training_mode_for_dropout() {
     simpleop_ops::link();

@@ -59,7 +59,9 @@
 //!   fusion on (the product runs slab by slab and the bias and relu read
 //!   it from cache), against `dense/dot`; `dense/unfused` against it.
 //! * `tiny/relu/typed` and `tiny/relu/by-name`: µs per call on one element;
-//!   `tiny/relu/recorded`: the call recorded by autograd plus its backward.
+//!   `tiny/relu/recorded`: the call recorded by autograd plus its backward;
+//!   `tiny/relu/recorded-chain8`: per call of eight recorded calls in a
+//!   chain with one backward.
 //!
 //! Ops are called by name, so the rows need the standard ops linked in.
 

@@ -404,7 +404,8 @@ fn against_typed(
 }
 
 /// One recorded `relu` on a one-element variable and its backward, per
-/// call, against the unrecorded call.
+/// call, against the unrecorded call; then per call of a recorded chain
+/// of eight with one backward.
 fn tiny_recorded(
     b: &mut Bench,
     relu: &'static simpleop::OpDef,
@@ -422,5 +423,25 @@ fn tiny_recorded(
         black_box(x.grad());
         Ok(())
     };
-    against_typed(b, "tiny/relu/recorded", calls, typed, recorded)
+    against_typed(b, "tiny/relu/recorded", calls, &typed, recorded)?;
+    // A pass's fixed costs (the head's ones, the walk, the variable's
+    // buffer) shared by eight recorded calls: the cost per op of a chain.
+    let chain = || -> Result<()> {
+        for _ in 0..calls / CHAIN {
+            let y = autograd::record(|| -> Result<NDArray> {
+                let mut y = eager::invoke_with(relu, &[black_box(&x)], &env)?;
+                for _ in 1..CHAIN {
+                    y = eager::invoke_with(relu, &[&y], &env)?;
+                }
+                Ok(y)
+            })?;
+            y.backward()?;
+        }
+        black_box(x.grad());
+        Ok(())
+    };
+    against_typed(b, "tiny/relu/recorded-chain8", calls, typed, chain)
 }
+
+/// Recorded calls per backward in `tiny/relu/recorded-chain8`.
+const CHAIN: usize = 8;
