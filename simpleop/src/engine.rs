@@ -8,7 +8,8 @@
 //! * [`isa`]: instruction-set detection and dispatch of tile jobs;
 //! * [`hints`]: prefetching, the cache size, streaming stores;
 //! * [`half_io`]: f16/bf16 storage to and from f32, a tile at a time;
-//! * [`vector`] and [`lanes`]: hand-vectorised forms and lane operations;
+//! * [`vector`] (with `vector_avx2`) and [`lanes`]: hand-vectorised forms
+//!   and lane operations;
 //! * [`buffers`], [`grain`] and [`chunks`]: scratch tiles, the parallel
 //!   grain, splitting loops over the pool;
 //! * [`tiles`]: the tile loops;
@@ -33,3 +34,5 @@ pub mod table;
 pub mod table_build;
 pub mod tiles;
 pub mod vector;
+#[cfg(target_arch = "x86_64")]
+pub mod vector_avx2;

@@ -11,9 +11,10 @@
 //! bits on every target; the [`fma`] form ([`fma::exp`], ...) fuses it into
 //! one multiply-add, which is faster where the CPU has FMA and is
 //! what the AVX2 and AVX-512 tile loops use.  Both meet the bounds below.
-//! [`avx512`] has explicit 16-lane forms of `exp`, `tanh`, `sigmoid` and
-//! `ln` that return the [`fma`] forms' bits with fewer instructions; the
-//! built-in ops run them through [`crate::kernel::vector`].
+//! [`avx512`] and [`avx2`] have explicit 16- and 8-lane forms of `exp`,
+//! `tanh`, `sigmoid` and `ln` that return the [`fma`] forms' bits with
+//! fewer instructions; the built-in ops run them through
+//! [`crate::kernel::VectorForm`]s.
 //!
 //! Polynomial coefficients were fitted for this module (near-minimax via
 //! Lawson-iterated, error-weighted least squares on Chebyshev nodes with the
@@ -71,6 +72,8 @@
 
 use std::f32::consts::{LN_2, LOG2_E};
 
+#[cfg(target_arch = "x86_64")]
+pub mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512;
 

@@ -211,22 +211,25 @@ pub fn map_forward<K: MapFn<N>, const N: usize>(
 
 /// Whether this call's streamed stores leave from registers with no
 /// staging pass, whatever the kernel: with AVX-512 active, f32 and f64
-/// kernels ([`StreamMap`] streams each chunk as it is computed) and
-/// unary f16/bf16 kernels whose vector form covers the type.
+/// kernels ([`StreamMap`] streams each chunk as it is computed); with
+/// AVX-512 or AVX2, unary kernels whose vector form has loops for the
+/// active set that cover the type.
 fn streams_from_registers<S: TileIo, K: MapFn<N>, const N: usize>(kernel: &K) -> bool {
-    if simd::active() != simd::Isa::Avx512 {
-        return false;
+    let isa = simd::active();
+    if isa == simd::Isa::Avx512 && matches!(S::DTYPE, DType::F32 | DType::F64) {
+        return true;
     }
-    match S::DTYPE {
-        DType::F32 | DType::F64 => true,
-        _ => {
-            N == 1
-                && kernel
-                    .vector()
-                    .and_then(|v| v.avx512().copied())
-                    .is_some_and(|loops| S::avx512_loop(&loops).is_some())
-        }
-    }
+    let loops = match (isa, kernel.vector()) {
+        (simd::Isa::Avx512, Some(v)) => v.avx512().copied(),
+        (simd::Isa::Avx2, Some(v)) => v.avx2().copied(),
+        _ => None,
+    };
+    N == 1
+        && loops.is_some_and(|loops| match S::DTYPE {
+            DType::F32 => true,
+            DType::F64 => false,
+            _ => S::half_loop(&loops).is_some(),
+        })
 }
 
 /// The op's f16/bf16 lookup table ([`table`]) when this call should read

@@ -11,7 +11,7 @@
 
 use crate::Float;
 use crate::engine::isa::{Isa, TileJob, active, run};
-use crate::engine::vector::{Avx512Loops, VectorLoop};
+use crate::engine::vector::{VectorLoop, VectorLoops};
 
 /// How a storage type moves to and from its compute type, a tile at a time.
 ///
@@ -28,11 +28,11 @@ pub trait TileIo: Float {
     fn load(src: &[Self], dst: &mut [Self::Compute]);
     /// Writes `src` into `dst`, or adds it when `add`.
     fn store(dst: &mut [Self], src: &[Self::Compute], add: bool);
-    /// A vector form's AVX-512 loop over storage of this (non-compute)
-    /// type, which converts in registers; `None` for f32/f64, whose tiles
-    /// need no conversion.
+    /// A vector form's loop (of one instruction set's `loops`) over
+    /// storage of this (non-compute) type, which converts in registers;
+    /// `None` for f32/f64, whose tiles need no conversion.
     #[inline(always)]
-    fn avx512_loop(_: &Avx512Loops) -> Option<VectorLoop<Self>> {
+    fn half_loop(_: &VectorLoops) -> Option<VectorLoop<Self>> {
         None
     }
     /// Widens 32 elements to the compute type inside an AVX-512 loop: in
@@ -128,7 +128,7 @@ trait HalfFormat: Float<Compute = f32> {
     #[cfg(target_arch = "x86_64")]
     type NativeLanes: crate::engine::vector::x86::Lanes<Elem = Self>;
     /// A vector form's loop over this format.
-    fn avx512_loop(loops: &Avx512Loops) -> Option<VectorLoop<Self>>;
+    fn half_loop(loops: &VectorLoops) -> Option<VectorLoop<Self>>;
     /// Widens `src` into `dst` (same length).
     fn widen(src: &[Self], dst: &mut [f32]);
     /// Narrows `src` into `dst`, or adds it to `dst` when `add`.
@@ -137,8 +137,8 @@ trait HalfFormat: Float<Compute = f32> {
 
 impl<H: HalfFormat> TileIo for H {
     #[inline(always)]
-    fn avx512_loop(loops: &Avx512Loops) -> Option<VectorLoop<Self>> {
-        <H as HalfFormat>::avx512_loop(loops)
+    fn half_loop(loops: &VectorLoops) -> Option<VectorLoop<Self>> {
+        <H as HalfFormat>::half_loop(loops)
     }
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
@@ -183,7 +183,7 @@ impl HalfFormat for half::f16 {
     #[cfg(target_arch = "x86_64")]
     type NativeLanes = crate::engine::vector::x86::F16;
     #[inline(always)]
-    fn avx512_loop(loops: &Avx512Loops) -> Option<VectorLoop<Self>> {
+    fn half_loop(loops: &VectorLoops) -> Option<VectorLoop<Self>> {
         loops.f16
     }
     #[inline]
@@ -213,7 +213,7 @@ impl HalfFormat for half::bf16 {
     #[cfg(target_arch = "x86_64")]
     type NativeLanes = crate::engine::vector::x86::Bf16Native;
     #[inline(always)]
-    fn avx512_loop(loops: &Avx512Loops) -> Option<VectorLoop<Self>> {
+    fn half_loop(loops: &VectorLoops) -> Option<VectorLoop<Self>> {
         loops.bf16
     }
     #[inline]

@@ -174,6 +174,18 @@ pub trait TileJob: Sized {
     unsafe fn run_avx512(self) {
         self.run_fma()
     }
+
+    /// Runs the loop inside the AVX2 dispatch; jobs whose kernels have a
+    /// `VectorForm` with AVX2 loops run them here, the rest as
+    /// [`TileJob::run_fma`].
+    ///
+    /// # Safety
+    /// The CPU must have what [`Isa::Avx2`] stands for (AVX2, FMA and
+    /// F16C).
+    #[inline(always)]
+    unsafe fn run_avx2(self) {
+        self.run_fma()
+    }
 }
 
 /// Runs `job` compiled for the active instruction set.
@@ -253,7 +265,9 @@ fn run_avx512<J: TileJob>(job: J) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c,bmi1,bmi2,lzcnt,popcnt")]
 fn run_avx2<J: TileJob>(job: J) {
-    job.run_fma()
+    // SAFETY: `run_on` calls this only for `Isa::Avx2` on a CPU that
+    // supports it (its caller's contract).
+    unsafe { job.run_avx2() }
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use crate::engine::half_io::TileIo;
 use crate::engine::hints::{prefetch_op_loop, stream_copy};
 use crate::engine::isa::TileJob;
-use crate::engine::vector::{Stores, VectorLoop};
+use crate::engine::vector::{Stores, VectorLoop, VectorLoops};
 use crate::kernel::{MapFn, MapGrad};
 use crate::{DType, Float};
 
@@ -83,19 +83,40 @@ impl<K: MapFn<N>, C: Float, const N: usize> TileJob for MapTile<'_, K, C, N> {
         .run()
     }
 
-    /// f32 tiles of a kernel with an AVX-512 vector form run that form, a
-    /// block at a time with the next block's input asked for on long
-    /// loops, as in [`TileJob::run`].
+    /// f32 tiles of a kernel with an AVX-512 vector form run that form
+    /// ([`MapTile::run_form`]).
     #[inline(always)]
     unsafe fn run_avx512(self) {
-        let Some(simd_loop) = f32_form::<K, C, N>(self.kernel) else {
+        // SAFETY: the caller's contract.
+        unsafe { self.run_form(Mode::Avx512) }
+    }
+
+    /// As [`TileJob::run_avx512`], with the form's AVX2 loops.
+    #[inline(always)]
+    unsafe fn run_avx2(self) {
+        // SAFETY: the caller's contract.
+        unsafe { self.run_form(Mode::Avx2) }
+    }
+}
+
+impl<K: MapFn<N>, C: Float, const N: usize> MapTile<'_, K, C, N> {
+    /// The kernel's vector form for `mode`, a block at a time with the
+    /// next block's input asked for on long loops, as in
+    /// [`TileJob::run`]; without one, [`TileJob::run_fma`].
+    ///
+    /// # Safety
+    /// As for [`Mode::run`].
+    #[inline(always)]
+    unsafe fn run_form(self, mode: Mode) {
+        let Some(simd_loop) = f32_form::<K, C, N>(self.kernel, mode) else {
             return self.run_fma();
         };
         let out: &mut [f32] = bytemuck::cast_slice_mut(self.out);
         let x: &[f32] = &bytemuck::cast_slice(self.ins[0])[..out.len()];
         if std::mem::size_of_val(out) < PREFETCH_MIN {
-            // SAFETY: the caller guarantees what `Isa::Avx512` stands
-            // for; the slices are one length.
+            // SAFETY: the caller guarantees the CPU `mode` needs (a form
+            // has loops only for AVX-512 and AVX2); the slices are one
+            // length.
             unsafe { simd_loop(x, out, Stores::Cached) };
             return;
         }
@@ -184,14 +205,28 @@ pub(crate) struct StreamMap<'a, K, C, const N: usize> {
     pub res: &'a mut [C],
 }
 
-/// The AVX-512 loop of the kernel's vector form over f32 compute slices
-/// (unary kernels only; f16/bf16 storage goes through
-/// [`TileIo::avx512_loop`] instead, f64 has none): the one place the f32
-/// tile loops decide whether a form runs.
+/// The loops of the kernel's vector form for `mode`'s instruction set
+/// (AVX-512 or AVX2; unary kernels only).
 #[inline(always)]
-fn f32_form<K: MapFn<N>, C: Float, const N: usize>(kernel: &K) -> Option<VectorLoop<f32>> {
-    match kernel.vector() {
-        Some(v) if N == 1 && C::DTYPE == DType::F32 => v.avx512().map(|l| l.f32),
+fn form_loops<K: MapFn<N>, const N: usize>(kernel: &K, mode: Mode) -> Option<VectorLoops> {
+    match (mode, kernel.vector()) {
+        (Mode::Avx512, Some(v)) if N == 1 => v.avx512().copied(),
+        (Mode::Avx2, Some(v)) if N == 1 => v.avx2().copied(),
+        _ => None,
+    }
+}
+
+/// The loop of the kernel's vector form for `mode` over f32 compute
+/// slices (f16/bf16 storage goes through [`TileIo::half_loop`] instead,
+/// f64 has none): the one place the f32 tile loops decide whether a form
+/// runs.
+#[inline(always)]
+fn f32_form<K: MapFn<N>, C: Float, const N: usize>(
+    kernel: &K,
+    mode: Mode,
+) -> Option<VectorLoop<f32>> {
+    match C::DTYPE {
+        DType::F32 => form_loops(kernel, mode).map(|l| l.f32),
         _ => None,
     }
 }
@@ -204,13 +239,17 @@ enum Mode {
     /// Only passed by [`TileJob::run_avx512`], whose caller vouches for
     /// the CPU.
     Avx512,
+    /// Only passed by [`TileJob::run_avx2`], whose caller vouches for the
+    /// CPU.
+    Avx2,
 }
 
 impl Mode {
     /// Runs `job` with the loop this mode stands for.
     ///
     /// # Safety
-    /// `Mode::Avx512` only on a CPU with what [`Isa::Avx512`] stands for.
+    /// `Mode::Avx512` only on a CPU with what [`Isa::Avx512`] stands for,
+    /// `Mode::Avx2` only on one with what [`Isa::Avx2`] stands for.
     #[inline(always)]
     unsafe fn run<J: TileJob>(self, job: J) {
         match self {
@@ -218,6 +257,8 @@ impl Mode {
             Mode::Fma => job.run_fma(),
             // SAFETY: the caller's contract.
             Mode::Avx512 => unsafe { job.run_avx512() },
+            // SAFETY: the caller's contract.
+            Mode::Avx2 => unsafe { job.run_avx2() },
         }
     }
 }
@@ -229,13 +270,13 @@ macro_rules! mode_tile_job {
         impl<K: MapFn<N>, $t: $bound, const N: usize> TileJob for $job {
             #[inline(always)]
             fn run(self) {
-                // SAFETY: not the AVX-512 mode.
+                // SAFETY: not a mode with CPU requirements.
                 unsafe { self.go(Mode::Plain) }
             }
 
             #[inline(always)]
             fn run_fma(self) {
-                // SAFETY: not the AVX-512 mode.
+                // SAFETY: not a mode with CPU requirements.
                 unsafe { self.go(Mode::Fma) }
             }
 
@@ -243,6 +284,12 @@ macro_rules! mode_tile_job {
             unsafe fn run_avx512(self) {
                 // SAFETY: the caller guarantees the CPU.
                 unsafe { self.go(Mode::Avx512) }
+            }
+
+            #[inline(always)]
+            unsafe fn run_avx2(self) {
+                // SAFETY: the caller guarantees the CPU.
+                unsafe { self.go(Mode::Avx2) }
             }
         }
     };
@@ -452,15 +499,12 @@ unsafe fn convert_chunks_avx512bf16<K: MapFn<N>, S: TileIo, const N: usize>(
 
 impl<K: MapFn<N>, C: Float, const N: usize> StreamMap<'_, K, C, N> {
     /// # Safety
-    /// `Mode::Avx512` only on a CPU with what [`Isa::Avx512`] stands for.
+    /// As for [`Mode::run`].
     #[inline(always)]
     unsafe fn go(self, mode: Mode) {
         let n = self.out.len();
         // An f32 vector form streams from registers: no staging tile.
-        let simd_loop = match mode {
-            Mode::Avx512 => f32_form::<K, C, N>(self.kernel),
-            _ => None,
-        };
+        let simd_loop = f32_form::<K, C, N>(self.kernel, mode);
         #[cfg(target_arch = "x86_64")]
         if let (Mode::Avx512, None) = (mode, simd_loop) {
             let ins = self.ins.map(bytemuck::cast_slice::<C, C::Fma>);
@@ -483,9 +527,10 @@ impl<K: MapFn<N>, C: Float, const N: usize> StreamMap<'_, K, C, N> {
             if let Some(simd_loop) = simd_loop {
                 let x: &[f32] = bytemuck::cast_slice(&self.ins[0][start..start + len]);
                 let out: &mut [f32] = bytemuck::cast_slice_mut(&mut self.out[start..start + len]);
-                // SAFETY: `Avx512` only on such a CPU (the caller's
-                // contract); both slices are `len` long; the caller fences
-                // (this type's contract).
+                // SAFETY: a form's loop only in the AVX-512 or AVX2 mode,
+                // so on such a CPU (the caller's contract); both slices
+                // are `len` long; the caller fences (this type's
+                // contract).
                 unsafe { simd_loop(x, out, Stores::Streamed) };
                 start += len;
                 continue;
@@ -535,7 +580,7 @@ pub struct ConvertMap<'a, K, S: TileIo, const N: usize> {
 
 impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
     /// # Safety
-    /// `Mode::Avx512` only on a CPU with what [`Isa::Avx512`] stands for.
+    /// As for [`Mode::run`].
     #[inline(always)]
     unsafe fn go(self, mode: Mode) {
         let n = self.out.len();
@@ -543,10 +588,7 @@ impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
         let mut staged = self.staged;
         // A vector form converts in registers, skipping the tile buffers,
         // and streams from them when asked to.
-        let simd_loop = match (mode, self.kernel.vector()) {
-            (Mode::Avx512, Some(v)) if N == 1 => v.avx512().and_then(S::avx512_loop),
-            _ => None,
-        };
+        let simd_loop = form_loops(self.kernel, mode).and_then(|l| S::half_loop(&l));
         // Without a form, convert in registers a chunk at a time.
         #[cfg(target_arch = "x86_64")]
         if let (Mode::Avx512, None) = (mode, simd_loop) {
@@ -580,9 +622,10 @@ impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
                     Some(_) => Stores::Streamed,
                     None => Stores::Cached,
                 };
-                // SAFETY: `Avx512` only on such a CPU (the caller's
-                // contract); both slices are `len` long; with `staged`
-                // the caller fences (its contract).
+                // SAFETY: a form's loop only in the AVX-512 or AVX2 mode,
+                // so on such a CPU (the caller's contract); both slices
+                // are `len` long; with `staged` the caller fences (its
+                // contract).
                 unsafe { simd_loop(x, out, stores) };
                 start += len;
                 continue;

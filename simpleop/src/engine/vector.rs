@@ -2,15 +2,21 @@
 //!
 //! An op's scalar `forward` runs everywhere, auto-vectorised. Where the
 //! compiler cannot reach an instruction that matters (AVX-512's `vscalefps`
-//! for exp), an elementwise op with one input can also name a
-//! [`VectorForm`] with `#[simple_op(vector = ...)]`. The tile loops then
-//! call it on CPUs it covers, in eager calls and fused programs alike: on
-//! f32 tiles, and on f16/bf16 storage directly, converting in registers
-//! instead of through f32 tile buffers. It must compute what the scalar
-//! form computes in the FMA tile loops, bit for bit (any NaN for a NaN),
-//! since which one runs depends on the machine.
+//! for exp) or cannot see a shorter sequence (min/max clamps, a sign copied
+//! with logic, f16/bf16 converted in registers), an elementwise op with one
+//! input can also name a [`VectorForm`] with `#[simple_op(vector = ...)]`.
+//! A form holds loops per instruction set: AVX-512 (16 lanes, the `x86`
+//! module here) and AVX2 with FMA and F16C (8 lanes, `vector_avx2`). The
+//! tile loops call the loops of the active set, in eager calls and fused
+//! programs alike: on f32 tiles, and on f16/bf16 storage directly,
+//! converting in registers instead of through f32 tile buffers. Each must
+//! compute what the scalar form computes in the FMA tile loops, bit for
+//! bit (any NaN for a NaN), since which one runs depends on the machine.
 
 use half::{bf16, f16};
+
+#[cfg(target_arch = "x86_64")]
+use crate::engine::vector_avx2;
 
 /// A loop `out[j] = f(x[j])` over two slices of one length, writing `out`
 /// as [`Stores`] asks.
@@ -29,18 +35,19 @@ pub enum Stores {
 }
 
 /// A unary function over slices, in explicit vector code for the
-/// instruction sets it covers (today AVX-512: F, BW, DQ and VL, what
-/// `Isa::Avx512` stands for), on f32 and on
-/// f16/bf16 storage (computing in f32). f64 kernels never use it.
+/// instruction sets it covers (AVX-512: F, BW, DQ and VL, what
+/// `Isa::Avx512` stands for; AVX2 with FMA and F16C, `Isa::Avx2`), on f32
+/// and on f16/bf16 storage (computing in f32). f64 kernels never use it.
 #[derive(Clone, Copy, Debug)]
 pub struct VectorForm {
     name: &'static str,
     avx512: Option<Avx512Loops>,
+    avx2: Option<Avx2Loops>,
 }
 
-/// The AVX-512 loops of a [`VectorForm`].
+/// A [`VectorForm`]'s loops for one instruction set.
 #[derive(Clone, Copy, Debug)]
-pub struct Avx512Loops {
+pub struct VectorLoops {
     /// Over f32.
     pub f32: VectorLoop<f32>,
     /// Over f16 storage: widen, compute in f32, narrow to nearest even.
@@ -49,6 +56,11 @@ pub struct Avx512Loops {
     /// (NaNs quiet), as `half::bf16::from_f32` does.
     pub bf16: Option<VectorLoop<bf16>>,
 }
+
+/// The AVX-512 loops of a [`VectorForm`].
+pub type Avx512Loops = VectorLoops;
+/// The AVX2 loops of a [`VectorForm`].
+pub type Avx2Loops = VectorLoops;
 
 impl VectorForm {
     /// A form with AVX-512 loops.
@@ -59,20 +71,42 @@ impl VectorForm {
     /// DQ and VL, with AVX2, FMA and F16C) with two slices of equal length,
     /// and write to every `out[j]` bit for bit what the op's scalar
     /// `forward` gives for `x[j]` with `T = Float::Fma` of f32 (converted
-    /// as documented on `Avx512Loops` for the half types; a NaN result
+    /// as documented on `VectorLoops` for the half types; a NaN result
     /// may be any NaN, since which operand's NaN an FMA passes on is the
     /// compiler's choice in the scalar form).
     pub const unsafe fn with_avx512(name: &'static str, loops: Avx512Loops) -> Self {
         VectorForm {
             name,
             avx512: Some(loops),
+            avx2: None,
+        }
+    }
+
+    /// This form with AVX2 loops as well (or instead, on a
+    /// [`VectorForm::scalar_only`] form).
+    ///
+    /// # Safety
+    /// Each loop must be sound to call on any CPU with what `Isa::Avx2`
+    /// stands for (AVX2, FMA and F16C) with two slices of equal length,
+    /// and write to every `out[j]` bit for bit what the op's scalar
+    /// `forward` gives for `x[j]` with `T = Float::Fma` of f32 (converted
+    /// as documented on `VectorLoops` for the half types; a NaN result may
+    /// be any NaN), as for [`VectorForm::with_avx512`].
+    pub const unsafe fn with_avx2(self, loops: Avx2Loops) -> Self {
+        VectorForm {
+            avx2: Some(loops),
+            ..self
         }
     }
 
     /// A form with no vector code, so the scalar kernel always runs (the
     /// built-in forms on other architectures).
     pub const fn scalar_only(name: &'static str) -> Self {
-        VectorForm { name, avx512: None }
+        VectorForm {
+            name,
+            avx512: None,
+            avx2: None,
+        }
     }
 
     /// The function's name, for diagnostics.
@@ -83,6 +117,11 @@ impl VectorForm {
     /// The AVX-512 loops, if the form has them.
     pub(crate) fn avx512(&self) -> Option<&Avx512Loops> {
         self.avx512.as_ref()
+    }
+
+    /// The AVX2 loops, if the form has them.
+    pub(crate) fn avx2(&self) -> Option<&Avx2Loops> {
+        self.avx2.as_ref()
     }
 }
 
@@ -485,64 +524,113 @@ pub(super) mod x86 {
     }
 }
 
-/// Defines a built-in form from a 16-lane function (`vmath::avx512`'s).
+/// The AVX-512 loops of a built-in form from a 16-lane function `$path`,
+/// `$f16` computing its bits on every f16 value widened to f32, and
+/// `$pair` on two vectors at once (f32, bf16).
+macro_rules! avx512_loops {
+    ($path:path) => {
+        avx512_loops!($path, f16: $path)
+    };
+    ($path:path, f16: $f16:path) => {
+        avx512_loops!($path, f16: $f16, pair: |a, b| ($path(a), $path(b)))
+    };
+    ($path:path, f16: $f16:path, pair: $pair:expr) => {
+        Avx512Loops {
+            f32: {
+                #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+                fn simd_loop(x: &[f32], out: &mut [f32], stores: Stores) {
+                    // SAFETY: compiled for what `map` needs.
+                    unsafe { x86::run::<x86::F32>(|v| $path(v), $pair, x, out, stores) }
+                }
+                simd_loop
+            },
+            f16: Some({
+                #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+                fn simd_loop(x: &[f16], out: &mut [f16], stores: Stores) {
+                    // SAFETY: as above.
+                    unsafe { x86::run::<x86::F16>(|v| $f16(v), |a, b| ($f16(a), $f16(b)), x, out, stores) }
+                }
+                simd_loop
+            }),
+            bf16: Some({
+                #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")]
+                fn native(x: &[bf16], out: &mut [bf16], stores: Stores) {
+                    // SAFETY: as above, BF16 included.
+                    unsafe { x86::run::<x86::Bf16Native>(|v| $path(v), $pair, x, out, stores) }
+                }
+                #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+                fn simd_loop(x: &[bf16], out: &mut [bf16], stores: Stores) {
+                    if std::arch::is_x86_feature_detected!("avx512bf16") {
+                        // SAFETY: the CPU has AVX-512 BF16, and the
+                        // rest (this function's features).
+                        unsafe { native(x, out, stores) }
+                    } else {
+                        // SAFETY: compiled for what `map` needs.
+                        unsafe { x86::run::<x86::Bf16>(|v| $path(v), $pair, x, out, stores) }
+                    }
+                }
+                simd_loop
+            }),
+        }
+    };
+}
+
+/// The AVX2 loops of a built-in form from an 8-lane function, as
+/// [`avx512_loops`].
+macro_rules! avx2_loops {
+    ($path:path) => {
+        avx2_loops!($path, f16: $path)
+    };
+    ($path:path, f16: $f16:path) => {
+        avx2_loops!($path, f16: $f16, pair: |a, b| ($path(a), $path(b)))
+    };
+    ($path:path, f16: $f16:path, pair: $pair:expr) => {
+        Avx2Loops {
+            f32: {
+                #[target_feature(enable = "avx2,fma,f16c")]
+                fn simd_loop(x: &[f32], out: &mut [f32], stores: Stores) {
+                    let stream = stores == Stores::Streamed;
+                    // SAFETY: compiled for what `map` needs.
+                    unsafe { vector_avx2::run::<vector_avx2::F32>(|v| $path(v), $pair, x, out, stream) }
+                }
+                simd_loop
+            },
+            f16: Some({
+                #[target_feature(enable = "avx2,fma,f16c")]
+                fn simd_loop(x: &[f16], out: &mut [f16], stores: Stores) {
+                    let stream = stores == Stores::Streamed;
+                    let pair = |a, b| ($f16(a), $f16(b));
+                    // SAFETY: as above.
+                    unsafe { vector_avx2::run::<vector_avx2::F16>(|v| $f16(v), pair, x, out, stream) }
+                }
+                simd_loop
+            }),
+            bf16: Some({
+                #[target_feature(enable = "avx2,fma,f16c")]
+                fn simd_loop(x: &[bf16], out: &mut [bf16], stores: Stores) {
+                    let stream = stores == Stores::Streamed;
+                    // SAFETY: as above.
+                    unsafe { vector_avx2::run::<vector_avx2::Bf16>(|v| $path(v), $pair, x, out, stream) }
+                }
+                simd_loop
+            }),
+        }
+    };
+}
+
+/// Defines a built-in form from its AVX-512 and AVX2 lane functions (the
+/// arguments of [`avx512_loops`] and [`avx2_loops`]).
 macro_rules! builtin {
-    ($(#[$doc:meta])* $name:ident, $f:ident) => {
-        builtin!($(#[$doc])* $name, $f, crate::vmath::avx512::$f);
-    };
-    ($(#[$doc:meta])* $name:ident, $f:ident, $path:path) => {
-        builtin!($(#[$doc])* $name, $f, $path, f16: $path);
-    };
-    // `$f16` computes `$path`'s bits on every f16 value widened to f32.
-    ($(#[$doc:meta])* $name:ident, $f:ident, $path:path, f16: $f16:path) => {
-        builtin!($(#[$doc])* $name, $f, $path, f16: $f16, pair: |a, b| ($path(a), $path(b)));
-    };
-    // `$pair` computes `$path`'s bits on two vectors at once (f32, bf16).
-    ($(#[$doc:meta])* $name:ident, $f:ident, $path:path, f16: $f16:path, pair: $pair:expr) => {
+    ($(#[$doc:meta])* $name:ident, $f:ident, avx512: ($($a:tt)*), avx2: ($($b:tt)*)) => {
         $(#[$doc])*
         #[cfg(target_arch = "x86_64")]
         // SAFETY: each loop is compiled for, and so requires, AVX-512F/BW/
-        // DQ/VL (BF16 behind a runtime check), and checks the lengths; the
-        // lane function matches the op's scalar FMA form bit for bit and
-        // the conversions match `half`'s (both tested).
+        // DQ/VL (BF16 behind a runtime check) or AVX2/FMA/F16C, and checks
+        // the lengths; the lane functions match the op's scalar FMA form
+        // bit for bit and the conversions match `half`'s (both tested).
         pub const $name: VectorForm = unsafe {
-            VectorForm::with_avx512(stringify!($f), Avx512Loops {
-                f32: {
-                    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-                    fn simd_loop(x: &[f32], out: &mut [f32], stores: Stores) {
-                        // SAFETY: compiled for what `map` needs.
-                        unsafe { x86::run::<x86::F32>(|v| $path(v), $pair, x, out, stores) }
-                    }
-                    simd_loop
-                },
-                f16: Some({
-                    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-                    fn simd_loop(x: &[f16], out: &mut [f16], stores: Stores) {
-                        // SAFETY: as above.
-                        unsafe { x86::run::<x86::F16>(|v| $f16(v), |a, b| ($f16(a), $f16(b)), x, out, stores) }
-                    }
-                    simd_loop
-                }),
-                bf16: Some({
-                    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")]
-                    fn native(x: &[bf16], out: &mut [bf16], stores: Stores) {
-                        // SAFETY: as above, BF16 included.
-                        unsafe { x86::run::<x86::Bf16Native>(|v| $path(v), $pair, x, out, stores) }
-                    }
-                    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-                    fn simd_loop(x: &[bf16], out: &mut [bf16], stores: Stores) {
-                        if std::arch::is_x86_feature_detected!("avx512bf16") {
-                            // SAFETY: the CPU has AVX-512 BF16, and the
-                            // rest (this function's features).
-                            unsafe { native(x, out, stores) }
-                        } else {
-                            // SAFETY: compiled for what `map` needs.
-                            unsafe { x86::run::<x86::Bf16>(|v| $path(v), $pair, x, out, stores) }
-                        }
-                    }
-                    simd_loop
-                }),
-            })
+            VectorForm::with_avx512(stringify!($f), avx512_loops!($($a)*))
+                .with_avx2(avx2_loops!($($b)*))
         };
         $(#[$doc])*
         #[cfg(not(target_arch = "x86_64"))]
@@ -552,22 +640,35 @@ macro_rules! builtin {
 
 builtin!(
     /// e^x ([`crate::vmath::fma::exp`]).
-    EXP, exp
+    EXP, exp,
+    avx512: (crate::vmath::avx512::exp),
+    avx2: (crate::vmath::avx2::exp)
 );
 builtin!(
     /// tanh x ([`crate::vmath::fma::tanh`]).
-    TANH, tanh
+    TANH, tanh,
+    avx512: (crate::vmath::avx512::tanh),
+    avx2: (crate::vmath::avx2::tanh)
 );
 builtin!(
     /// 1/(1 + e^-x) ([`crate::vmath::fma::sigmoid`]).
-    SIGMOID, sigmoid
+    SIGMOID, sigmoid,
+    avx512: (crate::vmath::avx512::sigmoid),
+    avx2: (crate::vmath::avx2::sigmoid)
 );
 builtin!(
     /// ln x ([`crate::vmath::fma::ln`]); f16 values are never f32
     /// subnormals, so their loop skips that rescaling, and the other loops
     /// skip it for two vectors at a time when neither holds one.
-    LN, ln, crate::vmath::avx512::ln, f16: crate::vmath::avx512::ln_no_subnormals,
-    pair: |a, b| crate::vmath::avx512::ln_pair(a, b)
+    LN, ln,
+    avx512: (
+        crate::vmath::avx512::ln, f16: crate::vmath::avx512::ln_no_subnormals,
+        pair: |a, b| crate::vmath::avx512::ln_pair(a, b)
+    ),
+    avx2: (
+        crate::vmath::avx2::ln, f16: crate::vmath::avx2::ln_no_subnormals,
+        pair: |a, b| crate::vmath::avx2::ln_pair(a, b)
+    )
 );
 builtin!(
     /// `max(x, 0)`, -0 giving +0 and NaN passing through as
@@ -576,7 +677,9 @@ builtin!(
     /// registers: one pass over a tile instead of three through f32
     /// buffers, or two instead of four when the output is streamed through
     /// a staging tile.
-    RELU, relu, x86::relu
+    RELU, relu,
+    avx512: (x86::relu),
+    avx2: (vector_avx2::relu)
 );
 
 #[cfg(all(test, target_arch = "x86_64"))]
@@ -598,12 +701,30 @@ mod tests {
         (RELU, relu),
     ];
 
-    fn avx512() -> bool {
-        let on = Isa::Avx512.is_supported();
-        if !on {
-            eprintln!("skipped: this CPU (or valgrind) shows no AVX-512");
-        }
-        on
+    /// Picks one instruction set's loops from a form.
+    type Pick = fn(&VectorForm) -> Option<&VectorLoops>;
+
+    /// The instruction sets with loops that this CPU runs, each with how
+    /// to pick its loops; the others are skipped, saying so.
+    fn isas() -> Vec<(Isa, Pick)> {
+        let all: [(Isa, Pick); 2] = [
+            (Isa::Avx512, VectorForm::avx512),
+            (Isa::Avx2, VectorForm::avx2),
+        ];
+        all.into_iter()
+            .filter(|(isa, _)| {
+                let on = isa.is_supported();
+                if !on {
+                    eprintln!("skipped {}: this CPU (or valgrind) lacks it", isa.name());
+                }
+                on
+            })
+            .collect()
+    }
+
+    /// `form`'s loops for `isa` (every built-in form has them all).
+    fn loops(form: &VectorForm, pick: Pick) -> &VectorLoops {
+        pick(form).expect("built in")
     }
 
     fn same(a: f32, b: f32) -> bool {
@@ -650,63 +771,91 @@ mod tests {
         xs
     }
 
+    /// `simd_loop` over `x` against `scalar`, bit for bit (any NaN for a
+    /// NaN).
+    fn check_f32(what: &str, simd_loop: VectorLoop<f32>, scalar: Scalar, x: &[f32]) {
+        let mut out = vec![0.0; x.len()];
+        // SAFETY: the caller checked the CPU; equal lengths.
+        unsafe { simd_loop(x, &mut out, Stores::Cached) };
+        for (&x, &y) in x.iter().zip(&out) {
+            let want = scalar(x);
+            assert!(
+                same(y, want),
+                "{what} at {x:e} ({:#010x}): {y:e}, scalar form {want:e}",
+                x.to_bits()
+            );
+        }
+    }
+
     #[test]
     fn f32_loops_match_the_scalar_fma_forms_bit_for_bit() {
-        if !avx512() {
-            return;
-        }
         let xs = inputs();
-        for (form, scalar) in FORMS {
-            let simd_loop = form.avx512().expect("built in").f32;
-            // whole vectors, and masked tails of every length
-            for len in [xs.len(), 1, 7, 15, 16, 17, 31] {
-                let x = &xs[xs.len() - len..];
-                let mut out = vec![0.0; len];
-                // SAFETY: the CPU has AVX-512; equal lengths.
-                unsafe { simd_loop(x, &mut out, Stores::Cached) };
-                for (&x, &y) in x.iter().zip(&out) {
-                    let want = scalar(x);
-                    assert!(
-                        same(y, want),
-                        "{} at {x:e} ({:#010x}): {y:e}, scalar form {want:e}",
-                        form.name(),
-                        x.to_bits()
-                    );
+        for (isa, pick) in isas() {
+            for (form, scalar) in FORMS {
+                let simd_loop = loops(&form, pick).f32;
+                let what = format!("{} {}", isa.name(), form.name());
+                // whole vectors, and tails of every length (from the end,
+                // so that they hold the edge values)
+                for len in (0..=33).chain([xs.len()]) {
+                    check_f32(&what, simd_loop, scalar, &xs[xs.len() - len..]);
+                }
+            }
+        }
+    }
+
+    /// Every f32 bit pattern through each instruction set's f32 loops,
+    /// against the scalar FMA forms, bit for bit: with the exhaustive ULP
+    /// checks of those forms (`vmath`'s docs), the accuracy of the loops.
+    /// Minutes in a release build: `cargo test --release -p simpleop --lib
+    /// every_f32 -- --ignored` (`SIMPLEOP_SWEEP_THIN=k` takes every k-th
+    /// block of patterns only).
+    #[test]
+    #[ignore = "minutes in a release build; run by hand"]
+    fn every_f32_through_the_f32_loops_gives_the_scalar_forms_bits() {
+        const BLOCK: u64 = 1 << 20;
+        let thin = std::env::var("SIMPLEOP_SWEEP_THIN")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1usize)
+            .max(1);
+        for (isa, pick) in isas() {
+            for (form, scalar) in FORMS {
+                let simd_loop = loops(&form, pick).f32;
+                let what = format!("{} {}", isa.name(), form.name());
+                for start in (0..1u64 << 32).step_by(BLOCK as usize * thin) {
+                    let x: Vec<f32> = (start..start + BLOCK)
+                        .map(|b| f32::from_bits(b as u32))
+                        .collect();
+                    check_f32(&what, simd_loop, scalar, &x);
                 }
             }
         }
     }
 
     /// `ln`'s two-vector step takes its subnormal-free path unless a lane
-    /// of either vector is subnormal: one subnormal at each lane of a
-    /// step among normal numbers, zeros and negatives, on both paths, gives
-    /// the scalar form's bits (f32; bf16 shares the lane function).
+    /// of either vector needs the rescaling: one subnormal at each lane of
+    /// a step among normal numbers, zeros and negatives, on both paths,
+    /// gives the scalar form's bits (f32; bf16 shares the lane function).
     #[test]
     fn ln_pairs_match_the_scalar_form_whichever_path_they_take() {
-        if !avx512() {
-            return;
-        }
-        let simd_loop = LN.avx512().expect("built in").f32;
         let normal = |i: usize| match i % 5 {
             0 => 0.0,
             1 => -(i as f32),
             _ => 0.3 + i as f32 * 0.37,
         };
-        for sub in [1e-45, 1e-40, -1e-40, f32::from_bits(0x007f_ffff)] {
-            for at in 0..=64 {
-                // `at == 64`: no subnormal at all
-                let x: Vec<f32> = (0..64)
-                    .map(|i| if i == at { sub } else { normal(i) })
-                    .collect();
-                let mut out = vec![0.0; x.len()];
-                // SAFETY: the CPU has AVX-512; equal lengths.
-                unsafe { simd_loop(&x, &mut out, Stores::Cached) };
-                for (&x, &y) in x.iter().zip(&out) {
-                    let want = vmath::fma::ln(x);
-                    assert!(
-                        same(y, want),
-                        "ln({x:e}) with {sub:e} at {at}: {y:e}, want {want:e}"
-                    );
+        let positive = |i: usize| 0.3 + i as f32 * 0.37;
+        for (isa, pick) in isas() {
+            let simd_loop = loops(&LN, pick).f32;
+            for sub in [1e-45, 1e-40, -1e-40, f32::from_bits(0x007f_ffff)] {
+                for around in [normal as fn(usize) -> f32, positive] {
+                    for at in 0..=64 {
+                        // `at == 64`: no subnormal at all
+                        let x: Vec<f32> = (0..64)
+                            .map(|i| if i == at { sub } else { around(i) })
+                            .collect();
+                        let what = format!("{} ln with {sub:e} at {at}", isa.name());
+                        check_f32(&what, simd_loop, vmath::fma::ln, &x);
+                    }
                 }
             }
         }
@@ -717,16 +866,13 @@ mod tests {
     /// tail), and nothing outside it.
     #[test]
     fn streamed_loops_write_what_cached_loops_write() {
-        if !avx512() {
-            return;
-        }
         fn check<T: bytemuck::Pod>(name: &str, simd_loop: VectorLoop<T>, xs: &[T]) {
             let mut guard: T = bytemuck::Zeroable::zeroed();
             bytemuck::bytes_of_mut(&mut guard).fill(0x5a);
-            for len in [0, 1, 15, 31, 32, 33, 64, 95, 1000] {
+            for len in [0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 95, 1000] {
                 let x = &xs[..len];
                 let mut want = vec![guard; len];
-                // SAFETY: the CPU has AVX-512; equal lengths.
+                // SAFETY: the caller checked the CPU; equal lengths.
                 unsafe { simd_loop(x, &mut want, Stores::Cached) };
                 // 64-byte aligned storage, then every element offset into
                 // the first two lines
@@ -761,60 +907,132 @@ mod tests {
         let wide: Vec<f32> = (0..1000).map(|i| (i as f32 - 500.0) * 0.013).collect();
         let f16s: Vec<f16> = wide.iter().map(|&x| f16::from_f32(x)).collect();
         let bf16s: Vec<bf16> = wide.iter().map(|&x| bf16::from_f32(x)).collect();
-        for (form, _) in FORMS {
-            let loops = form.avx512().expect("built in");
-            check(form.name(), loops.f32, &wide);
-            check(form.name(), loops.f16.expect("built in"), &f16s);
-            check(form.name(), loops.bf16.expect("built in"), &bf16s);
+        for (isa, pick) in isas() {
+            for (form, _) in FORMS {
+                let loops = loops(&form, pick);
+                let name = format!("{} {}", isa.name(), form.name());
+                check(&name, loops.f32, &wide);
+                check(&name, loops.f16.expect("built in"), &f16s);
+                check(&name, loops.bf16.expect("built in"), &bf16s);
+            }
         }
     }
 
     #[test]
     fn half_loops_widen_compute_in_f32_and_narrow_to_nearest() {
-        if !avx512() {
-            return;
-        }
-        for (form, scalar) in FORMS {
-            let loops = form.avx512().expect("built in");
-            check_half(
-                form,
-                scalar,
-                loops.f16.expect("built in"),
-                f16::from_f32,
-                13,
-            );
-            check_half(
-                form,
-                scalar,
-                loops.bf16.expect("built in"),
-                bf16::from_f32,
-                11,
-            );
+        for (isa, pick) in isas() {
+            for (form, scalar) in FORMS {
+                let loops = loops(&form, pick);
+                let f16_loop = loops.f16.expect("built in");
+                let bf16_loop = loops.bf16.expect("built in");
+                // every pattern, then a tail
+                check_half(isa, form, scalar, f16_loop, f16::from_f32, 13, true);
+                check_half(isa, form, scalar, bf16_loop, bf16::from_f32, 11, true);
+                // short calls of every length
+                for len in 0..=17 {
+                    check_half(isa, form, scalar, f16_loop, f16::from_f32, len, false);
+                    check_half(isa, form, scalar, bf16_loop, bf16::from_f32, len, false);
+                }
+            }
         }
     }
 
-    /// `simd_loop` over every pattern of a half type, then a masked tail of
-    /// `tail` lanes, against widen -> scalar form -> `narrow` (`half`'s
+    /// `simd_loop` over every pattern of a half type and then the first
+    /// `tail` ones (or, unless `whole`, `tail` patterns from around 1.0
+    /// only), against widen -> scalar form -> `narrow` (`half`'s
     /// `from_f32`: its bf16 `from_f64` misrounds some exact f32 values).
     fn check_half<H: crate::Float + bytemuck::Pod>(
+        isa: Isa,
         form: VectorForm,
         scalar: Scalar,
         simd_loop: VectorLoop<H>,
         narrow: fn(f32) -> H,
         tail: u16,
+        whole: bool,
     ) {
-        let xs: Vec<H> = (0..=u16::MAX).chain(0..tail).map(bytemuck::cast).collect();
+        let xs: Vec<H> = if whole {
+            (0..=u16::MAX).chain(0..tail).map(bytemuck::cast).collect()
+        } else {
+            let one: u16 = bytemuck::cast(narrow(1.0));
+            (one - 7..one - 7 + tail).map(bytemuck::cast).collect()
+        };
         let mut out = vec![H::zero(); xs.len()];
-        // SAFETY: the caller checked for AVX-512; equal lengths.
+        // SAFETY: the caller checked the CPU; equal lengths.
         unsafe { simd_loop(&xs, &mut out, Stores::Cached) };
         for (&x, &y) in xs.iter().zip(&out) {
             let want = narrow(scalar(x.to_f64() as f32));
             assert!(
                 same(y.to_f64() as f32, want.to_f64() as f32),
-                "{} {} at {x:?}: {y:?}, want {want:?}",
+                "{} {} {} at {x:?} (of {}): {y:?}, want {want:?}",
+                isa.name(),
                 H::DTYPE,
-                form.name()
+                form.name(),
+                xs.len()
             );
+        }
+    }
+
+    /// AVX2's bf16 narrowing, in pairs and eight lanes at a time, against
+    /// `half` on ties, subnormals, NaNs and a spread of patterns.
+    #[test]
+    fn avx2_bf16_narrowing_matches_half() {
+        use crate::engine::vector_avx2::{self as lanes, Lanes};
+        use std::arch::x86_64::{__m256, _mm256_loadu_ps};
+        if !Isa::Avx2.is_supported() {
+            eprintln!("skipped: this CPU (or valgrind) lacks AVX2");
+            return;
+        }
+        #[target_feature(enable = "avx2,fma,f16c")]
+        fn narrow(xs: &[f32], pairs: &mut [bf16], singles: &mut [bf16]) {
+            for (k, block) in xs.chunks_exact(16).enumerate() {
+                let mut split = [[0.0f32; 8]; 2];
+                for (e, &x) in block.iter().enumerate() {
+                    let (second, lane) = lanes::split_lane(e);
+                    split[usize::from(second)][lane] = x;
+                }
+                // SAFETY: compiled for AVX2; 8 readable lanes each, 16
+                // writable lanes at `16 k`.
+                unsafe {
+                    let v: [__m256; 2] = split.map(|l| _mm256_loadu_ps(l.as_ptr()));
+                    lanes::Bf16::store2(pairs.as_mut_ptr().add(16 * k), v[0], v[1]);
+                    for h in 0..2 {
+                        let v = _mm256_loadu_ps(block[8 * h..].as_ptr());
+                        lanes::Bf16::store(singles.as_mut_ptr().add(16 * k + 8 * h), v);
+                    }
+                }
+            }
+        }
+        let mut xs = Vec::new();
+        for b in [
+            0x3f80_8000u32,
+            0x3f81_8000,
+            0x0000_8000,
+            0x0001_8000,
+            0x007f_ffff,
+            0x7fc0_0001,
+            0xff80_0001,
+            0x7f7f_ffff,
+        ] {
+            xs.extend([f32::from_bits(b), f32::from_bits(b ^ 0x8000_0000)]);
+        }
+        xs.extend((0..=u32::MAX).step_by(65_537).map(f32::from_bits));
+        xs.truncate(xs.len() / 16 * 16);
+        let mut pairs = vec![bf16::ZERO; xs.len()];
+        let mut singles = vec![bf16::ZERO; xs.len()];
+        // SAFETY: the CPU has AVX2, FMA and F16C (`Isa::Avx2`).
+        unsafe { narrow(&xs, &mut pairs, &mut singles) };
+        for (how, got) in [("pairs", pairs), ("singles", singles)] {
+            for (x, g) in xs.iter().zip(&got) {
+                let w = bf16::from_f32(*x);
+                // NaNs included: both quiet them the same way
+                assert!(
+                    g.to_bits() == w.to_bits(),
+                    "{how}: {x:e} ({:#010x}) -> {:#06x}, half gives {:#06x}",
+                    x.to_bits(),
+                    g.to_bits(),
+                    w.to_bits()
+                );
+            }
         }
     }
 
@@ -822,7 +1040,8 @@ mod tests {
     /// ties, subnormals, NaNs and a spread of patterns.
     #[test]
     fn both_bf16_narrowings_match_half() {
-        if !avx512() {
+        if !Isa::Avx512.is_supported() {
+            eprintln!("skipped: this CPU (or valgrind) shows no AVX-512");
             return;
         }
         use std::arch::x86_64::{__m512, _mm512_loadu_ps};
