@@ -972,6 +972,45 @@ mod tests {
         }
     }
 
+    /// bf16 narrowing's hard cases first (ties to even either way, one
+    /// rounding to infinity, NaNs, subnormals, both signs), then a spread
+    /// of patterns; cut to whole blocks of `block`, which drops only
+    /// sampled ones.
+    fn bf16_narrowing_inputs(block: usize) -> Vec<f32> {
+        let mut xs = Vec::new();
+        for b in [
+            0x3f80_8000u32,
+            0x3f81_8000,
+            0x0000_8000,
+            0x0001_8000,
+            0x007f_ffff,
+            0x7fc0_0001,
+            0xff80_0001,
+            0x7f7f_ffff,
+        ] {
+            xs.extend([f32::from_bits(b), f32::from_bits(b ^ 0x8000_0000)]);
+        }
+        xs.extend((0..=u32::MAX).step_by(65_537).map(f32::from_bits));
+        xs.truncate(xs.len() / block * block);
+        xs
+    }
+
+    /// `got[i]` is `half`'s bf16 of `xs[i]`, bit for bit (NaNs included:
+    /// both quiet them the same way).
+    fn assert_narrowed_as_half(how: &str, xs: &[f32], got: &[bf16]) {
+        assert_eq!(xs.len(), got.len(), "{how}");
+        for (x, g) in xs.iter().zip(got) {
+            let w = bf16::from_f32(*x);
+            assert!(
+                g.to_bits() == w.to_bits(),
+                "{how}: {x:e} ({:#010x}) -> {:#06x}, half gives {:#06x}",
+                x.to_bits(),
+                g.to_bits(),
+                w.to_bits()
+            );
+        }
+    }
+
     /// AVX2's bf16 narrowing, in pairs and eight lanes at a time, against
     /// `half` on ties, subnormals, NaNs and a spread of patterns.
     #[test]
@@ -1002,38 +1041,13 @@ mod tests {
                 }
             }
         }
-        let mut xs = Vec::new();
-        for b in [
-            0x3f80_8000u32,
-            0x3f81_8000,
-            0x0000_8000,
-            0x0001_8000,
-            0x007f_ffff,
-            0x7fc0_0001,
-            0xff80_0001,
-            0x7f7f_ffff,
-        ] {
-            xs.extend([f32::from_bits(b), f32::from_bits(b ^ 0x8000_0000)]);
-        }
-        xs.extend((0..=u32::MAX).step_by(65_537).map(f32::from_bits));
-        xs.truncate(xs.len() / 16 * 16);
+        let xs = bf16_narrowing_inputs(16);
         let mut pairs = vec![bf16::ZERO; xs.len()];
         let mut singles = vec![bf16::ZERO; xs.len()];
         // SAFETY: the CPU has AVX2, FMA and F16C (`Isa::Avx2`).
         unsafe { narrow(&xs, &mut pairs, &mut singles) };
-        for (how, got) in [("pairs", pairs), ("singles", singles)] {
-            for (x, g) in xs.iter().zip(&got) {
-                let w = bf16::from_f32(*x);
-                // NaNs included: both quiet them the same way
-                assert!(
-                    g.to_bits() == w.to_bits(),
-                    "{how}: {x:e} ({:#010x}) -> {:#06x}, half gives {:#06x}",
-                    x.to_bits(),
-                    g.to_bits(),
-                    w.to_bits()
-                );
-            }
-        }
+        assert_narrowed_as_half("pairs", &xs, &pairs);
+        assert_narrowed_as_half("singles", &xs, &singles);
     }
 
     /// Both bf16 narrowings, whichever the CPU picks, against `half` on
@@ -1086,25 +1100,7 @@ mod tests {
             // SAFETY: compiled for what `Bf16Native` needs.
             unsafe { narrow::<x86::Bf16Native>(xs, pairs, singles) }
         }
-        // The hand-picked patterns first (ties to even either way, one
-        // rounding to infinity, NaNs, subnormals), so the truncation to
-        // whole blocks of 32 only drops sampled ones.
-        let mut xs = Vec::new();
-        for b in [
-            0x3f80_8000u32,
-            0x3f81_8000,
-            0x0000_8000,
-            0x0001_8000,
-            0x007f_ffff,
-            0x7fc0_0001,
-            0xff80_0001,
-            0x7f7f_ffff,
-        ] {
-            xs.extend([f32::from_bits(b), f32::from_bits(b ^ 0x8000_0000)]);
-        }
-        xs.extend((0..=u32::MAX).step_by(65_537).map(f32::from_bits));
-        xs.truncate(xs.len() / 32 * 32);
-        let want: Vec<bf16> = xs.iter().map(|&x| bf16::from_f32(x)).collect();
+        let xs = bf16_narrowing_inputs(32);
         let mut pairs = vec![bf16::ZERO; xs.len()];
         let mut singles = vec![bf16::ZERO; xs.len()];
         // SAFETY: the CPU has AVX-512.
@@ -1119,16 +1115,7 @@ mod tests {
             runs.extend([("vcvtne2ps2bf16, pairs", pairs), ("vcvtneps2bf16", singles)]);
         }
         for (how, got) in runs {
-            for ((x, g), w) in xs.iter().zip(&got).zip(&want) {
-                // NaNs included: both quiet them the same way
-                assert!(
-                    g.to_bits() == w.to_bits(),
-                    "{how}: {x:e} ({:#010x}) -> {:#06x}, half gives {:#06x}",
-                    x.to_bits(),
-                    g.to_bits(),
-                    w.to_bits()
-                );
-            }
+            assert_narrowed_as_half(how, &xs, &got);
         }
     }
 }
