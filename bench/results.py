@@ -37,6 +37,8 @@ FULL_ELEMENTS = 1 << 24
 
 UNARY = ["relu", "exp", "tanh", "sigmoid", "log", "smooth_l1"]
 HALF = ["float16", "bfloat16"]
+# The ops whose hand-written gradient is timed against the derived one.
+AUTODIFF = ["relu", "tanh", "sigmoid", "smooth_l1", "elemwise_mul"]
 
 
 def _f32_rows():
@@ -89,6 +91,10 @@ BENCH_TABLES = [
         ("row_sq_dist/fused-slabs", "row_sq_dist/fused"),
         ("row_sq_dist/unfused", "row_sq_dist/fused"),
     ]),
+    ("Derived gradients", "`<op>/f32/backward`: the hand-written gradient (absolute time); "
+     "`-autodiff`: the gradient `#[simple_op(autodiff)]` derives by dual numbers, over it.",
+     [r for op in AUTODIFF for r in ((f"{op}/f32/backward", None),
+                                      (f"{op}/f32/backward-autodiff", f"{op}/f32/backward"))]),
     ("Matrix products", "`dot` and a dense layer; fused / unfused over the plain product.", [
         ("dot/1024/f32", None),
         ("dense/dot", None),
@@ -120,6 +126,7 @@ TARGETS = {
     "tiny/relu/recorded": ("us", 1.0),
 }
 TARGETS.update({f"{op}/{dt}/out": ("ratio", 0.6) for dt in HALF for op in UNARY})
+TARGETS.update({f"{op}/f32/backward-autodiff": ("ratio", 1.5) for op in AUTODIFF})
 
 # The rows bench/peers.py times with numpy and/or PyTorch.
 PEER_ROWS = (

@@ -31,7 +31,9 @@ mod options;
 /// `lanes = path` (a `simpleop::kernel::LaneOp` that computes what the
 /// kernel computes, bit for bit, so fused programs can compile it),
 /// `impure` (the kernel reads state besides its arguments, or may panic on
-/// some input values: the executor then never tabulates it). See the
+/// some input values: the executor then never tabulates it), `autodiff`
+/// (an elementwise op's `backward` derived from `forward` by dual numbers,
+/// instead of one written by hand). See the
 /// `simpleop` crate documentation for the full contract.
 #[proc_macro_attribute]
 pub fn simple_op(attr: TokenStream, item: TokenStream) -> TokenStream {
@@ -49,10 +51,14 @@ pub fn simple_op(attr: TokenStream, item: TokenStream) -> TokenStream {
             return quote::quote!(#item2 #err).into();
         }
     };
-    let model = model::build(opts, &module, &mut errors);
+    // With `autodiff`, the model reads (and the expansion re-emits) the
+    // module with its derived `backward`; errors re-emit what was written.
+    let derived = model::with_derived_backward(&opts, &module, &mut errors);
+    let read = derived.as_ref().unwrap_or(&module);
+    let model = model::build(opts, read, &mut errors);
     if !errors.is_empty() || model.is_none() {
         let errs = errors.iter().map(syn::Error::to_compile_error);
         return quote::quote!(#module #(#errs)*).into();
     }
-    expand::expand(&module, &model.expect("checked above")).into()
+    expand::expand(read, &model.expect("checked above")).into()
 }

@@ -66,9 +66,11 @@ pub struct Options {
     pub simple_form: Option<At<Path>>,
     /// `inference_form = path`: the ops that run the op in inference.
     pub inference_form: Option<At<Path>>,
+    /// `autodiff`: the gradient comes from the forward on dual numbers.
+    pub autodiff: Option<Span>,
 }
 
-const KNOWN: &str = "name, alias, inplace, scalar, kwargs, resources, pattern, broadcast, blob, inputs, vector, lanes, impure, outputs, visible_outputs, output_names, arguments, aux, simple_form, inference_form";
+const KNOWN: &str = "name, alias, inplace, scalar, kwargs, resources, pattern, broadcast, blob, inputs, vector, lanes, impure, outputs, visible_outputs, output_names, arguments, aux, simple_form, inference_form, autodiff";
 
 pub const PATTERNS: [&str; 6] = [
     "elementwise",
@@ -125,6 +127,7 @@ fn apply(key: &str, meta: &Meta, opts: &mut Options, errors: &mut Vec<syn::Error
         "broadcast" => opts.broadcast = flag(meta, errors),
         "blob" => opts.blob = flag(meta, errors),
         "impure" => opts.impure = flag(meta, errors),
+        "autodiff" => opts.autodiff = flag(meta, errors),
         "kwargs" => opts.kwargs = path_value(meta, "a type path: `kwargs = MyParams`", errors),
         "vector" => {
             opts.vector = path_value(

@@ -6,8 +6,10 @@
 
 pub use half::{bf16, f16};
 
+mod dual;
 mod fma;
 mod types;
+pub use dual::Dual;
 #[doc(hidden)]
 pub use fma::F32Fma;
 pub use types::{DType, Element, Float};

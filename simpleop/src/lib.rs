@@ -94,7 +94,7 @@ mod vmath;
 pub use attrs::Attrs;
 pub use blob::{OpReqType, TBlob, TBlobMut};
 pub use context::{Device, EnvArguments, Rng, RunContext, seed};
-pub use dtype::{DType, Element, Float, bf16, f16};
+pub use dtype::{DType, Dual, Element, Float, bf16, f16};
 pub use engine::isa::Isa;
 pub use error::{Error, Result};
 pub use grad_params::{AuxStates, In0, In1, In2, Inputs, OutGrad, OutGrads, OutValue, OutValues};

@@ -58,6 +58,10 @@
 //!   existing output; `dense/fused`: `relu(dot(x, w) + b)` as a graph with
 //!   fusion on (the product runs slab by slab and the bias and relu read
 //!   it from cache), against `dense/dot`; `dense/unfused` against it.
+//! * `<op>/f32/backward` (relu, tanh, sigmoid, smooth_l1, elemwise_mul):
+//!   the op's hand-written gradient into existing arrays;
+//!   `<op>/f32/backward-autodiff`: the gradient `#[simple_op(autodiff)]`
+//!   derives from the same forward by dual numbers, against it.
 //! * `tiny/relu/typed` and `tiny/relu/by-name`: µs per call on one element;
 //!   `tiny/relu/recorded`: the call recorded by autograd plus its backward;
 //!   `tiny/relu/recorded-chain8`: per call of eight recorded calls in a
@@ -65,6 +69,7 @@
 //!
 //! Ops are called by name, so the rows need the standard ops linked in.
 
+mod autodiff;
 mod graphs;
 mod rows;
 mod stream;

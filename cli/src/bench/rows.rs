@@ -74,6 +74,7 @@ pub(super) fn all(b: &mut Bench) -> Result<()> {
         smooth_l1_composed(b, &mut d)?;
         row_sq_dist(b, &mut d)?;
     }
+    super::autodiff::rows(b, &d.x_signed, &d.y, &d.x)?;
     if eager::lookup("dot").is_ok() {
         dot(b)?;
         if eager::lookup("broadcast_add").is_ok() {

@@ -4,8 +4,10 @@
 //! `types` holds the model; `build` reads the options and the module into
 //! it, the kernels by form (`elementwise`, `blob`) and the shape, dtype
 //! and rows functions by `infer`, on the signature readers in `syntax`
-//! and `roles`; `checks` holds the op-level rules.
+//! and `roles`; `checks` holds the op-level rules. `autodiff` writes a
+//! derived `backward` into the module first, when the op asks for one.
 
+mod autodiff;
 mod blob;
 mod build;
 mod checks;
@@ -17,5 +19,6 @@ mod roles;
 mod syntax;
 mod types;
 
+pub use autodiff::with_derived_backward;
 pub use build::build;
 pub use types::{Backward, Form, Kernel, OpModel, Params, Role};

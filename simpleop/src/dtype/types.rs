@@ -257,4 +257,12 @@ pub trait Float:
     }
     /// True for NaN.
     fn is_nan(self) -> bool;
+    /// True for ±0 exactly: for a [`Dual`](crate::Dual), a zero value with
+    /// zero partials (what its chain rule tests). Not part of the kernel
+    /// author's API.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn is_exact_zero(self) -> bool {
+        self == Self::zero()
+    }
 }
