@@ -610,3 +610,30 @@ fn inplace_on_shared_storage_leaves_other_handles_alone() {
     assert_eq!(r.to_f64_vec(), [3.0, 3.0, 6.0, 6.0]);
     assert_eq!(keep.to_f64_vec(), [1.0; 4]);
 }
+
+/// The exact check: each example's written gradient against the
+/// dual-number derivative of its forward. `softplus` differs where its
+/// forward switches to `x` (above 20): the forward's derivative there is 1,
+/// the written gradient the smooth function's `sigmoid(x)`, which is
+/// within rounding of 1 in f32 and the half types but not in f64.
+#[test]
+fn written_gradients_match_the_derivative_of_the_forward() {
+    use simpleop::gradcheck::ExactCheck;
+    simpleop_examples::link();
+    let r = ExactCheck::new("scaled_tanh")
+        .attr("scalar", 0.7)
+        .run()
+        .unwrap();
+    assert!(r.disagreements.is_empty(), "{}", r.summary());
+    let r = ExactCheck::new("softplus").run().unwrap();
+    assert!(!r.disagreements.is_empty());
+    for d in &r.disagreements {
+        let x = d.inputs[0];
+        assert!(
+            d.dtype == DType::F64 && x > 20.0 && x < 40.0 && d.derived == 2.0,
+            "{}",
+            r.summary()
+        );
+        assert!((d.written - 2.0).abs() < 1e-8, "{d:?}");
+    }
+}

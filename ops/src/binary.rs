@@ -13,7 +13,9 @@ pub mod power {
     pub fn forward<T: Float>(a: T, b: T) -> T {
         a.powf(b)
     }
-    /// `(dy · b · a^(b-1), dy · y · ln a)`.
+    /// `(dy · b · a^(b-1), dy · y · ln a)`, MXNet's formula: NaN for `a` at
+    /// `b = 0` where `a^(b-1)` is not finite (a = 0, NaN), though `a^0` is
+    /// flat (the exact check's documented case).
     pub fn backward<T: Float>(dy: OutGrad<T>, y: OutValue<T>, a: In0<T>, b: In1<T>) -> (T, T) {
         (dy * (*b * a.powf(*b - T::one())), dy * (*y * a.ln()))
     }
@@ -21,7 +23,9 @@ pub mod power {
 
 /// Elementwise maximum of two arrays of the same shape; NaN in either
 /// propagates, as in MXNet and PyTorch. The gradient goes to `a` where
-/// `a >= b` and to `b` where `a < b`, so to neither where one is NaN.
+/// `a >= b` and to `b` where `a < b`, so to neither where one is NaN:
+/// MXNet's convention, which on ties credits `a` though the forward
+/// returns `b` (the exact check's documented case).
 #[simple_op(name = "_maximum", inplace = "OutLhs", alias = "_Maximum")]
 pub mod maximum {
     use simpleop::prelude::*;
@@ -40,7 +44,8 @@ pub mod maximum {
 
 /// Elementwise minimum of two arrays of the same shape; NaN in either
 /// propagates, as in MXNet and PyTorch. The gradient goes to `a` where
-/// `a <= b` and to `b` where `a > b`, so to neither where one is NaN.
+/// `a <= b` and to `b` where `a > b`, so to neither where one is NaN
+/// (MXNet's convention; see `_maximum`).
 #[simple_op(name = "_minimum", inplace = "OutLhs", alias = "_Minimum")]
 pub mod minimum {
     use simpleop::prelude::*;
@@ -65,7 +70,8 @@ pub mod hypot {
     pub fn forward<T: Float>(a: T, b: T) -> T {
         a.hypot(b)
     }
-    /// `(dy · a / y, dy · b / y)`.
+    /// `(dy · a / y, dy · b / y)`. In bf16 `y` is read rounded, which at
+    /// subnormal inputs is far from `√(a² + b²)`.
     pub fn backward<T: Float>(dy: OutGrad<T>, y: OutValue<T>, a: In0<T>, b: In1<T>) -> (T, T) {
         (dy * (*a / *y), dy * (*b / *y))
     }

@@ -66,7 +66,9 @@ fn activation_simple_form(p: &ActivationParams) -> Option<&'static str> {
 /// The gradient reads the output alone, so the forward may overwrite its
 /// input: relu `dy · (y > 0)` (NaN at NaN, as `relu`), sigmoid
 /// `dy · y (1 − y)`, tanh `dy · (1 − y²)`, softrelu `dy · (1 − e^−y)`
-/// (MXNet's `-expm1(-y)`), softsign `dy · (1 − |y|)²`, which equals MXNet's
+/// (MXNet's `-expm1(-y)`: the smooth function's, which above 20, where
+/// the forward is `x`, stays within f32 rounding of 1 but not f64's),
+/// softsign `dy · (1 − |y|)²`, which equals MXNet's
 /// `dy / (1 + |x|)²` (MXNet reads the input there; from the output, the
 /// relative error grows as `ε·|x|`, below 1e-5 in f32 for `|x| < 100`).
 #[simple_op(

@@ -381,7 +381,7 @@ pub mod softsign {
     pub fn forward<T: Float>(x: T) -> T {
         x / (T::one() + x.abs())
     }
-    /// `dy / (1 + |x|)²`.
+    /// `dy / (1 + |x|)²`: its limit 0 at ±inf, where the forward is NaN.
     pub fn backward<T: Float>(dy: OutGrad<T>, x: In0<T>) -> T {
         let d = T::one() + x.abs();
         dy / (d * d)

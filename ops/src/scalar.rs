@@ -129,7 +129,8 @@ pub mod rpower_scalar {
     pub fn forward<T: Float>(x: T, s: T) -> T {
         s.powf(x)
     }
-    /// `dy · y · ln s`.
+    /// `dy · y · ln s`, from the stored output: infinite in f16 where `y`
+    /// overflowed to inf though the derivative is finite.
     pub fn backward<T: Float>(dy: OutGrad<T>, y: OutValue<T>, s: T) -> T {
         dy * (*y * s.ln())
     }

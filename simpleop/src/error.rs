@@ -226,6 +226,19 @@ pub enum Error {
         /// The central-difference value.
         numeric: f64,
     },
+    /// The exact check found the written gradient differing from the
+    /// derivative of the forward.
+    #[error(
+        "op `{op}`: the written gradient differs from the derivative of the forward at {count} point(s); first: {first}"
+    )]
+    ExactCheck {
+        /// The op.
+        op: String,
+        /// How many (dtype, point, input) triples differ.
+        count: usize,
+        /// The first of them.
+        first: String,
+    },
 }
 
 impl std::fmt::Debug for Error {

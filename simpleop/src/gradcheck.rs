@@ -1,4 +1,6 @@
-//! Numerical gradient checking for any registered op.
+//! Numerical gradient checking for any registered op, and the exact check
+//! ([`ExactCheck`]) of an elementwise op's written gradient against the
+//! derivative of its forward on dual numbers.
 //!
 //! [`GradCheck`] compares an op's registered gradient with central
 //! differences of its forward pass computed in f64, for every float dtype
@@ -16,9 +18,11 @@
 //! # Ok::<(), simpleop::Error>(())
 //! ```
 
+mod exact;
 mod general;
 mod measure;
 
+pub use exact::{Disagreement, ExactCheck, ExactReport};
 pub use measure::GradReport;
 use measure::{central_differences, compare, mismatch, tolerance};
 

@@ -102,6 +102,46 @@ pub type TileForwardFn<C> = fn(&crate::EnvArguments, &[&[C]], &mut [C]) -> Resul
 pub type TileBackwardFn<C> =
     fn(&crate::EnvArguments, &[C], &[C], &[&[C]], &mut [&mut [C]]) -> Result<()>;
 
+/// An elementwise op's forward run on dual numbers at one point: its value,
+/// with `partials[i]` set to the derivative with respect to input `i`.
+/// What the exact gradient check ([`crate::gradcheck::ExactCheck`])
+/// compares a hand-written gradient with.
+pub type DerivativeFn<C> = fn(&crate::EnvArguments, &[C], &mut [C]) -> Result<C>;
+
+/// The [`DerivativeFn`]s of an op whose forward is a single-output
+/// elementwise kernel of 1–3 inputs that updates none of them.
+#[derive(Clone, Copy, Debug)]
+pub struct DerivativeFns {
+    /// In f32 (also what f16 and bf16 compute in).
+    pub f32: DerivativeFn<f32>,
+    /// In f64.
+    pub f64: DerivativeFn<f64>,
+}
+
+/// The body of a [`DerivativeFn`]: `kernel` on `Dual<C, N>`, input `i`
+/// seeded as variable `i`.
+pub fn dual_derivative<K: MapFn<N>, C: Float, const N: usize>(
+    kernel: &K,
+    x: &[C],
+    partials: &mut [C],
+) -> Result<C> {
+    if x.len() != N || partials.len() != N {
+        return Err(crate::Error::invalid(
+            "dual_derivative",
+            "x",
+            format!(
+                "{N} inputs and {N} partials, got {} and {}",
+                x.len(),
+                partials.len()
+            ),
+        ));
+    }
+    let mut duals: [crate::Dual<C, N>; N] = std::array::from_fn(|i| crate::Dual::variable(x[i], i));
+    let y = kernel.apply(&mut duals);
+    partials.copy_from_slice(&y.tangent());
+    Ok(y.value())
+}
+
 /// The type-erased tile entry points of an elementwise op, so that an
 /// executor can run several ops over the same cache-resident tile
 /// (fusion). Half types compute in f32.

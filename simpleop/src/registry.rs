@@ -47,6 +47,9 @@ pub struct KernelRegistration {
     /// module): what each output row reduces, so that a fused program can
     /// feed the reduction tile by tile.
     pub rows: Option<crate::kernel::RowReductionFn>,
+    /// The forward on dual numbers, for elementwise ops it can run on
+    /// (one output, 1–3 inputs, none updated in place, no random stream).
+    pub derivative: Option<crate::kernel::DerivativeFns>,
     /// Where the kernels were registered (`file:line`).
     pub location: &'static str,
 }

@@ -63,6 +63,7 @@ fn generated(m: &OpModel) -> TokenStream {
             backward,
             tile: tile::fns(m),
             rows: infer.rows.clone(),
+            derivative: tile::derivative(m),
         },
     );
     let (code_items, infer_items) = (&code.items, &infer.items);

@@ -14,6 +14,8 @@ pub(super) struct CpuKernels {
     pub tile: TokenStream,
     /// The row reduction, `Some(__rows)` or `None`.
     pub rows: TokenStream,
+    /// The forward on dual numbers, `Some(DerivativeFns { .. })` or `None`.
+    pub derivative: TokenStream,
 }
 
 pub(super) fn submit(m: &OpModel, k: &CpuKernels) -> TokenStream {
@@ -22,6 +24,7 @@ pub(super) fn submit(m: &OpModel, k: &CpuKernels) -> TokenStream {
         backward,
         tile,
         rows,
+        derivative,
     } = k;
     quote! {
         ::simpleop::__private::inventory::submit! {
@@ -35,6 +38,7 @@ pub(super) fn submit(m: &OpModel, k: &CpuKernels) -> TokenStream {
                 backward: #backward,
                 tile: #tile,
                 rows: #rows,
+                derivative: #derivative,
                 location: concat!(file!(), ":", line!()),
             }
         }

@@ -82,3 +82,25 @@ fn lane(m: &OpModel) -> TokenStream {
         ::core::option::Option::Some(::simpleop::kernel::Lane { op: #op, scalar: #scalar })
     }))
 }
+
+/// `Some(DerivativeFns { .. })` for a single-output elementwise op of 1 to
+/// 3 inputs with no state and no random stream (what `Dual` can run and a
+/// gradient can read), `None` otherwise.
+pub(super) fn derivative(m: &OpModel) -> TokenStream {
+    let arity = m.arity();
+    if m.form != Form::Elementwise
+        || !(1..=3).contains(&arity)
+        || m.forward.has_state()
+        || m.rng
+        || m.elem_outputs > 1
+    {
+        return quote!(None);
+    }
+    let one = |c: TokenStream| {
+        quote!(|env: &::simpleop::EnvArguments, x: &[#c], partials: &mut [#c]| {
+            ::simpleop::__private::dual_derivative::<_, #c, #arity>(&__kernel(env)?, x, partials)
+        })
+    };
+    let (f32_fn, f64_fn) = (one(quote!(f32)), one(quote!(f64)));
+    quote!(Some(::simpleop::kernel::DerivativeFns { f32: #f32_fn, f64: #f64_fn }))
+}

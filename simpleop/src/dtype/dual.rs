@@ -208,12 +208,13 @@ impl<T: Float, const N: usize> Div for Dual<T, N> {
     type Output = Self;
     #[inline(always)]
     fn div(self, rhs: Self) -> Self {
-        // d(a/b) = da / b - (a/b) db / b
+        // d(a/b) = (da - (a/b) db) / b, divided last: 1/b may overflow
+        // where the quotient does not
         let (q, b) = (self.value / rhs.value, rhs.value);
-        let r = T::one() / b;
         let mut tangent = self.tangent;
         for (d, e) in tangent.iter_mut().zip(rhs.tangent) {
-            *d = scale2(*d, r, e, -q * r);
+            let t = scale2(*d, T::one(), e, -q);
+            *d = if t.is_exact_zero() { t } else { t / b };
         }
         Dual::new(q, tangent)
     }
