@@ -20,9 +20,9 @@ fn run_err(args: &[&str]) -> simpleop::Error {
     simpleop_cli::run(argv, &mut Vec::new()).unwrap_err()
 }
 
-/// A fresh file under the target directory's temp area.
+/// A file under the target directory's temp area (rewritten each run).
 fn temp_file(name: &str, contents: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("simpleop-cli-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
     std::fs::write(&path, contents).unwrap();

@@ -192,7 +192,7 @@ fn a_conflict_far_from_the_hint_is_still_an_error() {
 #[test]
 fn the_graph_command_draws_a_deep_chain() {
     let s = chain("relu", &Attrs::new(), 50_000);
-    let dir = std::env::temp_dir().join(format!("simpleop-deep-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("deep-graphs");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("chain.json");
     std::fs::write(&path, s.to_json()).unwrap();

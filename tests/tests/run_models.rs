@@ -25,7 +25,9 @@ fn run(args: &[&str]) -> String {
 }
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("simpleop-run-{}-{name}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("run-models")
+        .join(name);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
