@@ -28,13 +28,28 @@
 //! under `SIMPLEOP_ISA=avx2`. bf16 is converted to f32 in temporary space,
 //! multiplied, and rounded back once.
 //!
-//! Why (measured on a 2-core AMD EPYC Zen 4 VM, 2 threads, f32, against
-//! numpy's OpenBLAS 0.3.31 in interleaved rounds; `bench/dot_vs_numpy.py`):
-//! `gemm` 0.19 often keeps a 512² product on one thread (1.6–1.8× numpy's
-//! time), and its AVX2 kernel took 1.08–1.25× OpenBLAS's AVX2 kernel at
-//! 1024²; `private-gemm-x86` took 1.02–1.09× OpenBLAS's time on AVX2 and
-//! 0.84–0.90× on AVX-512 at 1024². It also avoids `gemm`'s slow path for a
-//! few rows times a transposed operand (2×512 · (512×512)ᵀ: 7× faster).
+//! Why (measured on a 2-core AMD EPYC Zen 4 VM shared with other work, f32,
+//! 2 threads, against numpy 2.4.6's OpenBLAS 0.3.31: `bench/dot_vs_numpy.py
+//! --baseline` with the `gemm` build, two runs of 7 interleaved rounds; the
+//! time as a multiple of numpy's):
+//!
+//! | size | ISA | `gemm` 0.19 | `private-gemm-x86` |
+//! | --- | --- | --- | --- |
+//! | 512² | AVX-512 | 1.72–1.74 | 0.91–0.93 |
+//! | 512² | AVX2 | 1.69 (ran AVX-512) | 1.00–1.05 |
+//! | 1024² | AVX-512 | 0.94–0.98 | 0.89–0.95 |
+//! | 1024² | AVX2 | 0.93–0.97 (ran AVX-512) | 0.97–0.98 |
+//!
+//! `gemm` often keeps a 512² product on one thread (a run is either ~1.2 ms
+//! or ~2.4 ms). With `gemm`'s AVX2 kernels forced, in a separate harness
+//! against OpenBLAS's AVX2 kernels: 1.16 (`gemm`) and 0.95 at 512², 1.0 and
+//! 1.0 at 1024². Other shapes, against `gemm` (AVX-512, 1 and 2 threads):
+//! a dense layer's `x · wᵀ` (256×512 · (512×512)ᵀ) 0.57–0.73×, a
+//! convolution's weight gradient (64×3136 · (576×3136)ᵀ) 0.48–0.93×, a few
+//! rows times a transposed operand (2×512 · (512×512)ᵀ) 0.13×; but a
+//! convolution's forward product (64×576 · 576×3136) 1.03–1.16× and its
+//! data gradient 1.01–1.14×, and square products split over 2 threads at
+//! 256³–320³ 1.06–1.10× (1.39–1.53× in a fourth, noisier run).
 //!
 //! `private-gemm-x86` is pinned (`=0.1.22`): it is faer's internal kernel,
 //! published for faer's use, and its one entry point (`gemm`, a raw-pointer
@@ -95,16 +110,17 @@ fn dense_only(op: &str, p: &DotParams) -> Result<()> {
 }
 
 /// A product of `M·N·K` multiply-adds is split over the rayon pool from
-/// this many times [`simpleop::kernel::parallel_work`] (the machine's
-/// measured grain, in cheap elementwise ops; 128³ with the least grain)
-/// and runs on the calling thread below. One pool entry's cost (what the
+/// this many times the grain of [`simpleop::kernel::worth_splitting`] (the
+/// machine's measured grain, in cheap elementwise ops; 128³ with the least
+/// grain) and runs on the calling thread below. One pool entry's cost (what the
 /// grain weighs) undercounts a split product: `gemm` enters the pool once
 /// per block of its loops, and `private-gemm-x86` enters it once and then
 /// hands every block to helper threads. With a smaller factor, where
 /// entering the pool is slow, small products (as the digits example's)
 /// ran slower split than on one thread. On the 2-core EPYC VM (grain ≈
 /// 650,000 units: split from ≈ 218³), `private-gemm-x86` on 2 threads
-/// against 1 took 1.2× the time at 128³, 0.73× at 192³ and 0.66× at 256³.
+/// against 1 took 1.2–1.3× the time at 128³, 0.73–0.81× at 192³ and
+/// 0.66–0.69× at 256³.
 const PARALLEL_FLOPS_PER_WORK: usize = 16;
 
 /// Where the elements of one logical matrix sit in its storage: element
