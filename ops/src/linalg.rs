@@ -1,22 +1,84 @@
 //! Matrix products: [`dot()`], [`batch_dot()`] and MXNet's dense layer
-//! [`fully_connected()`] (`FullyConnected`), on the `gemm` crate.
+//! [`fully_connected()`] (`FullyConnected`), on `private-gemm-x86` (f32 and
+//! f64 on x86-64 under AVX2 or AVX-512) or the `gemm` crate (the rest).
 //!
 //! Every product here is `dst (M×N) (=|+=) op(A) (M×K) · op(B) (K×N)` over
 //! row-major storage, where `op` is the identity or a transpose. A transpose
 //! is never materialised: each operand is described by its row and column
-//! strides (`Layout`), and `gemm` reads any strides. The gradients are
+//! strides (`Layout`), and both kernels read any strides. The gradients are
 //! products of the same kind — `d op(A) = dC · op(B)ᵀ` and
 //! `d op(B) = op(A)ᵀ · dC` — written straight into the input gradients
 //! through the inputs' own layouts, so a transposed input gets a transposed
-//! write at no cost.
+//! write at no cost. The convolutions (`conv/gemm.rs`) and `RNN` run their
+//! products through here too.
 //!
-//! `gemm` computes `dst = alpha·dst + beta·lhs·rhs` (BLAS's names swapped)
-//! and reads `dst` only when asked to (`read_dst`). [`OpReqType::AddTo`]
-//! maps to `read_dst = true, alpha = 1`, the write requests to
-//! `read_dst = false`, and [`OpReqType::Null`] skips the call. f32, f64 and
-//! f16 go to `gemm` directly (its f16 kernels compute in f32); bf16 is
-//! converted to f32 in temporary space, multiplied, and rounded back once.
+//! # Kernels
+//!
+//! f32 and f64 products on x86-64 run on `private-gemm-x86`, the x86
+//! kernel of faer 0.24, at the width of simpleop's active instruction set
+//! ([`simpleop::kernel::active_isa`]): AVX-512, or AVX2 with FMA when
+//! `SIMPLEOP_ISA=avx2` (or [`simpleop::Tuning`]) asks for it, so that the
+//! products follow the setting like every other kernel. The rest run on
+//! the `gemm` crate (0.19): f16 (its f16 kernels compute in f32), the
+//! scalar set, other targets, and vector results (`M` or `N` of 1), where
+//! `private-gemm-x86` has no matrix-vector path (measured 2.5–4× slower
+//! than `gemm` on a 512×512 matrix-vector product, ~30× on an inner
+//! product of 4,096). `gemm` chooses its SIMD from the CPU, not from
+//! simpleop's setting: those products use AVX-512 on an AVX-512 CPU even
+//! under `SIMPLEOP_ISA=avx2`. bf16 is converted to f32 in temporary space,
+//! multiplied, and rounded back once.
+//!
+//! Why (measured on a 2-core AMD EPYC Zen 4 VM shared with other work, f32,
+//! 2 threads, against numpy 2.4.6's OpenBLAS 0.3.31: `bench/dot_vs_numpy.py
+//! --baseline` with the `gemm` build, two runs of 7 interleaved rounds; the
+//! time as a multiple of numpy's):
+//!
+//! | size | ISA | `gemm` 0.19 | `private-gemm-x86` |
+//! | --- | --- | --- | --- |
+//! | 512² | AVX-512 | 1.72–1.74 | 0.91–0.93 |
+//! | 512² | AVX2 | 1.69 (ran AVX-512) | 1.00–1.05 |
+//! | 1024² | AVX-512 | 0.94–0.98 | 0.89–0.95 |
+//! | 1024² | AVX2 | 0.93–0.97 (ran AVX-512) | 0.97–0.98 |
+//!
+//! `gemm` often keeps a 512² product on one thread (a run is either ~1.2 ms
+//! or ~2.4 ms). With `gemm`'s AVX2 kernels forced, in a separate harness
+//! against OpenBLAS's AVX2 kernels: 1.16 (`gemm`) and 0.95 at 512², 1.0 and
+//! 1.0 at 1024². Other shapes, against `gemm` (AVX-512, 1 and 2 threads):
+//! a dense layer's `x · wᵀ` (256×512 · (512×512)ᵀ) 0.57–0.73×, a
+//! convolution's weight gradient (64×3136 · (576×3136)ᵀ) 0.48–0.93×, a few
+//! rows times a transposed operand (2×512 · (512×512)ᵀ) 0.13×; but a
+//! convolution's forward product (64×576 · 576×3136) 1.03–1.16× and its
+//! data gradient 1.01–1.14×, and square products split over 2 threads at
+//! 256³–320³ 1.06–1.10× (1.39–1.53× in a fourth, noisier run).
+//!
+//! `private-gemm-x86` is pinned (`=0.1.22`): it is faer's internal kernel,
+//! published for faer's use, and its one entry point (`gemm`, a raw-pointer
+//! function of 25 arguments) carries no stability promise between patch
+//! releases. Moving the pin means re-running this module's tests (every
+//! request type, transposes, strides, `K = 0`, both widths, threads) and
+//! the benchmark.
+//!
+//! # Requests
+//!
+//! [`OpReqType::WriteTo`] and `WriteInplace` overwrite `dst` without
+//! reading it (it may hold NaN), [`OpReqType::AddTo`] adds the product to
+//! it, and [`OpReqType::Null`] skips the call. `K = 0` is handled here for
+//! both kernels: a write zeroes `dst`, an addition leaves it
+//! (`private-gemm-x86` would leave `dst` untouched on a write).
+//!
+//! # Threads
+//!
+//! A product is split over the current rayon pool (all of its threads)
+//! only when the caller allows it (`parallel`: the product is large enough
+//! for the machine's grain and not inside a split loop); on one
+//! thread otherwise, so that a caller that splits its own loop (a fused
+//! step's slabs, the convolution's blocks) never oversubscribes the pool.
+//! `private-gemm-x86` enters the pool through `spindle` (a `rayon::scope`
+//! whose helper tasks the calling thread runs itself when no other thread
+//! takes them), so a call from inside a pool thread cannot deadlock.
 
+#[cfg(target_arch = "x86_64")]
+use private_gemm_x86 as pgx;
 use serde::{Deserialize, Serialize};
 use simpleop::{
     DType, Element, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, bf16, simple_op,
@@ -47,14 +109,18 @@ fn dense_only(op: &str, p: &DotParams) -> Result<()> {
     }
 }
 
-/// A product of `M·N·K` multiply-adds is split over the rayon pool by
-/// `gemm` from this many times [`simpleop::kernel::parallel_work`] (the
+/// A product of `M·N·K` multiply-adds is split over the rayon pool from
+/// this many times the grain of [`simpleop::kernel::worth_splitting`] (the
 /// machine's measured grain, in cheap elementwise ops; 128³ with the least
-/// grain) and runs on the calling thread below. `gemm` enters the pool
-/// once per block of its loops, not once per call, so one entry's cost
-/// (what the grain weighs) undercounts it: with a smaller factor, where
+/// grain) and runs on the calling thread below. One pool entry's cost (what the
+/// grain weighs) undercounts a split product: `gemm` enters the pool once
+/// per block of its loops, and `private-gemm-x86` enters it once and then
+/// hands every block to helper threads. With a smaller factor, where
 /// entering the pool is slow, small products (as the digits example's)
-/// ran slower split than on one thread.
+/// ran slower split than on one thread. On the 2-core EPYC VM (grain ≈
+/// 650,000 units: split from ≈ 218³), `private-gemm-x86` on 2 threads
+/// against 1 took 1.2–1.3× the time at 128³, 0.73–0.81× at 192³ and
+/// 0.66–0.69× at 256³.
 const PARALLEL_FLOPS_PER_WORK: usize = 16;
 
 /// Where the elements of one logical matrix sit in its storage: element
@@ -323,7 +389,7 @@ fn batch_dot_product(lhs: &Shape, rhs: &Shape, p: &DotParams) -> Result<(Product
 }
 
 /// The number of storage elements `count` matrices of `rows × cols` laid out
-/// as `l` span, for bounds checks before handing pointers to `gemm`.
+/// as `l` span, for bounds checks before handing pointers to a kernel.
 fn span(l: Layout, count: usize, rows: usize, cols: usize) -> usize {
     if count == 0 || rows == 0 || cols == 0 {
         return 0;
@@ -335,8 +401,8 @@ fn span(l: Layout, count: usize, rows: usize, cols: usize) -> usize {
         .saturating_add(1)
 }
 
-/// `dst (=|+=) lhs · rhs` for every matrix of the batch, with `gemm`.
-/// `T` is f32, f64 or f16 (the types `gemm` takes).
+/// `dst (=|+=) lhs · rhs` for every matrix of the batch, split over the
+/// rayon pool when it pays. `T` is f32, f64 or f16.
 fn gemm_typed<T: Float>(mm: &Mm, dst: &mut [T], lhs: &[T], rhs: &[T], req: OpReqType) {
     // Within one chunk of a split loop (a fused step's slab) the other
     // threads are busy with theirs: splitting again only adds overhead.
@@ -353,10 +419,78 @@ pub(crate) fn worth_splitting_product(flops: usize) -> bool {
         && simpleop::kernel::worth_splitting(flops / PARALLEL_FLOPS_PER_WORK)
 }
 
+/// The code that computes a product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kernel {
+    /// The `gemm` crate, which picks its SIMD code from the CPU's features
+    /// (AVX-512 where the CPU has it, whatever simpleop's instruction set).
+    Gemm,
+    /// `private-gemm-x86` at this vector width, for f32 and f64 on x86-64.
+    /// Made only by [`Kernel::choose`], which checks that the CPU runs the
+    /// width and that `T` is the type named.
+    #[cfg(target_arch = "x86_64")]
+    Pgx(pgx::InstrSet, pgx::DType),
+}
+
+impl Kernel {
+    /// The kernel for `mm` on `T` under the instruction set `isa`:
+    /// `private-gemm-x86`'s AVX-512 or AVX2 kernels for f32 and f64 when
+    /// `isa` is AVX-512 or AVX2 (and the CPU runs it), `gemm` otherwise
+    /// (f16, the scalar set, other targets) and for a vector result (`m`
+    /// or `n` of 1), where `private-gemm-x86` has no matrix-vector path
+    /// and measured 2.5–4× slower (a matrix-vector product) up to 30×
+    /// (an inner product) than `gemm`.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+    fn choose<T: Float>(isa: simpleop::Isa, mm: &Mm) -> Kernel {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::any::TypeId;
+            let dtype = if TypeId::of::<T>() == TypeId::of::<f32>() {
+                Some(pgx::DType::F32)
+            } else if TypeId::of::<T>() == TypeId::of::<f64>() {
+                Some(pgx::DType::F64)
+            } else {
+                None
+            };
+            let width = match isa {
+                simpleop::Isa::Avx512 => Some(pgx::InstrSet::Avx512),
+                simpleop::Isa::Avx2 => Some(pgx::InstrSet::Avx256),
+                _ => None,
+            };
+            if let (Some(dtype), Some(width)) = (dtype, width)
+                && mm.m > 1
+                && mm.n > 1
+                && isa.is_supported()
+            {
+                return Kernel::Pgx(width, dtype);
+            }
+        }
+        Kernel::Gemm
+    }
+}
+
 /// [`gemm_typed`] with the caller's choice of splitting over the pool
 /// (`parallel`): for callers that split their own loop around products.
+/// Runs on the kernel for the active instruction set
+/// ([`simpleop::kernel::active_isa`], which `SIMPLEOP_ISA` caps).
 /// Panics, before touching memory, when a layout reaches past its slice.
 pub(crate) fn gemm_on<T: Float>(
+    mm: &Mm,
+    dst: &mut [T],
+    lhs: &[T],
+    rhs: &[T],
+    req: OpReqType,
+    parallel: bool,
+) {
+    let kernel = Kernel::choose::<T>(simpleop::kernel::active_isa(), mm);
+    gemm_with(kernel, mm, dst, lhs, rhs, req, parallel);
+}
+
+/// [`gemm_on`] on the given kernel. `parallel` splits each product over
+/// all the threads of the current rayon pool; otherwise it runs on the
+/// calling thread alone.
+fn gemm_with<T: Float>(
+    kernel: Kernel,
     mm: &Mm,
     dst: &mut [T],
     lhs: &[T],
@@ -367,32 +501,127 @@ pub(crate) fn gemm_on<T: Float>(
     if req == OpReqType::Null || mm.batch == 0 || mm.m == 0 || mm.n == 0 {
         return;
     }
-    // Checked by the callers against the shapes; `gemm` trusts its pointers.
+    // Checked by the callers against the shapes; the kernels trust their
+    // pointers.
     assert!(
         span(mm.dst, mm.batch, mm.m, mm.n) <= dst.len(),
         "dst bounds"
     );
-    if mm.k > 0 {
-        assert!(
-            span(mm.lhs, mm.batch, mm.m, mm.k) <= lhs.len(),
-            "lhs bounds"
-        );
-        assert!(
-            span(mm.rhs, mm.batch, mm.k, mm.n) <= rhs.len(),
-            "rhs bounds"
-        );
+    let accumulate = req == OpReqType::AddTo;
+    if mm.k == 0 {
+        // An empty sum: a write is all zeros, an addition nothing. Done
+        // here, as `private-gemm-x86` leaves `dst` as it is for both.
+        if !accumulate {
+            zero_through(mm, dst);
+        }
+        return;
     }
+    assert!(
+        span(mm.lhs, mm.batch, mm.m, mm.k) <= lhs.len(),
+        "lhs bounds"
+    );
+    assert!(
+        span(mm.rhs, mm.batch, mm.k, mm.n) <= rhs.len(),
+        "rhs bounds"
+    );
+    match kernel {
+        Kernel::Gemm => gemm_crate(mm, dst, lhs, rhs, accumulate, parallel),
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Pgx(width, dtype) => {
+            // 1: the calling thread alone (the crate then never enters the
+            // pool); otherwise every thread of the current pool, as
+            // `gemm`'s `Rayon(0)`.
+            let threads = if parallel {
+                rayon::current_num_threads()
+            } else {
+                1
+            };
+            let beta = if accumulate {
+                pgx::Accum::Add
+            } else {
+                pgx::Accum::Replace
+            };
+            let alpha = T::one();
+            for b in 0..mm.batch {
+                // SAFETY: `Kernel::choose` made `Pgx` only for T = f32
+                // (`dtype` F32) or f64 (F64) and for a width the CPU runs
+                // (`Isa::is_supported`: AVX-512 F/BW/DQ/VL, or AVX2 with
+                // FMA, covering the instructions of the crate's kernels).
+                // Every element the call reads or writes is inside its
+                // slice: the asserts above bound the last one, all strides
+                // and offsets are non-negative, and m, n, k > 0. `dst` is
+                // exclusively borrowed and, being `&mut`, overlaps neither
+                // `lhs` nor `rhs`; with `Replace` the crate writes `dst`
+                // without reading it. `alpha` is a `T`, as `dtype` says, and
+                // outlives the call; the index pointers are null (a full
+                // destination, no diagonal).
+                unsafe {
+                    pgx::gemm(
+                        dtype,
+                        pgx::IType::U64,
+                        width,
+                        mm.m,
+                        mm.n,
+                        mm.k,
+                        dst.as_mut_ptr().add(b * mm.dst.batch).cast(),
+                        mm.dst.rs as isize,
+                        mm.dst.cs as isize,
+                        std::ptr::null(),
+                        std::ptr::null(),
+                        pgx::DstKind::Full,
+                        beta,
+                        lhs.as_ptr().add(b * mm.lhs.batch).cast(),
+                        mm.lhs.rs as isize,
+                        mm.lhs.cs as isize,
+                        false,
+                        std::ptr::null(),
+                        0,
+                        rhs.as_ptr().add(b * mm.rhs.batch).cast(),
+                        mm.rhs.rs as isize,
+                        mm.rhs.cs as isize,
+                        false,
+                        (&raw const alpha).cast(),
+                        threads,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Every element of `dst`'s `batch × m × n` matrices set to zero, through
+/// its layout (bounds-checked).
+fn zero_through<T: Float>(mm: &Mm, dst: &mut [T]) {
+    for b in 0..mm.batch {
+        for i in 0..mm.m {
+            let row = b * mm.dst.batch + i * mm.dst.rs;
+            for j in 0..mm.n {
+                dst[row + j * mm.dst.cs] = T::zero();
+            }
+        }
+    }
+}
+
+/// `dst (=|+=) lhs · rhs` per matrix of the batch on the `gemm` crate,
+/// for `k > 0` and layouts checked against the slices.
+fn gemm_crate<T: Float>(
+    mm: &Mm,
+    dst: &mut [T],
+    lhs: &[T],
+    rhs: &[T],
+    accumulate: bool,
+    parallel: bool,
+) {
     let parallelism = if parallel {
         gemm::Parallelism::Rayon(0) // 0: as many threads as the rayon pool has
     } else {
         gemm::Parallelism::None
     };
-    let accumulate = req == OpReqType::AddTo;
     for b in 0..mm.batch {
         // SAFETY: every element `gemm` touches is inside its slice (the
-        // asserts above bound the last one; all offsets are non-negative);
-        // `dst` is exclusively borrowed and, being `&mut`, overlaps neither
-        // `lhs` nor `rhs`. With `k == 0`, `lhs`/`rhs` are not read.
+        // caller's asserts bound the last one; all offsets are
+        // non-negative); `dst` is exclusively borrowed and, being `&mut`,
+        // overlaps neither `lhs` nor `rhs`.
         unsafe {
             gemm::gemm(
                 mm.m,
@@ -402,10 +631,10 @@ pub(crate) fn gemm_on<T: Float>(
                 mm.dst.cs as isize,
                 mm.dst.rs as isize,
                 accumulate,
-                lhs.as_ptr().wrapping_add(b * mm.lhs.batch),
+                lhs.as_ptr().add(b * mm.lhs.batch),
                 mm.lhs.cs as isize,
                 mm.lhs.rs as isize,
-                rhs.as_ptr().wrapping_add(b * mm.rhs.batch),
+                rhs.as_ptr().add(b * mm.rhs.batch),
                 mm.rhs.cs as isize,
                 mm.rhs.rs as isize,
                 T::one(), // alpha: the old dst, read only when accumulating
@@ -991,5 +1220,356 @@ mod tests {
         let l = Layout::stored(2, 3, true);
         assert_eq!((l.rs, l.cs, l.batch), (1, 3, 6));
         assert_eq!(span(l, 1, 3, 2), 6);
+    }
+
+    // ------------------------------------------------ the products' kernels
+
+    use simpleop::{Isa, f16};
+
+    /// Deterministic values in [-1, 1) (xorshift).
+    fn values(len: usize, seed: u64) -> Vec<f64> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// `rows × cols` matrices stored transposed (`t`) or not, each stored
+    /// row `pad` elements longer than it is, and `pad` elements between
+    /// matrices: strides that are neither contiguous nor a whole batch.
+    fn padded(rows: usize, cols: usize, t: bool, pad: usize) -> Layout {
+        let (sr, sc) = if t { (cols, rows) } else { (rows, cols) };
+        let l = Layout {
+            rs: sc + pad,
+            cs: 1,
+            batch: sr * (sc + pad) + pad,
+        };
+        if t { l.t() } else { l }
+    }
+
+    /// A product of `batch` matrices `m×k · k×n` with the operands and the
+    /// destination stored transposed or not (`t = [a, b, c]`) and padded.
+    fn geometry(batch: usize, (m, n, k): (usize, usize, usize), t: [bool; 3], pad: usize) -> Mm {
+        Mm {
+            batch,
+            m,
+            n,
+            k,
+            lhs: padded(m, k, t[0], pad),
+            rhs: padded(k, n, t[1], pad),
+            dst: padded(m, n, t[2], pad),
+        }
+    }
+
+    /// Every kernel this CPU runs for `mm` on `T`: `gemm` and, where
+    /// `Kernel::choose` picks them, `private-gemm-x86` at both widths.
+    fn kernels<T: Float>(mm: &Mm) -> Vec<Kernel> {
+        let mut all = vec![Kernel::Gemm];
+        for isa in [Isa::Avx2, Isa::Avx512] {
+            let k = Kernel::choose::<T>(isa, mm);
+            if !all.contains(&k) {
+                all.push(k);
+            }
+        }
+        all
+    }
+
+    fn same(a: f64, b: f64) -> bool {
+        a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+    }
+
+    /// Runs `mm` on `kernel` and checks every element of the destination's
+    /// storage against the definition, computed in f64 from the same
+    /// (rounded) operands: the matrices' elements per `req` (a write
+    /// starts from NaN, which must not show), the padding untouched.
+    /// Returns the destination.
+    fn check<T: Float>(
+        kernel: Kernel,
+        mm: &Mm,
+        req: OpReqType,
+        parallel: bool,
+        what: &str,
+    ) -> Vec<T> {
+        let to_t = |v: Vec<f64>| -> Vec<T> { v.into_iter().map(T::from_f64).collect() };
+        // Exactly as long as the layouts reach: a read past the end is a
+        // read past the allocation (valgrind sees it).
+        let lhs = to_t(values(span(mm.lhs, mm.batch, mm.m, mm.k), 1));
+        let rhs = to_t(values(span(mm.rhs, mm.batch, mm.k, mm.n), 2));
+        let dst_len = span(mm.dst, mm.batch, mm.m, mm.n);
+        let init: Vec<T> = match req {
+            OpReqType::WriteTo | OpReqType::WriteInplace => vec![T::from_f64(f64::NAN); dst_len],
+            _ => to_t(values(dst_len, 3)),
+        };
+        let mut dst = init.clone();
+        gemm_with(kernel, mm, &mut dst, &lhs, &rhs, req, parallel);
+        // The sums accumulate in f64 or f32 (f16: in f32, rounded once).
+        let (acc_eps, out_eps) = match T::DTYPE {
+            DType::F64 => (f64::EPSILON, f64::EPSILON),
+            DType::F32 => (f64::from(f32::EPSILON), f64::from(f32::EPSILON)),
+            _ => (f64::from(f32::EPSILON), f16::EPSILON.to_f64()),
+        };
+        let mut covered = vec![false; dst_len];
+        for b in 0..mm.batch {
+            for i in 0..mm.m {
+                for j in 0..mm.n {
+                    let at = b * mm.dst.batch + i * mm.dst.rs + j * mm.dst.cs;
+                    covered[at] = true;
+                    let (mut sum, mut abs) = (0.0, 0.0);
+                    for p in 0..mm.k {
+                        let x = lhs[b * mm.lhs.batch + i * mm.lhs.rs + p * mm.lhs.cs].to_f64();
+                        let y = rhs[b * mm.rhs.batch + p * mm.rhs.rs + j * mm.rhs.cs].to_f64();
+                        sum += x * y;
+                        abs += (x * y).abs();
+                    }
+                    let (got, old) = (dst[at].to_f64(), init[at].to_f64());
+                    let want = match req {
+                        OpReqType::Null => {
+                            assert!(same(got, old), "{what}: ({b}, {i}, {j}) written by Null");
+                            continue;
+                        }
+                        OpReqType::AddTo => old + sum,
+                        _ => sum,
+                    };
+                    // Accumulation in T over k terms, and the rounding of
+                    // the sum with the old value.
+                    let start = if req == OpReqType::AddTo {
+                        old.abs()
+                    } else {
+                        0.0
+                    };
+                    let tol = acc_eps * (mm.k as f64 * abs + start)
+                        + out_eps * want.abs()
+                        + f64::MIN_POSITIVE;
+                    assert!(
+                        (got - want).abs() <= tol,
+                        "{what}: ({b}, {i}, {j}) = {got}, want {want} (tolerance {tol:e})"
+                    );
+                }
+            }
+        }
+        for (at, &c) in covered.iter().enumerate() {
+            if !c {
+                let (got, old) = (dst[at].to_f64(), init[at].to_f64());
+                assert!(same(got, old), "{what}: padding at {at} changed to {got}");
+            }
+        }
+        dst
+    }
+
+    /// Every kernel, request, transpose and padding, on one and on all
+    /// threads, for sizes that are not multiples of any vector or tile.
+    fn every_case<T: Float>() {
+        let sizes = [
+            (1, 1, 1),
+            (7, 13, 5),
+            (33, 65, 17),
+            (13, 7, 1),
+            (2, 9, 40),
+            (5, 1, 9),
+            (1, 6, 4),
+        ];
+        let reqs = [
+            OpReqType::WriteTo,
+            OpReqType::WriteInplace,
+            OpReqType::AddTo,
+            OpReqType::Null,
+        ];
+        for size in sizes {
+            for t in 0..8 {
+                let t = [t & 1 != 0, t & 2 != 0, t & 4 != 0];
+                for (batch, pad) in [(1, 0), (1, 3), (3, 2)] {
+                    let mm = geometry(batch, size, t, pad);
+                    for kernel in kernels::<T>(&mm) {
+                        for req in reqs {
+                            for parallel in [false, true] {
+                                let what = format!(
+                                    "{} {kernel:?} {size:?} batch {batch} transposed {t:?} pad {pad} {req:?} parallel {parallel}",
+                                    T::DTYPE
+                                );
+                                check::<T>(kernel, &mm, req, parallel, &what);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_kernel_matches_the_definition_f32() {
+        every_case::<f32>();
+    }
+
+    #[test]
+    fn every_kernel_matches_the_definition_f64() {
+        every_case::<f64>();
+    }
+
+    #[test]
+    fn f16_products_match_the_definition() {
+        // `gemm` alone, computing in f32.
+        let mm = geometry(2, (9, 11, 7), [true, false, true], 1);
+        assert_eq!(kernels::<f16>(&mm), [Kernel::Gemm]);
+        let dst = check::<f16>(Kernel::Gemm, &mm, OpReqType::AddTo, false, "f16");
+        assert!(dst.iter().any(|v| v.to_f64() != 0.0));
+    }
+
+    #[test]
+    fn this_cpu_runs_both_widths_of_private_gemm_x86() {
+        // The tests above cover `private-gemm-x86` wherever the CPU can:
+        // make sure they do not quietly run `gemm` alone.
+        let mm = geometry(1, (7, 13, 5), [false; 3], 0);
+        let ks = kernels::<f32>(&mm);
+        if cfg!(target_arch = "x86_64") && Isa::Avx2.is_supported() {
+            assert!(ks.len() >= 2, "{ks:?}");
+        }
+        if cfg!(target_arch = "x86_64") && Isa::Avx512.is_supported() {
+            assert_eq!(ks.len(), 3, "{ks:?}");
+        }
+    }
+
+    #[test]
+    fn the_active_isa_picks_the_kernel() {
+        let mm = geometry(1, (7, 13, 5), [false; 3], 0);
+        // Scalar code, f16 and vector results run on `gemm`.
+        assert_eq!(Kernel::choose::<f32>(Isa::Scalar, &mm), Kernel::Gemm);
+        for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+            assert_eq!(Kernel::choose::<f16>(isa, &mm), Kernel::Gemm);
+            for (m, n) in [(1, 13), (7, 1), (1, 1)] {
+                let v = Mm { m, n, ..mm };
+                assert_eq!(Kernel::choose::<f32>(isa, &v), Kernel::Gemm, "{m}x{n}");
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        for (isa, width) in [
+            (Isa::Avx2, pgx::InstrSet::Avx256),
+            (Isa::Avx512, pgx::InstrSet::Avx512),
+        ] {
+            if !isa.is_supported() {
+                continue;
+            }
+            assert_eq!(
+                Kernel::choose::<f64>(isa, &mm),
+                Kernel::Pgx(width, pgx::DType::F64)
+            );
+            // `SIMPLEOP_ISA` / `Tuning` reaches the products through
+            // `gemm_on`'s reading of the active set.
+            let _isa = simpleop::Tuning::scoped(|t| t.isa = isa).unwrap();
+            assert_eq!(
+                Kernel::choose::<f32>(simpleop::kernel::active_isa(), &mm),
+                Kernel::Pgx(width, pgx::DType::F32)
+            );
+        }
+    }
+
+    #[test]
+    fn an_empty_sum_writes_zeros_and_adds_nothing() {
+        for t in [[false; 3], [true; 3]] {
+            let mm = geometry(2, (5, 7, 0), t, 2);
+            for kernel in kernels::<f32>(&Mm { k: 1, ..mm }) {
+                for req in OpReqType::ALL {
+                    let what = format!("K = 0 {kernel:?} {req:?} transposed {t:?}");
+                    // The operands are empty: nothing is read.
+                    let len = span(mm.dst, mm.batch, mm.m, mm.n);
+                    let init: Vec<f32> = if req == OpReqType::AddTo {
+                        values(len, 4).into_iter().map(|v| v as f32).collect()
+                    } else {
+                        vec![f32::NAN; len]
+                    };
+                    let mut dst = init.clone();
+                    gemm_with(kernel, &mm, &mut dst, &[], &[], req, true);
+                    let mut covered = vec![false; len];
+                    for b in 0..mm.batch {
+                        for i in 0..mm.m {
+                            for j in 0..mm.n {
+                                covered[b * mm.dst.batch + i * mm.dst.rs + j * mm.dst.cs] = true;
+                            }
+                        }
+                    }
+                    for (at, (&got, &old)) in dst.iter().zip(&init).enumerate() {
+                        let zeroed = covered[at]
+                            && matches!(req, OpReqType::WriteTo | OpReqType::WriteInplace);
+                        if zeroed {
+                            assert_eq!(got.to_bits(), 0, "{what}: at {at}");
+                        } else {
+                            assert!(same(got.into(), old.into()), "{what}: at {at} changed");
+                        }
+                    }
+                }
+            }
+        }
+        // No rows, no columns or no matrices: nothing happens, on empty
+        // slices.
+        for (batch, m, n) in [(1, 0, 3), (1, 3, 0), (0, 3, 3)] {
+            let mm = geometry(batch, (m, n, 4), [false; 3], 0);
+            for kernel in kernels::<f64>(&geometry(1, (2, 2, 4), [false; 3], 0)) {
+                gemm_with::<f64>(kernel, &mm, &mut [], &[], &[], OpReqType::WriteTo, true);
+            }
+        }
+    }
+
+    /// `f` on a pool of `threads`.
+    fn on_pool<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(f)
+    }
+
+    #[test]
+    fn split_products_match_one_thread() {
+        // Large enough for every kernel to split, a sum longer than one
+        // block of `private-gemm-x86`'s (512), and transposed operands.
+        for (size, t) in [
+            ((160, 200, 300), [false, false, false]),
+            ((97, 130, 700), [true, true, false]),
+            ((130, 97, 600), [false, true, true]),
+        ] {
+            let mm = geometry(2, size, t, 1);
+            for kernel in kernels::<f32>(&mm) {
+                for req in [OpReqType::WriteTo, OpReqType::AddTo] {
+                    let what = format!("{kernel:?} {size:?} {t:?} {req:?}");
+                    let one = check::<f32>(kernel, &mm, req, false, &what);
+                    let three = on_pool(3, || check::<f32>(kernel, &mm, req, true, &what));
+                    // Each output's sum runs in the same order whatever
+                    // the split (the fused slabs rely on it).
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert!(bits(&one) == bits(&three), "{what}: 1 thread against 3");
+                }
+            }
+            let mm = geometry(1, size, t, 0);
+            for kernel in kernels::<f64>(&mm) {
+                let what = format!("f64 {kernel:?} {size:?} {t:?}");
+                on_pool(2, || {
+                    check::<f64>(kernel, &mm, OpReqType::WriteTo, true, &what)
+                });
+            }
+        }
+    }
+
+    #[test]
+    fn split_products_called_from_pool_threads_finish() {
+        // Products that split, called at once from every thread of a pool
+        // (and from inside a `join`): no deadlock, no wrong result.
+        let mm = geometry(1, (150, 170, 190), [false, true, false], 0);
+        for kernel in kernels::<f32>(&mm) {
+            on_pool(2, || {
+                use rayon::prelude::*;
+                (0..6).into_par_iter().for_each(|i| {
+                    let what = format!("{kernel:?} from a pool thread, call {i}");
+                    let (a, b) = rayon::join(
+                        || check::<f32>(kernel, &mm, OpReqType::WriteTo, true, &what),
+                        || check::<f32>(kernel, &mm, OpReqType::AddTo, true, &what),
+                    );
+                    assert_eq!(a.len(), b.len());
+                });
+            });
+        }
     }
 }

@@ -52,7 +52,7 @@
 //! would keep for every RNN node of a training graph), and it makes the
 //! gradient independent of the output dtype's rounding of the saved
 //! activations. The big products (every step's input projection, the
-//! weight gradients) are single `gemm` calls over all `T·N` rows; only the
+//! weight gradients) are single matrix products over all `T·N` rows; only the
 //! `N × H` recurrent products run per step.
 //!
 //! Every dtype of float is computed in f64 and rounded once into the

@@ -15,7 +15,7 @@
 //! Everything named here is stable API for op crates; the engine behind it
 //! may change in any release.
 
-use crate::{Float, Result, Rng};
+use crate::{Float, Isa, Result, Rng};
 
 pub use crate::engine::chunks::{may_split, par_chunks_mut};
 pub use crate::engine::grain::worth_splitting;
@@ -25,6 +25,16 @@ pub use crate::engine::lanes::{Lane, LaneOp};
 pub use crate::engine::rows::{RowReducer, RowReduction, RowReductionFn};
 pub use crate::engine::table::HalfTables;
 pub use crate::engine::vector::VectorForm;
+
+/// The instruction set the engine's loops use now: the best the CPU has,
+/// capped by `SIMPLEOP_ISA` or changed by [`crate::Tuning`]. For kernels
+/// that choose their own code by it (the matrix products pick their
+/// kernels' vector width), so that they follow the setting as the tile
+/// loops do. Cheap: one relaxed atomic load once chosen.
+#[inline]
+pub fn active_isa() -> Isa {
+    crate::engine::isa::active()
+}
 
 /// The built-in hand-vectorised forms, for `#[simple_op(vector = ...)]`.
 pub mod forms {

@@ -3,7 +3,7 @@
 //! values against naive f64 loops, and sampling statistics.
 
 use simpleop::gradcheck::GradCheck;
-use simpleop::{Attrs, DType, EnvArguments, NDArray, OpReqType, eager};
+use simpleop::{Attrs, DType, EnvArguments, Isa, NDArray, OpReqType, Tuning, eager};
 use simpleop_ops::{DotParams, NormalParams, SoftmaxParams};
 use simpleop_tests::assert_close;
 
@@ -238,6 +238,17 @@ fn check_dot_values(m: usize, k: usize, n: usize, dtypes: &[DType]) {
             assert_eq!(c.shape().dims(), [m, n], "{what}");
             assert_eq!(c.dtype(), dtype);
             assert_close(&c.to_f64_vec(), &want, tol, &format!("{what} write"));
+            // A write never reads the old output: NaN there must not show.
+            for req in [OpReqType::WriteTo, OpReqType::WriteInplace] {
+                let mut nan = NDArray::full([m, n], f64::NAN, dtype);
+                simpleop_ops::dot_into(&xa, &xb, params(ta, tb), &mut nan, req).unwrap();
+                assert_close(
+                    &nan.to_f64_vec(),
+                    &want,
+                    tol,
+                    &format!("{what} {req:?} on NaN"),
+                );
+            }
 
             let init = NDArray::random_uniform([m, n], -1.0, 1.0, dtype, 9).unwrap();
             let mut acc = init.deep_copy();
@@ -264,6 +275,28 @@ fn dot_matches_naive_loops_on_odd_sizes() {
     check_dot_values(37, 53, 29, &DType::FLOATS);
     check_dot_values(1, 7, 1, &DType::FLOATS);
     check_dot_values(5, 1, 3, &[DType::F64, DType::F32]);
+}
+
+/// `dot` and `batch_dot` on every instruction set this CPU runs
+/// (`SIMPLEOP_ISA` reaches the products: f32 and f64 run on
+/// `private-gemm-x86` at the set's width, the scalar set on `gemm`), with
+/// the least parallel grain so that the largest size is split.
+#[test]
+fn dot_matches_naive_loops_on_every_isa() {
+    simpleop_ops::link();
+    for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+        let Ok(_tuning) = Tuning::scoped(|t| {
+            t.isa = isa;
+            t.parallel_work = 0;
+        }) else {
+            continue; // not on this CPU
+        };
+        assert_eq!(Tuning::current().isa, isa);
+        for (m, k, n) in [(1, 1, 1), (7, 13, 5), (33, 65, 17), (130, 150, 140)] {
+            check_dot_values(m, k, n, &[DType::F64, DType::F32]);
+        }
+        check_batch_dot_values(3, 13, 17, 11);
+    }
 }
 
 #[test]
@@ -393,7 +426,18 @@ fn dot_write_ignores_old_output_and_handles_empty_sizes() {
 #[test]
 fn batch_dot_matches_naive_loops() {
     simpleop_ops::link();
-    let (bs, m, k, n) = (3, 13, 17, 11);
+    check_batch_dot_values(3, 13, 17, 11);
+    let x = NDArray::zeros([2, 3, 4], DType::F32);
+    let y = NDArray::zeros([3, 4, 5], DType::F32);
+    let e = simpleop_ops::batch_dot(&x, &y, DotParams::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`batch_dot`") && e.contains("`rhs`"), "{e}");
+}
+
+/// `batch_dot` of `bs` products `m×k · k×n` against the naive loops for
+/// every transpose combination, with WriteTo and AddTo, in f64 and f32.
+fn check_batch_dot_values(bs: usize, m: usize, k: usize, n: usize) {
     for (ta, tb) in FLAGS {
         let (sa, sb) = (stored(m, k, ta), stored(k, n, tb));
         let a = random(&[bs, sa[0], sa[1]], 6);
@@ -426,12 +470,6 @@ fn batch_dot_matches_naive_loops() {
             assert_close(&acc.to_f64_vec(), &want_acc, tol, &format!("{what} add"));
         }
     }
-    let x = NDArray::zeros([2, 3, 4], DType::F32);
-    let y = NDArray::zeros([3, 4, 5], DType::F32);
-    let e = simpleop_ops::batch_dot(&x, &y, DotParams::default())
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("`batch_dot`") && e.contains("`rhs`"), "{e}");
 }
 
 fn softmax_params(axis: i64, temperature: Option<f64>) -> SoftmaxParams {

@@ -11,7 +11,7 @@
 //! (write requests) or leaves it (`add`). Blocks are split over the rayon
 //! pool, each thread with its own column tile (and its own partial weight
 //! gradient), when there are at least two and the work pays; otherwise
-//! `gemm` splits each product itself.
+//! the product's kernel splits each product itself.
 
 use rayon::prelude::*;
 use simpleop::kernel::with_isa;
@@ -88,7 +88,7 @@ fn product<C: Float>(
 }
 
 /// One block's work: `(source, weight group, destination)`, its column
-/// tile, and whether it runs alone (then `gemm` may split its product).
+/// tile, and whether it runs alone (then the product may be split).
 type BlockFn<C> = fn(&Geom, (&[C], &[C], &mut [C]), &mut [C], bool);
 
 /// Runs `block` on every block: block `b` reads `src`'s `b`-th chunk of

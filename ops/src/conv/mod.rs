@@ -13,8 +13,8 @@
 //!   its forward pass is the convolution's data gradient, its data
 //!   gradient the convolution's forward pass. Its weight `(C, num_filter /
 //!   num_group, kernel…)` is that convolution's weight.
-//! - Algorithms: matrix products on the `gemm` crate over column tiles
-//!   (the `gemm` submodule's docs), and a direct kernel for depthwise
+//! - Algorithms: matrix products (`crate::linalg`'s kernels) over column
+//!   tiles (the `gemm` submodule's docs), and a direct kernel for depthwise
 //!   convolutions, whose products would be too thin.
 //! - f32 and f64 compute in their own type; f16 and bf16 are widened to
 //!   f32, computed, and rounded once. Products accumulate in the compute
