@@ -21,35 +21,20 @@
 //! products follow the setting like every other kernel. The rest run on
 //! the `gemm` crate (0.19): f16 (its f16 kernels compute in f32), the
 //! scalar set, other targets, and vector results (`M` or `N` of 1), where
-//! `private-gemm-x86` has no matrix-vector path (measured 2.5–4× slower
-//! than `gemm` on a 512×512 matrix-vector product, ~30× on an inner
-//! product of 4,096). `gemm` chooses its SIMD from the CPU, not from
+//! `private-gemm-x86` has no matrix-vector path and measured several times
+//! slower than `gemm`. `gemm` chooses its SIMD from the CPU, not from
 //! simpleop's setting: those products use AVX-512 on an AVX-512 CPU even
 //! under `SIMPLEOP_ISA=avx2`. bf16 is converted to f32 in temporary space,
 //! multiplied, and rounded back once.
 //!
-//! Why (measured on a 2-core AMD EPYC Zen 4 VM shared with other work, f32,
-//! 2 threads, against numpy 2.4.6's OpenBLAS 0.3.31: `bench/dot_vs_numpy.py
-//! --baseline` with the `gemm` build, two runs of 7 interleaved rounds; the
-//! time as a multiple of numpy's):
-//!
-//! | size | ISA | `gemm` 0.19 | `private-gemm-x86` |
-//! | --- | --- | --- | --- |
-//! | 512² | AVX-512 | 1.72–1.74 | 0.91–0.93 |
-//! | 512² | AVX2 | 1.69 (ran AVX-512) | 1.00–1.05 |
-//! | 1024² | AVX-512 | 0.94–0.98 | 0.89–0.95 |
-//! | 1024² | AVX2 | 0.93–0.97 (ran AVX-512) | 0.97–0.98 |
-//!
-//! `gemm` often keeps a 512² product on one thread (a run is either ~1.2 ms
-//! or ~2.4 ms). With `gemm`'s AVX2 kernels forced, in a separate harness
-//! against OpenBLAS's AVX2 kernels: 1.16 (`gemm`) and 0.95 at 512², 1.0 and
-//! 1.0 at 1024². Other shapes, against `gemm` (AVX-512, 1 and 2 threads):
-//! a dense layer's `x · wᵀ` (256×512 · (512×512)ᵀ) 0.57–0.73×, a
-//! convolution's weight gradient (64×3136 · (576×3136)ᵀ) 0.48–0.93×, a few
-//! rows times a transposed operand (2×512 · (512×512)ᵀ) 0.13×; but a
-//! convolution's forward product (64×576 · 576×3136) 1.03–1.16× and its
-//! data gradient 1.01–1.14×, and square products split over 2 threads at
-//! 256³–320³ 1.06–1.10× (1.39–1.53× in a fourth, noisier run).
+//! Why: timed side by side with numpy's OpenBLAS and with the `gemm` build
+//! (`bench/dot_vs_numpy.py --isa avx2|avx512 --baseline`), the x86 kernel
+//! of faer beats `gemm` at both widths on square products, and on the dense
+//! layer's and the convolution weight gradient's shapes; `gemm` also left
+//! mid-size products on one thread. A convolution's forward and data
+//! gradient products are about even between the two. `bench/dot_vs_numpy.py`
+//! prints the ratios; bench/RESULTS.md has the `dot` rows of `simpleop
+//! bench` and `bench/peers.py`.
 //!
 //! `private-gemm-x86` is pinned (`=0.1.22`): it is faer's internal kernel,
 //! published for faer's use, and its one entry point (`gemm`, a raw-pointer
