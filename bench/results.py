@@ -577,9 +577,10 @@ def models_section(inp):
         lines += ["", note]
     if "avx2" in str(title):
         lines += ["", "`SIMPLEOP_ISA=avx2` restricts simpleop's own kernels (im2col, depthwise, "
-                  "elementwise, fused programs); the `gemm` crate picks its kernels from the CPU's "
-                  "features and still runs AVX-512 here, so this table's convolution GEMMs are "
-                  "faster than an AVX2-only CPU's would be."]
+                  "elementwise, fused programs) and, since f32/f64 products moved to "
+                  "`private-gemm-x86` (merge 2413a05), those products too. Runs made before that "
+                  "ran their convolution GEMMs on the `gemm` crate, which picks AVX-512 from the "
+                  "CPU whatever the setting says, and are faster than an AVX2-only CPU's would be."]
     lines += [""]
     return lines
 
