@@ -11,12 +11,12 @@ use simpleop::symbol::{BindConfig, GradReq};
 use simpleop::{Attrs, DType, NDArray, Shape, Symbol, autograd, eager, simple_op};
 use simpleop_tests::assert_close;
 
-/// relu as the standard library writes its forward.
+/// The standard library's relu forward.
 #[simple_op(name = "_ad_relu", autodiff, inplace = "OutIn")]
 mod ad_relu {
     use simpleop::prelude::*;
     pub fn forward<T: Float>(x: T) -> T {
-        if x <= T::zero() { T::zero() } else { x }
+        simpleop_ops::relu::forward(x)
     }
 }
 
@@ -36,20 +36,12 @@ mod ad_sigmoid {
     }
 }
 
-/// The standard library's smooth L1 forward, with its scalar.
+/// The standard library's smooth L1 forward, with its scalar, called as it is.
 #[simple_op(name = "_ad_smooth_l1", autodiff, scalar, inplace = "OutIn")]
 mod ad_smooth_l1 {
     use simpleop::prelude::*;
     pub fn forward<T: Float>(x: T, sigma: T) -> T {
-        let s2 = sigma * sigma;
-        let turn = T::one() / s2;
-        if x > turn {
-            x - T::from_f64(0.5) / s2
-        } else if x < -turn {
-            -x - T::from_f64(0.5) / s2
-        } else {
-            T::from_f64(0.5) * x * x * s2
-        }
+        simpleop_ops::smooth_l1::forward(x, sigma)
     }
 }
 
