@@ -15,7 +15,8 @@ pub mod power {
     }
     /// `(dy · b · a^(b-1), dy · y · ln a)`, MXNet's formula: NaN for `a` at
     /// `b = 0` where `a^(b-1)` is not finite (a = 0, NaN), though `a^0` is
-    /// flat (the exact check's documented case).
+    /// flat, and NaN for `b` at `a = 0`, though `0^b` (b > 0) is flat (the
+    /// exact check's documented cases).
     pub fn backward<T: Float>(dy: OutGrad<T>, y: OutValue<T>, a: In0<T>, b: In1<T>) -> (T, T) {
         (dy * (*b * a.powf(*b - T::one())), dy * (*y * a.ln()))
     }

@@ -178,7 +178,8 @@ impl<'a> TBlob<'a> {
             return Ok(&[]);
         }
         check_storage(self.ptr)?;
-        // SAFETY: `from_slice` or the `from_raw` contract guarantee the
+        // SAFETY: `check_dtype` made `T` the dtype's size; `from_slice` or
+        // the `from_raw` contract guarantee the
         // pointer is aligned and valid for `len` reads of `T` for 'a, and
         // (aliasing contract) nothing writes these elements while the slice
         // is alive.
@@ -253,7 +254,8 @@ impl<'a> TBlobMut<'a> {
             return Ok(&mut []);
         }
         check_storage(self.ptr.cast_const())?;
-        // SAFETY: the constructors guarantee alignment and validity for `len`
+        // SAFETY: `check_dtype` made `T` the dtype's size; the constructors
+        // guarantee alignment and validity for `len`
         // elements and exclusive access for 'a; `&mut self` makes this the
         // only live slice.
         Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr.cast::<T>(), self.len()) })
@@ -326,7 +328,9 @@ fn check_len(len: usize, shape: &Shape) -> Result<()> {
 /// Inlined to one comparison: every kernel call views its blobs this way.
 #[inline]
 fn check_dtype<T: Element>(dtype: DType) -> Result<()> {
-    if T::DTYPE != dtype {
+    // The size too: a `Dual` reports its value's dtype but is wider, and
+    // the typed views below read `len` elements of `T`.
+    if T::DTYPE != dtype || std::mem::size_of::<T>() != dtype.size() {
         return Err(dtype_mismatch(T::DTYPE, dtype));
     }
     Ok(())

@@ -128,6 +128,18 @@ pub struct DerivativeFns {
     pub f64: DerivativeFn<f64>,
 }
 
+/// `dy · partial` for a gradient derived by `autodiff`, zero where `dy`
+/// is exactly zero (an output nothing read), as a dual's zero tangents
+/// stay zero: an infinite partial there would give NaN.
+#[inline(always)]
+pub fn head_times<T: Float>(dy: T, partial: T) -> T {
+    if dy.is_exact_zero() {
+        T::zero()
+    } else {
+        dy * partial
+    }
+}
+
 /// The body of a [`DerivativeFn`]: `kernel` on `Dual<C, N>`, input `i`
 /// seeded as variable `i`.
 pub fn dual_derivative<K: MapFn<N>, C: Float, const N: usize>(

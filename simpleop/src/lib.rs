@@ -141,7 +141,7 @@ pub mod __private {
         map_backward, map_forward, multi_map_backward, multi_map_forward, source_forward,
         tile_backward, tile_forward, tile_forward_output,
     };
-    pub use crate::kernel::dual_derivative;
+    pub use crate::kernel::{dual_derivative, head_times};
     pub use crate::op::{
         broadcast_shape, kwargs_to_attrs, parse_kwargs_env, parse_scalar_or_none, same_float_dtype,
         same_shape, scalar_to_attrs,

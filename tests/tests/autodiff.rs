@@ -72,6 +72,15 @@ mod ad_sin_xcos {
     }
 }
 
+/// Two outputs, the first with an infinite slope at 0.
+#[simple_op(name = "_ad_sqrt_and_x", autodiff)]
+mod ad_sqrt_and_x {
+    use simpleop::prelude::*;
+    pub fn forward<T: Float>(x: T) -> (T, T) {
+        (x.sqrt(), x)
+    }
+}
+
 /// The kwargs of `_ad_soft_clip`.
 #[derive(Clone, Debug, PartialEq, serde::Deserialize, serde::Serialize)]
 pub struct SoftClipParams {
@@ -271,6 +280,20 @@ fn derived_gradients_of_several_inputs_and_outputs_match_closed_forms() {
         1e-15,
         "sin, x cos x",
     );
+}
+
+#[test]
+fn an_output_nothing_reads_adds_nothing_even_where_its_slope_is_infinite() {
+    simpleop_ops::link();
+    let mut x = NDArray::from_slice(&[0.0f32, 4.0], [2]).unwrap();
+    x.attach_grad().unwrap();
+    let outs = autograd::record(|| {
+        eager::invoke_outputs_by_name("_ad_sqrt_and_x", &[&x], &mut [], &Attrs::new()).unwrap()
+    });
+    // only the second output has a head: sqrt's slope at 0 must not leak
+    let head = NDArray::from_slice(&[1.0f32, 1.0], [2]).unwrap();
+    autograd::backward(&[&outs[1]], &[&head]).unwrap();
+    assert_eq!(x.grad().unwrap().to_vec::<f32>().unwrap(), [1.0, 1.0]);
 }
 
 #[test]

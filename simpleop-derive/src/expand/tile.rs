@@ -85,13 +85,15 @@ fn lane(m: &OpModel) -> TokenStream {
 
 /// `Some(DerivativeFns { .. })` for a single-output elementwise op of 1 to
 /// 3 inputs with no state and no random stream (what `Dual` can run and a
-/// gradient can read), `None` otherwise.
+/// gradient can read), not `impure` (it may panic on the checker's special
+/// values), `None` otherwise.
 pub(super) fn derivative(m: &OpModel) -> TokenStream {
     let arity = m.arity();
     if m.form != Form::Elementwise
         || !(1..=3).contains(&arity)
         || m.forward.has_state()
         || m.rng
+        || m.impure
         || m.elem_outputs > 1
     {
         return quote!(None);

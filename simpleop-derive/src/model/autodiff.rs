@@ -227,11 +227,11 @@ fn derived(fwd: &ItemFn, t: &Ident, sig: &ForwardSig) -> ItemFn {
 fn output_gradients(t: &Ident, n: usize, outputs: usize) -> (TokenStream, TokenStream) {
     let per_input = (0..n).map(|k| {
         if outputs == 1 {
-            quote!(*__dy * __y.partial(#k))
+            quote!(::simpleop::__private::head_times(*__dy, __y.partial(#k)))
         } else {
             let terms = (0..outputs).map(|j| {
                 let j_ = syn::Index::from(j);
-                quote!((*__dys)[#j] * __y.#j_.partial(#k))
+                quote!(::simpleop::__private::head_times((*__dys)[#j], __y.#j_.partial(#k)))
             });
             quote!(#(#terms)+*)
         }
