@@ -149,6 +149,7 @@ impl NDArray {
 
     /// Copies `data`, laid out row-major in `shape`.
     pub fn from_slice<T: Element>(data: &[T], shape: impl Into<Shape>) -> Result<Self> {
+        stored_width::<T>("NDArray::from_slice")?;
         let mut a = Self::for_data("NDArray::from_slice", data.len(), shape.into(), T::DTYPE)?;
         a.typed_mut::<T>().copy_from_slice(data);
         Ok(a)
@@ -297,6 +298,7 @@ impl NDArray {
 
     /// An error (for `op`) when `T` is not the dtype.
     fn check_element<T: Element>(&self, op: &str) -> Result<()> {
+        stored_width::<T>(op)?;
         if T::DTYPE != self.dtype {
             return Err(Error::DTypeMismatch {
                 op: op.into(),
@@ -496,6 +498,24 @@ impl NDArray {
         let storage = self.unique_storage().unwrap_or_else(|e| panic!("{e}"));
         bytemuck::cast_slice_mut(storage.bytes_mut())
     }
+}
+
+/// An error (for `op`) when `T` is wider than its dtype's elements (a
+/// [`crate::Dual`], which reports its value's dtype): arrays hold only
+/// the dtypes themselves.
+fn stored_width<T: Element>(op: &str) -> Result<()> {
+    if std::mem::size_of::<T>() != T::DTYPE.size() {
+        return Err(Error::invalid(
+            op,
+            "T",
+            format!(
+                "an element type of the dtype's {} bytes, got {} (a dual number is never stored)",
+                T::DTYPE.size(),
+                std::mem::size_of::<T>()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 impl fmt::Debug for NDArray {

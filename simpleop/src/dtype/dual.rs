@@ -662,6 +662,10 @@ mod tests {
         let blob = crate::TBlob::from_slice(&data, [4]).unwrap();
         assert!(blob.as_slice::<Dual<f32, 3>>().is_err());
         assert!(blob.as_slice::<f32>().is_ok());
+        let a = crate::NDArray::from_slice(&data, [4]).unwrap();
+        assert!(a.as_slice::<Dual<f32, 1>>().is_err());
+        assert!(a.to_vec::<Dual<f32, 1>>().is_err());
+        assert!(crate::NDArray::from_slice(&[Dual::<f32, 1>::constant(1.0)], [1]).is_err());
     }
 
     #[test]
