@@ -103,6 +103,17 @@ impl<T: Float, const N: usize> Dual<T, N> {
         self.tangent
     }
 
+    /// The value `value`, with partial `i` from `rule(self's, rhs's)`
+    /// partial `i`: the chain rule for a function of two arguments.
+    #[inline(always)]
+    fn zip_with(self, rhs: Self, value: T, rule: impl Fn(T, T) -> T) -> Self {
+        let mut tangent = self.tangent;
+        for (d, e) in tangent.iter_mut().zip(rhs.tangent) {
+            *d = rule(*d, e);
+        }
+        Dual { value, tangent }
+    }
+
     /// The value `value`, with the tangent scaled by `slope` (the local
     /// derivative): the chain rule for a function of one argument.
     #[inline(always)]
@@ -174,11 +185,7 @@ impl<T: Float, const N: usize> Add for Dual<T, N> {
     type Output = Self;
     #[inline(always)]
     fn add(self, rhs: Self) -> Self {
-        let mut tangent = self.tangent;
-        for (d, e) in tangent.iter_mut().zip(rhs.tangent) {
-            *d += e;
-        }
-        Dual::new(self.value + rhs.value, tangent)
+        self.zip_with(rhs, self.value + rhs.value, |d, e| d + e)
     }
 }
 
@@ -186,11 +193,7 @@ impl<T: Float, const N: usize> Sub for Dual<T, N> {
     type Output = Self;
     #[inline(always)]
     fn sub(self, rhs: Self) -> Self {
-        let mut tangent = self.tangent;
-        for (d, e) in tangent.iter_mut().zip(rhs.tangent) {
-            *d -= e;
-        }
-        Dual::new(self.value - rhs.value, tangent)
+        self.zip_with(rhs, self.value - rhs.value, |d, e| d - e)
     }
 }
 
@@ -199,11 +202,7 @@ impl<T: Float, const N: usize> Mul for Dual<T, N> {
     #[inline(always)]
     fn mul(self, rhs: Self) -> Self {
         let (a, b) = (self.value, rhs.value);
-        let mut tangent = self.tangent;
-        for (d, e) in tangent.iter_mut().zip(rhs.tangent) {
-            *d = scale2(*d, b, e, a);
-        }
-        Dual::new(a * b, tangent)
+        self.zip_with(rhs, a * b, |d, e| scale2(d, b, e, a))
     }
 }
 
@@ -214,12 +213,10 @@ impl<T: Float, const N: usize> Div for Dual<T, N> {
         // d(a/b) = (da - (a/b) db) / b, divided last: 1/b may overflow
         // where the quotient does not
         let (q, b) = (self.value / rhs.value, rhs.value);
-        let mut tangent = self.tangent;
-        for (d, e) in tangent.iter_mut().zip(rhs.tangent) {
-            let t = scale2(*d, T::one(), e, -q);
-            *d = if t.is_exact_zero() { t } else { t / b };
-        }
-        Dual::new(q, tangent)
+        self.zip_with(rhs, q, |d, e| {
+            let t = scale2(d, T::one(), e, -q);
+            if t.is_exact_zero() { t } else { t / b }
+        })
     }
 }
 
@@ -232,11 +229,7 @@ impl<T: Float, const N: usize> Rem for Dual<T, N> {
     fn rem(self, rhs: Self) -> Self {
         let r = self.value % rhs.value;
         let k = ((self.value - r) / rhs.value).round();
-        let mut tangent = self.tangent;
-        for (d, e) in tangent.iter_mut().zip(rhs.tangent) {
-            *d = scale2(*d, T::one(), e, -k);
-        }
-        Dual::new(r, tangent)
+        self.zip_with(rhs, r, |d, e| scale2(d, T::one(), e, -k))
     }
 }
 
@@ -385,11 +378,7 @@ impl<T: Float, const N: usize> Float for Dual<T, N> {
         } else {
             p * a.ln()
         };
-        let mut tangent = self.tangent;
-        for (d, e) in tangent.iter_mut().zip(y.tangent) {
-            *d = scale2(*d, da, e, db);
-        }
-        Dual::new(p, tangent)
+        self.zip_with(y, p, |d, e| scale2(d, da, e, db))
     }
     #[inline(always)]
     fn sin(self) -> Self {
@@ -455,11 +444,7 @@ impl<T: Float, const N: usize> Float for Dual<T, N> {
     fn hypot(self, y: Self) -> Self {
         let (a, b) = (self.value, y.value);
         let h = a.hypot(b);
-        let mut tangent = self.tangent;
-        for (d, e) in tangent.iter_mut().zip(y.tangent) {
-            *d = scale2(*d, a / h, e, b / h);
-        }
-        Dual::new(h, tangent)
+        self.zip_with(y, h, |d, e| scale2(d, a / h, e, b / h))
     }
 }
 
