@@ -330,7 +330,7 @@ fn check_len(len: usize, shape: &Shape) -> Result<()> {
 fn check_dtype<T: Element>(dtype: DType) -> Result<()> {
     // The size too: a `Dual` reports its value's dtype but is wider, and
     // the typed views below read `len` elements of `T`.
-    if T::DTYPE != dtype || std::mem::size_of::<T>() != dtype.size() {
+    if T::DTYPE != dtype || !crate::dtype::stored_as_dtype::<T>() {
         return Err(dtype_mismatch(T::DTYPE, dtype));
     }
     Ok(())

@@ -12,6 +12,7 @@ mod types;
 pub use dual::Dual;
 #[doc(hidden)]
 pub use fma::F32Fma;
+pub(crate) use types::stored_as_dtype;
 pub use types::{DType, Element, Float};
 
 /// The `Float` methods every float type has under the same names: its

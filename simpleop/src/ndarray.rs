@@ -504,7 +504,7 @@ impl NDArray {
 /// [`crate::Dual`], which reports its value's dtype): arrays hold only
 /// the dtypes themselves.
 fn stored_width<T: Element>(op: &str) -> Result<()> {
-    if std::mem::size_of::<T>() != T::DTYPE.size() {
+    if !crate::dtype::stored_as_dtype::<T>() {
         return Err(Error::invalid(
             op,
             "T",

@@ -121,6 +121,14 @@ pub trait Element:
     fn from_f64(v: f64) -> Self;
 }
 
+/// Whether `T` is as wide as its dtype's elements, so that arrays of the
+/// dtype can be viewed as `T`. Every storage type is; a [`crate::Dual`],
+/// which reports its value's dtype, is not.
+#[inline(always)]
+pub(crate) fn stored_as_dtype<T: Element>() -> bool {
+    std::mem::size_of::<T>() == T::DTYPE.size()
+}
+
 macro_rules! impl_int_element {
     ($($t:ty => $d:ident),*) => {$(
         impl Element for $t {
