@@ -7,9 +7,11 @@
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 use syn::spanned::Spanned;
-use syn::{GenericParam, Ident, ItemFn, ItemMod, ReturnType, Type, TypeParamBound};
+use syn::{GenericParam, Ident, ItemFn, ItemMod, Type, TypeParamBound};
 
+use super::elementwise::{forward_outputs, scalar_position};
 use super::syntax::{args, err, find_fn, is_ident, named, reference};
+use super::types::Params;
 use crate::options::Options;
 
 /// The most inputs a derived gradient reads (`In0`..`In2`).
@@ -122,14 +124,21 @@ fn read_forward(
     opts: &Options,
     errors: &mut Vec<syn::Error>,
 ) -> Option<ForwardSig> {
-    // The model reports malformed parameters; only the types matter here.
-    let params = args(f, &mut Vec::new());
-    let last_t = params.iter().rposition(|(ty, _)| is_ident(ty, t));
+    // The model reports malformed parameters, a misplaced scalar and a
+    // malformed return type; only the types matter here.
+    let ignored = &mut Vec::new();
+    let params = args(f, ignored);
+    let kind = if opts.scalar.is_some() {
+        Params::Scalar
+    } else {
+        Params::None
+    };
+    let scalar_at = scalar_position(f, t, &params, &kind, ignored).flatten();
     let mut out = Vec::new();
     let mut inputs = 0;
     let before = errors.len();
     for (i, (ty, span)) in params.iter().enumerate() {
-        if is_ident(ty, t) && opts.scalar.is_some() && Some(i) == last_t {
+        if Some(i) == scalar_at {
             out.push(Arg::Scalar);
         } else if is_ident(ty, t) {
             out.push(Arg::Input(inputs));
@@ -160,17 +169,10 @@ fn read_forward(
             ),
         );
     }
-    let outputs = match &f.sig.output {
-        ReturnType::Type(_, ty) => match &**ty {
-            Type::Tuple(tt) => tt.elems.len(),
-            _ => 1,
-        },
-        ReturnType::Default => 1,
-    };
     (errors.len() == before).then_some(ForwardSig {
         args: out,
         inputs,
-        outputs,
+        outputs: forward_outputs(f, t, ignored),
     })
 }
 

@@ -95,7 +95,7 @@ fn forward(
 
 /// How many values the forward returns: one `T`, or a tuple of 2 to
 /// [`MAX_OUTPUTS`] `T`s (an op with several outputs).
-fn forward_outputs(f: &ItemFn, t: &Ident, errors: &mut Vec<syn::Error>) -> usize {
+pub(super) fn forward_outputs(f: &ItemFn, t: &Ident, errors: &mut Vec<syn::Error>) -> usize {
     let why = format!(
         "an elementwise `forward` returns one `{t}`, or a tuple of 2 to {MAX_OUTPUTS} `{t}`s for several outputs"
     );
@@ -122,7 +122,7 @@ fn forward_outputs(f: &ItemFn, t: &Ident, errors: &mut Vec<syn::Error>) -> usize
 
 /// With `scalar`, the position of the last `T` parameter, which is the
 /// scalar; `None` (after an error) when that leaves no input.
-fn scalar_position(
+pub(super) fn scalar_position(
     f: &ItemFn,
     t: &Ident,
     args: &[(Type, Span)],
