@@ -101,12 +101,21 @@ mod ad_soft_clip {
 
 /// Eager gradients of `op` at `inputs` for head `head`, through the tape.
 fn tape_grads(op: &str, attrs: &Attrs, inputs: &[NDArray], head: &NDArray) -> Vec<Vec<f64>> {
+    tape_grads_of(inputs, head, |xs| eager::invoke(op, xs, attrs).unwrap())
+}
+
+/// Eager gradients of `f(inputs)` for head `head`, through the tape.
+fn tape_grads_of(
+    inputs: &[NDArray],
+    head: &NDArray,
+    f: impl FnOnce(&[&NDArray]) -> NDArray,
+) -> Vec<Vec<f64>> {
     let mut xs = inputs.to_vec();
     for x in &mut xs {
         x.attach_grad().unwrap();
     }
     let refs: Vec<&NDArray> = xs.iter().collect();
-    let y = autograd::record(|| eager::invoke(op, &refs, attrs).unwrap());
+    let y = autograd::record(|| f(&refs));
     autograd::backward(&[&y], &[head]).unwrap();
     xs.iter().map(|x| x.grad().unwrap().to_f64_vec()).collect()
 }
@@ -330,19 +339,12 @@ fn every_path_gives_the_same_derived_gradients() {
             let unfused = executor_grads(op, attrs, &inputs, &head, false);
             assert_eq!(fused, unfused, "{op} in {dtype}: fused against unfused");
             // the tape over the same two ops
-            let mut xs = inputs.clone();
-            for x in &mut xs {
-                x.attach_grad().unwrap();
-            }
-            let refs: Vec<&NDArray> = xs.iter().collect();
-            let y = autograd::record(|| {
-                let y = eager::invoke(op, &refs, attrs).unwrap();
+            let tape = tape_grads_of(&inputs, &head, |xs| {
+                let y = eager::invoke(op, xs, attrs).unwrap();
                 eager::invoke("_ad_tanh", &[&y], &Attrs::new()).unwrap()
             });
-            autograd::backward(&[&y], &[&head]).unwrap();
-            for (i, x) in xs.iter().enumerate() {
-                let tape = x.grad().unwrap().to_f64_vec();
-                assert_eq!(tape, unfused[i], "{op} in {dtype}: tape, input {i}");
+            for (i, g) in tape.iter().enumerate() {
+                assert_eq!(*g, unfused[i], "{op} in {dtype}: tape, input {i}");
             }
         }
     }
