@@ -102,10 +102,8 @@ fn dense_only(op: &str, p: &DotParams) -> Result<()> {
 /// per block of its loops, and `private-gemm-x86` enters it once and then
 /// hands every block to helper threads. With a smaller factor, where
 /// entering the pool is slow, small products (as the digits example's)
-/// ran slower split than on one thread. On the 2-core EPYC VM (grain ≈
-/// 650,000 units: split from ≈ 218³), `private-gemm-x86` on 2 threads
-/// against 1 took 1.2–1.3× the time at 128³, 0.73–0.81× at 192³ and
-/// 0.66–0.69× at 256³.
+/// ran slower split than on one thread; `private-gemm-x86` too loses from
+/// splitting at 128³ and gains from about 192³.
 const PARALLEL_FLOPS_PER_WORK: usize = 16;
 
 /// Where the elements of one logical matrix sit in its storage: element
@@ -423,8 +421,7 @@ impl Kernel {
     /// `isa` is AVX-512 or AVX2 (and the CPU runs it), `gemm` otherwise
     /// (f16, the scalar set, other targets) and for a vector result (`m`
     /// or `n` of 1), where `private-gemm-x86` has no matrix-vector path
-    /// and measured 2.5–4× slower (a matrix-vector product) up to 30×
-    /// (an inner product) than `gemm`.
+    /// and measured several times slower than `gemm`.
     #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
     fn choose<T: Float>(isa: simpleop::Isa, mm: &Mm) -> Kernel {
         #[cfg(target_arch = "x86_64")]
