@@ -5,6 +5,7 @@ use std::ops::Range;
 
 use smallvec::SmallVec;
 
+use super::SMALL_DIRECT;
 use super::checks::{
     ArgName, Checked, DstInfo, alias_of, check_float, check_input, source_for, tiles_of,
 };
@@ -16,8 +17,8 @@ use crate::engine::isa as simd;
 use crate::engine::tiles::GradTile;
 use crate::kernel::MapGrad;
 use crate::{
-    Element, Error, Float, GradArgs, OpCall, OpDef, OpReqType, Result, Shape, TBlob, TBlobMut,
-    dispatch_float,
+    DType, Element, Error, Float, GradArgs, OpCall, OpDef, OpReqType, Result, Shape, TBlob,
+    TBlobMut, dispatch_float,
 };
 
 /// `n` zeros of temporary space, or [`Error::Alloc`].
@@ -55,6 +56,9 @@ pub fn map_backward<K: MapGrad<N>, const N: usize>(
     if reqs.iter().all(|&r| r == OpReqType::Null) {
         return Ok(());
     }
+    if small_direct_backward(op, kernel, args, grads, reqs) {
+        return Ok(());
+    }
     check_float(op.name, "out_grad", args.out_grad.dtype())?;
     let c = Checked {
         op: op.name,
@@ -78,6 +82,105 @@ pub fn map_backward<K: MapGrad<N>, const N: usize>(
         parallel: call.ctx.parallel,
     };
     dispatch_float!(c.dtype, S => run.typed::<S>(grads), _ => unreachable!("checked float above"))
+}
+
+/// Zeros standing in for a source the gradient does not read, in the
+/// small path (the tile path reads `Src::Zero` for it).
+static ZEROS: [f64; SMALL_DIRECT] = [0.0; SMALL_DIRECT];
+
+/// The backward twin of the forward's small path: when every gradient is
+/// written (not accumulated or skipped) in f32 or f64 at the output
+/// gradient's shape, at most [`SMALL_DIRECT`] elements, and every source is
+/// present where the gradient reads it, has that shape and dtype and
+/// shares no bytes with a gradient, the kernel runs straight over the
+/// slices — no checks repeated per source, tiles, scratch or thread
+/// decision. Returns false, having done nothing, in every other case,
+/// which the general path then handles (and reports errors for).
+fn small_direct_backward<K: MapGrad<N>, const N: usize>(
+    op: &OpDef,
+    kernel: &K,
+    args: &GradArgs<'_>,
+    grads: &mut [TBlobMut<'_>],
+    reqs: &[OpReqType],
+) -> bool {
+    let dy = &args.out_grad;
+    let (dtype, shape) = (dy.dtype(), dy.shape());
+    let Some(spec) = op.gradient else {
+        return false;
+    };
+    let fits = matches!(dtype, DType::F32 | DType::F64)
+        && dy.len() <= SMALL_DIRECT
+        && reqs
+            .iter()
+            .all(|r| matches!(r, OpReqType::WriteTo | OpReqType::WriteInplace))
+        && (args.output.is_some() || !spec.needs_output)
+        && (0..N).all(|i| args.inputs[i].is_some() || !spec.needs_input(i));
+    if !fits {
+        return false;
+    }
+    let dsts: [Range<usize>; N] = std::array::from_fn(|i| grads[i].byte_range());
+    let separate = |x: &TBlob<'_>| {
+        let r = x.byte_range();
+        x.dtype() == dtype
+            && x.shape() == shape
+            && dsts.iter().all(|d| r.end <= d.start || d.end <= r.start)
+    };
+    let sources_fit = separate(dy)
+        && args.output.as_ref().is_none_or(separate)
+        && args.inputs.iter().flatten().all(separate);
+    let grads_fit = grads
+        .iter()
+        .all(|g| g.dtype() == dtype && g.shape() == shape)
+        && (0..N).all(|i| (i + 1..N).all(|j| !overlaps(&dsts[i], &dsts[j])));
+    if !(sources_fit && grads_fit) {
+        return false;
+    }
+    match dtype {
+        DType::F32 => small_backward_in::<f32, K, N>(kernel, args, grads),
+        _ => small_backward_in::<f64, K, N>(kernel, args, grads),
+    }
+}
+
+/// [`small_direct_backward`]'s loop in storage type `S` (f32 or f64).
+fn small_backward_in<S: Float + bytemuck::Pod, K: MapGrad<N>, const N: usize>(
+    kernel: &K,
+    args: &GradArgs<'_>,
+    grads: &mut [TBlobMut<'_>],
+) -> bool {
+    let n = args.out_grad.len();
+    let zeros = &bytemuck::cast_slice::<f64, S>(&ZEROS)[..n];
+    fn read<'s, S: Float>(b: Option<&'s TBlob<'_>>, zeros: &'s [S]) -> Result<&'s [S]> {
+        b.map_or(Ok(zeros), |b| b.as_slice::<S>())
+    }
+    let (Ok(dy), Ok(y)) = (
+        read(Some(&args.out_grad), zeros),
+        read(args.output.as_ref(), zeros),
+    ) else {
+        return false;
+    };
+    let mut xs = [zeros; N];
+    for (slot, x) in xs.iter_mut().zip(&args.inputs) {
+        match read(x.as_ref(), zeros) {
+            Ok(s) => *slot = s,
+            Err(_) => return false,
+        }
+    }
+    let mut views = grads.iter_mut();
+    let mut out: [&mut [S]; N] = std::array::from_fn(|_| &mut [][..]);
+    for slot in &mut out {
+        match views.next().map(|g| g.as_slice_mut::<S>()) {
+            Some(Ok(s)) => *slot = s,
+            _ => return false,
+        }
+    }
+    simd::run(GradTile {
+        kernel,
+        dy,
+        y,
+        xs,
+        out,
+    });
+    true
 }
 
 /// The checks of [`map_backward`]'s arguments against the output gradient
