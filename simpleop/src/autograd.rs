@@ -190,6 +190,12 @@ pub fn grad(
     pass.take_values(&wanted)
 }
 
+/// Whether `a` is on the tape with a gradient path: a variable asking
+/// for one, or a recorded value computed from one.
+pub(crate) fn is_recorded(a: &NDArray) -> bool {
+    gradient_link(a).is_some()
+}
+
 /// Per head, inline for the usual one or two.
 type Heads<T> = smallvec::SmallVec<[T; 2]>;
 

@@ -112,6 +112,79 @@ impl GradCheck {
         self
     }
 
+    /// Checks the op's second derivative (PyTorch's `gradgradcheck`): the
+    /// gradient of its `_backward` op ([`crate::backward_op`]) against
+    /// central differences of that op, as [`GradCheck::run`] checks any
+    /// op. `_backward`'s inputs are an output gradient drawn from
+    /// `[-1, 1)`, the op's outputs at the inputs (when its gradient reads
+    /// them) and the inputs; its outputs are the input gradients.
+    ///
+    /// ```
+    /// use simpleop::gradcheck::GradCheck;
+    /// simpleop_ops::link();
+    /// GradCheck::new("tanh").shapes(&[&[2, 3]]).run_gradgrad()?;
+    /// GradCheck::new("dot").shapes(&[&[2, 3], &[3, 4]]).run_gradgrad()?;
+    /// # Ok::<(), simpleop::Error>(())
+    /// ```
+    pub fn run_gradgrad(&self) -> Result<GradReport> {
+        let op = eager::lookup(&self.op)?.def;
+        let env = (op.parse)(op, &self.attrs)?.with_seed(self.seed);
+        let layout = crate::backward_op::Layout::of(op, &env)?;
+        let shapes: Vec<Shape> = if self.shapes.is_empty() {
+            vec![Shape::from([3, 4]); layout.arguments]
+        } else {
+            self.shapes.clone()
+        };
+        let xs: Vec<NDArray> = match &self.inputs {
+            Some(v) => v
+                .iter()
+                .zip(&shapes)
+                .map(|(v, s)| NDArray::from_f64(v, s.clone(), DType::F64))
+                .collect::<Result<_>>()?,
+            None => shapes
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let seed = self.seed.wrapping_add(i as u64);
+                    NDArray::random_uniform(s.clone(), self.low, self.high, DType::F64, seed)
+                })
+                .collect::<Result<_>>()?,
+        };
+        let refs: Vec<&NDArray> = xs.iter().collect();
+        let ys = eager::invoke_outputs(op, &refs, &mut [], &env)?;
+        let mut values: Vec<Vec<f64>> = Vec::new();
+        let mut all_shapes: Vec<Shape> = Vec::new();
+        for (k, y) in ys.iter().enumerate().take(layout.outputs) {
+            let seed = self.seed ^ 0xD1 ^ (k as u64);
+            values.push(
+                NDArray::random_uniform(y.shape().clone(), -1.0, 1.0, DType::F64, seed)?
+                    .to_f64_vec(),
+            );
+            all_shapes.push(y.shape().clone());
+        }
+        if layout.reads_outputs {
+            for y in ys.iter().take(layout.outputs) {
+                values.push(y.to_f64_vec());
+                all_shapes.push(y.shape().clone());
+            }
+        }
+        for x in &xs {
+            values.push(x.to_f64_vec());
+            all_shapes.push(x.shape().clone());
+        }
+        let mut attrs = (op.to_attrs)(op, &env)?;
+        attrs.insert(crate::backward_op::FORWARD_OP, op.name);
+        GradCheck {
+            op: crate::backward_op::NAME.into(),
+            attrs,
+            shapes: all_shapes,
+            inputs: Some(values),
+            heads: None,
+            ..self.clone()
+        }
+        .run()
+    }
+
     /// Runs the check; errors on the first mismatch, naming op, argument,
     /// dtype, request and element.
     ///

@@ -128,6 +128,63 @@ pub struct DerivativeFns {
     pub f64: DerivativeFn<f64>,
 }
 
+/// An elementwise op's typed gradient run on dual numbers at one point:
+/// `at` is `[dy, y, x_0, ..]` (`y` and unread inputs as the tile path
+/// gives them), `weights[i]` the gradient reaching input `i`'s gradient;
+/// `partials` receives the derivatives of `Σ_i weights[i] · grad_i` with
+/// respect to each of `at`. `_backward`'s own gradient (second order).
+pub type GradDerivativeFn<C> = fn(&crate::EnvArguments, &[C], &[C], &mut [C]) -> Result<()>;
+
+/// The [`GradDerivativeFn`]s of an op whose gradient is a typed
+/// elementwise gradient of 1–3 inputs.
+#[derive(Clone, Copy, Debug)]
+pub struct GradDerivativeFns {
+    /// In f32 (also what f16 and bf16 compute in).
+    pub f32: GradDerivativeFn<f32>,
+    /// In f64.
+    pub f64: GradDerivativeFn<f64>,
+}
+
+/// Dual variables for a gradient's `dy`, `y` and up to three inputs.
+const GRAD_VARIABLES: usize = 5;
+
+/// The body of a [`GradDerivativeFn`]: `kernel` on `Dual<C, 5>`, `dy` as
+/// variable 0, `y` as 1 and input `i` as `2 + i`. A zero weight adds
+/// nothing (not `0 · inf`), as an unread output's zero gradient does.
+pub fn dual_grad_derivative<K: MapGrad<N>, C: Float, const N: usize>(
+    kernel: &K,
+    at: &[C],
+    weights: &[C],
+    partials: &mut [C],
+) -> Result<()> {
+    if at.len() != 2 + N || weights.len() != N || partials.len() != 2 + N {
+        return Err(crate::Error::invalid(
+            "dual_grad_derivative",
+            "at",
+            format!(
+                "{} values, {N} weights and {} partials, got {}, {} and {}",
+                2 + N,
+                2 + N,
+                at.len(),
+                weights.len(),
+                partials.len()
+            ),
+        ));
+    }
+    let var = |k: usize| crate::Dual::<C, GRAD_VARIABLES>::variable(at[k], k);
+    let grads = kernel.apply(var(0), var(1), std::array::from_fn(|i| var(2 + i)));
+    partials.fill(C::zero());
+    for (g, &w) in grads.iter().zip(weights) {
+        if w.is_exact_zero() {
+            continue;
+        }
+        for (p, t) in partials.iter_mut().zip(g.tangent()) {
+            *p += w * t;
+        }
+    }
+    Ok(())
+}
+
 /// `dy · partial` for a gradient derived by `autodiff`, zero where `dy`
 /// is exactly zero (an output nothing read), as a dual's zero tangents
 /// stay zero: an infinite partial there would give NaN.

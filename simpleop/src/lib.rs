@@ -69,7 +69,9 @@
 
 pub mod attrs;
 pub mod autograd;
+pub mod backward_op;
 pub mod blob;
+pub mod composition;
 pub mod context;
 pub mod dtype;
 pub mod eager;
@@ -141,7 +143,7 @@ pub mod __private {
         map_backward, map_forward, multi_map_backward, multi_map_forward, source_forward,
         tile_backward, tile_forward, tile_forward_output,
     };
-    pub use crate::kernel::{dual_derivative, head_times};
+    pub use crate::kernel::{dual_derivative, dual_grad_derivative, head_times};
     pub use crate::op::{
         broadcast_shape, kwargs_to_attrs, parse_kwargs_env, parse_scalar_or_none, same_float_dtype,
         same_shape, scalar_to_attrs,

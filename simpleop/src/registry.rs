@@ -50,6 +50,10 @@ pub struct KernelRegistration {
     /// The forward on dual numbers, for elementwise ops it can run on
     /// (one output, 1–3 inputs, none updated in place, no random stream).
     pub derivative: Option<crate::kernel::DerivativeFns>,
+    /// The gradient on dual numbers, for elementwise ops whose typed
+    /// gradient it can run on (one output, 1–3 inputs): `_backward`'s
+    /// gradient, the second derivative.
+    pub grad_derivative: Option<crate::kernel::GradDerivativeFns>,
     /// Where the kernels were registered (`file:line`).
     pub location: &'static str,
 }

@@ -64,6 +64,7 @@ fn generated(m: &OpModel) -> TokenStream {
             tile: tile::fns(m),
             rows: infer.rows.clone(),
             derivative: tile::derivative(m),
+            grad_derivative: tile::grad_derivative(m),
         },
     );
     let (code_items, infer_items) = (&code.items, &infer.items);

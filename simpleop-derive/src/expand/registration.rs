@@ -16,6 +16,9 @@ pub(super) struct CpuKernels {
     pub rows: TokenStream,
     /// The forward on dual numbers, `Some(DerivativeFns { .. })` or `None`.
     pub derivative: TokenStream,
+    /// The gradient on dual numbers, `Some(GradDerivativeFns { .. })` or
+    /// `None`.
+    pub grad_derivative: TokenStream,
 }
 
 pub(super) fn submit(m: &OpModel, k: &CpuKernels) -> TokenStream {
@@ -25,6 +28,7 @@ pub(super) fn submit(m: &OpModel, k: &CpuKernels) -> TokenStream {
         tile,
         rows,
         derivative,
+        grad_derivative,
     } = k;
     quote! {
         ::simpleop::__private::inventory::submit! {
@@ -39,6 +43,7 @@ pub(super) fn submit(m: &OpModel, k: &CpuKernels) -> TokenStream {
                 tile: #tile,
                 rows: #rows,
                 derivative: #derivative,
+                grad_derivative: #grad_derivative,
                 location: concat!(file!(), ":", line!()),
             }
         }

@@ -106,3 +106,26 @@ pub(super) fn derivative(m: &OpModel) -> TokenStream {
     let (f32_fn, f64_fn) = (one(quote!(f32)), one(quote!(f64)));
     quote!(Some(::simpleop::kernel::DerivativeFns { f32: #f32_fn, f64: #f64_fn }))
 }
+
+/// `Some(GradDerivativeFns { .. })` for a single-output elementwise op of
+/// 1 to 3 inputs with a typed gradient and no state or random stream (its
+/// gradient on dual numbers: the second derivative), `None` otherwise.
+pub(super) fn grad_derivative(m: &OpModel) -> TokenStream {
+    let arity = m.arity();
+    if m.form != Form::Elementwise
+        || m.backward.is_none()
+        || !(1..=3).contains(&arity)
+        || m.forward.has_state()
+        || m.rng
+        || m.elem_outputs > 1
+    {
+        return quote!(None);
+    }
+    let one = |c: TokenStream| {
+        quote!(|env: &::simpleop::EnvArguments, at: &[#c], weights: &[#c], partials: &mut [#c]| {
+            ::simpleop::__private::dual_grad_derivative::<_, #c, #arity>(&__kernel(env)?, at, weights, partials)
+        })
+    };
+    let (f32_fn, f64_fn) = (one(quote!(f32)), one(quote!(f64)));
+    quote!(Some(::simpleop::kernel::GradDerivativeFns { f32: #f32_fn, f64: #f64_fn }))
+}

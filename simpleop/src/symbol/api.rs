@@ -28,7 +28,7 @@ use crate::{Attrs, DType, EnvArguments, Error, NDArray, OpDef, Result, Shape, ea
 /// ```
 #[derive(Clone)]
 pub struct Symbol {
-    heads: Vec<Entry>,
+    pub(super) heads: Vec<Entry>,
 }
 
 impl fmt::Debug for Symbol {

@@ -23,6 +23,7 @@ mod bind;
 pub(crate) mod config;
 mod dot;
 mod executor;
+mod gradient;
 mod graph;
 mod group;
 mod infer;

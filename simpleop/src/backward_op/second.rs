@@ -1,0 +1,302 @@
+//! `_backward`'s own gradient: the second derivative of a single-output
+//! elementwise op, from its typed gradient run on dual numbers.
+//!
+//! At each output element the op's gradient `g_i(dy, y, x)` (one per
+//! argument) is evaluated with `dy`, `y` and every `x` seeded as dual
+//! variables; the partials of `Σ_i w_i · g_i`, with `w_i` the gradient
+//! reaching `_backward`'s output `i`, are the gradients of `dy`, `y` and
+//! the `x`s. Broadcast arguments read `x` and `w` at their broadcast
+//! position, and their gradients are summed back to their shapes (in
+//! f64). Half types compute in f32, as their first derivatives do.
+//!
+//! A blob op with a gradient composition ([`crate::composition`]) gets
+//! its second derivative from the eager tape instead (`composed`).
+//!
+//! The dual path is a scalar loop: second derivatives are for small graphs
+//! (Hessian-vector products, gradient penalties), where the first
+//! derivative's SIMD paths would buy little.
+
+use super::{Layout, NAME, layout};
+use crate::composition::composition_of;
+use crate::{
+    DType, Element, Error, Float, GradArgs, OpCall, OpDef, OpReqType, Registry, Result, Shape,
+    TBlob, TBlobMut, dispatch_float, kernel::GradDerivativeFn,
+};
+
+mod composed;
+
+/// The error for an op whose gradient has no gradient.
+pub(super) fn no_second_order(op: &OpDef) -> Error {
+    Error::NoGradient {
+        op: format!(
+            "{NAME}[{}] (the gradient of `{}` has no gradient: only single-output elementwise \
+             ops with a typed gradient, and ops with a gradient composition, differentiate twice)",
+            op.name, op.name
+        ),
+    }
+}
+
+/// `_backward`'s backward kernel.
+pub(super) fn backward(
+    call: &OpCall<'_>,
+    args: &GradArgs<'_>,
+    grads: &mut [TBlobMut<'_>],
+    reqs: &[OpReqType],
+) -> Result<()> {
+    let (l, op, inner) = layout(call.env)?;
+    if grads.len() != l.len() || reqs.len() != l.len() {
+        return Err(Error::Arity {
+            op: NAME.into(),
+            expected: l.len(),
+            got: grads.len().min(reqs.len()),
+        });
+    }
+    if reqs.iter().all(|&r| r == OpReqType::Null) {
+        return Ok(());
+    }
+    let kernels = Registry::global()?.get(op.name)?.kernels(call.ctx.device)?;
+    let Some(fns) = kernels.grad_derivative.filter(|_| l.outputs == 1) else {
+        return match composition_of(op) {
+            Some(c) => composed::backward(c, &l, inner, args, grads, reqs),
+            None => Err(no_second_order(op)),
+        };
+    };
+    let point = Point::read(&l, args)?;
+    point.check_grads(grads)?;
+    match point.dy.dtype() {
+        DType::F64 => point.run::<f64>(fns.f64, inner, grads, reqs),
+        DType::F32 | DType::F16 | DType::BF16 => point.run::<f32>(fns.f32, inner, grads, reqs),
+        other => Err(Error::invalid(
+            NAME,
+            "out_grad",
+            format!("a float dtype, got {other}"),
+        )),
+    }
+}
+
+/// A `_backward` call's inputs and the gradients reaching its outputs.
+struct Point<'a, 'b> {
+    dy: &'a TBlob<'b>,
+    y: Option<&'a TBlob<'b>>,
+    xs: Vec<&'a TBlob<'b>>,
+    /// Per argument; `None` where nothing read that gradient.
+    ws: Vec<Option<&'a TBlob<'b>>>,
+}
+
+impl<'a, 'b> Point<'a, 'b> {
+    fn read(l: &Layout, args: &'a GradArgs<'b>) -> Result<Point<'a, 'b>> {
+        let input = |k: usize| {
+            args.inputs.get(k).and_then(Option::as_ref).ok_or_else(|| {
+                Error::invalid(
+                    NAME,
+                    format!("input {k}"),
+                    "present: the second derivative reads every input",
+                )
+            })
+        };
+        let y = if l.reads_outputs {
+            Some(input(1)?)
+        } else {
+            None
+        };
+        let xs = (l.first_argument()..l.len())
+            .map(input)
+            .collect::<Result<Vec<_>>>()?;
+        let ws: Vec<_> = (0..l.arguments)
+            .map(|i| args.out_grads.get(i).and_then(Option::as_ref))
+            .collect();
+        for (i, (w, x)) in ws.iter().zip(&xs).enumerate() {
+            if let Some(w) = w
+                && w.shape() != x.shape()
+            {
+                return Err(Error::ShapeMismatch {
+                    op: NAME.into(),
+                    arg: format!("gradient of output {i}"),
+                    expected: x.shape().to_string(),
+                    got: w.shape().clone(),
+                });
+            }
+        }
+        Ok(Point {
+            dy: input(0)?,
+            y,
+            xs,
+            ws,
+        })
+    }
+
+    /// The inputs in gradient order: `dy`, `y` when read, the arguments.
+    fn inputs(&self) -> impl Iterator<Item = &TBlob<'b>> {
+        std::iter::once(self.dy)
+            .chain(self.y)
+            .chain(self.xs.iter().copied())
+    }
+
+    fn check_grads(&self, grads: &[TBlobMut<'_>]) -> Result<()> {
+        for (k, (g, x)) in grads.iter().zip(self.inputs()).enumerate() {
+            if g.shape() != x.shape() || g.dtype() != x.dtype() {
+                return Err(Error::ShapeMismatch {
+                    op: NAME.into(),
+                    arg: format!("gradient of input {k} ({})", g.dtype()),
+                    expected: format!("{} ({})", x.shape(), x.dtype()),
+                    got: g.shape().clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The loop in compute type `C`, then the writes.
+    fn run<C: Float>(
+        &self,
+        f: GradDerivativeFn<C>,
+        env: &crate::EnvArguments,
+        grads: &mut [TBlobMut<'_>],
+        reqs: &[OpReqType],
+    ) -> Result<()> {
+        let out = self.dy.shape();
+        let n = out.size();
+        let offsets = self
+            .xs
+            .iter()
+            .map(|x| broadcast_offsets(x.shape(), out))
+            .collect::<Result<Vec<_>>>()?;
+        let dy = values::<C>(self.dy)?;
+        let y = self.y.map(values::<C>).transpose()?;
+        let xs = self
+            .xs
+            .iter()
+            .map(|x| values::<C>(x))
+            .collect::<Result<Vec<_>>>()?;
+        let ws = self
+            .ws
+            .iter()
+            .map(|w| w.map(values::<C>).transpose())
+            .collect::<Result<Vec<_>>>()?;
+        let m = xs.len();
+        let mut sums: Vec<Vec<f64>> = self.inputs().map(|b| vec![0.0; b.len()]).collect();
+        let (mut at, mut weights, mut partials) = (
+            vec![C::zero(); 2 + m],
+            vec![C::zero(); m],
+            vec![C::zero(); 2 + m],
+        );
+        let y_slot = usize::from(self.y.is_some());
+        for j in 0..n {
+            at[0] = dy[j];
+            at[1] = y.as_ref().map_or(C::zero(), |y| y[j]);
+            for i in 0..m {
+                let o = offsets[i][j];
+                at[2 + i] = xs[i][o];
+                weights[i] = ws[i].as_ref().map_or(C::zero(), |w| w[o]);
+            }
+            f(env, &at, &weights, &mut partials)?;
+            sums[0][j] = partials[0].to_f64();
+            if y_slot == 1 {
+                sums[1][j] = partials[1].to_f64();
+            }
+            for i in 0..m {
+                sums[1 + y_slot + i][offsets[i][j]] += partials[2 + i].to_f64();
+            }
+        }
+        for ((g, sum), &req) in grads.iter_mut().zip(&sums).zip(reqs) {
+            write(g, sum, req)?;
+        }
+        Ok(())
+    }
+}
+
+/// A blob's values in compute type `C` (exact: half types and f32 widen).
+pub(super) fn values<C: Float>(b: &TBlob<'_>) -> Result<Vec<C>> {
+    dispatch_float!(b.dtype(), S => Ok(b
+        .as_slice::<S>()?
+        .iter()
+        .map(|v| C::from_f64(v.to_f64()))
+        .collect()),
+        _ => Err(Error::invalid(NAME, "inputs", format!("a float dtype, got {}", b.dtype()))))
+}
+
+/// For each element of `out`, the offset of the element of `x` that
+/// NumPy broadcasting reads there.
+fn broadcast_offsets(x: &Shape, out: &Shape) -> Result<Vec<usize>> {
+    let (xd, od) = (x.dims(), out.dims());
+    let refuse = || Error::ShapeMismatch {
+        op: NAME.into(),
+        arg: "argument".into(),
+        expected: format!("a shape that broadcasts to {out}"),
+        got: x.clone(),
+    };
+    if xd.len() > od.len() {
+        return Err(refuse());
+    }
+    let lead = od.len() - xd.len();
+    // Per output axis: the step in `x` (0 where `x` broadcasts).
+    let mut steps = vec![0usize; od.len()];
+    let mut step = 1usize;
+    for a in (0..xd.len()).rev() {
+        match (xd[a], od[lead + a]) {
+            (d, o) if d == o => steps[lead + a] = if d == 1 { 0 } else { step },
+            (1, _) => {}
+            _ => return Err(refuse()),
+        }
+        step *= xd[a];
+    }
+    let n = out.size();
+    let mut offsets = Vec::with_capacity(n);
+    let mut index = vec![0usize; od.len()];
+    let mut at = 0usize;
+    for _ in 0..n {
+        offsets.push(at);
+        for a in (0..od.len()).rev() {
+            index[a] += 1;
+            at += steps[a];
+            if index[a] < od[a] {
+                break;
+            }
+            at -= steps[a] * index[a];
+            index[a] = 0;
+        }
+    }
+    Ok(offsets)
+}
+
+/// Writes `sum` into `g` (its dtype) honouring `req`.
+pub(super) fn write(g: &mut TBlobMut<'_>, sum: &[f64], req: OpReqType) -> Result<()> {
+    if req == OpReqType::Null {
+        return Ok(());
+    }
+    let dtype = g.dtype();
+    dispatch_float!(dtype, S => {
+        for (d, &v) in g.as_slice_mut::<S>()?.iter_mut().zip(sum) {
+            *d = match req {
+                OpReqType::AddTo => <S as Element>::from_f64(d.to_f64() + v),
+                _ => <S as Element>::from_f64(v),
+            };
+        }
+        Ok(())
+    }, _ => Err(Error::invalid(NAME, "gradients", format!("a float dtype, got {dtype}"))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcast_offsets_follow_numpy() {
+        let out = Shape::new([2, 3]);
+        assert_eq!(
+            broadcast_offsets(&Shape::new([2, 3]), &out).unwrap(),
+            [0, 1, 2, 3, 4, 5]
+        );
+        assert_eq!(
+            broadcast_offsets(&Shape::new([3]), &out).unwrap(),
+            [0, 1, 2, 0, 1, 2]
+        );
+        assert_eq!(
+            broadcast_offsets(&Shape::new([2, 1]), &out).unwrap(),
+            [0, 0, 0, 1, 1, 1]
+        );
+        assert_eq!(broadcast_offsets(&Shape::new([1]), &out).unwrap(), [0; 6]);
+        assert!(broadcast_offsets(&Shape::new([2]), &out).is_err());
+        assert!(broadcast_offsets(&Shape::new([1, 2, 3]), &out).is_err());
+    }
+}
