@@ -65,8 +65,11 @@
 #[cfg(target_arch = "x86_64")]
 use private_gemm_x86 as pgx;
 use serde::{Deserialize, Serialize};
+use simpleop::composition::GradParts;
+use simpleop::eager::invoke;
 use simpleop::{
-    DType, Element, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, bf16, simple_op,
+    Attrs, DType, Element, Error, Float, NDArray, OpReqType, Result, Shape, TBlob, TBlobMut, bf16,
+    simple_op,
 };
 
 /// Keyword arguments of [`dot()`] and [`batch_dot()`].
@@ -1164,6 +1167,69 @@ pub(crate) fn matmul_f64(
     };
     gemm_typed::<f64>(&mm, c, a, b, req);
 }
+
+/// `dot`'s gradient as ops, which gives it second derivatives
+/// (`simpleop::composition`): on the 2-D views the kernel multiplies
+/// (`op(A)` is `M×K`, `op(B)` is `K×N`),
+/// `d op(A) = dC · op(B)ᵀ` and `d op(B) = op(A)ᵀ · dC`, each reshaped back.
+fn dot_gradient(p: &GradParts<'_>) -> Result<Vec<Option<NDArray>>> {
+    const OP: &str = "dot";
+    let params = p.env.require_kwargs::<DotParams>(OP)?;
+    let ([a, b], [dc]) = (p.inputs, p.out_grads) else {
+        return Err(Error::invalid(
+            OP,
+            "gradient composition",
+            "two inputs and one output gradient",
+        ));
+    };
+    let (ta, tb) = (params.transpose_a, params.transpose_b);
+    let view = |x: &NDArray, split_first: bool| -> Result<NDArray> {
+        let d = x.shape().dims();
+        let (rows, cols) = match (split_first, d) {
+            (_, [k]) if split_first => (*k, 1),
+            (_, [k]) => (1, *k),
+            (true, [first, rest @ ..]) => (*first, rest.iter().product()),
+            (false, [rest @ .., last]) => (rest.iter().product(), *last),
+            (_, []) => (1, 1),
+        };
+        invoke(
+            "Reshape",
+            &[x],
+            &Attrs::new().with("shape", Shape::new([rows, cols])),
+        )
+    };
+    // A is stored (M, K) unless transposed; B is stored (K, N) unless transposed.
+    let (a2, b2) = (view(a, ta)?, view(b, !tb)?);
+    let m = a2.shape().dims()[usize::from(ta)];
+    let n = b2.shape().dims()[usize::from(!tb)];
+    let dc2 = invoke(
+        "Reshape",
+        &[dc],
+        &Attrs::new().with("shape", Shape::new([m, n])),
+    )?;
+    let product = |l: &NDArray, r: &NDArray, t_l: bool, t_r: bool| {
+        let attrs = Attrs::new()
+            .with("transpose_a", t_l)
+            .with("transpose_b", t_r);
+        invoke(OP, &[l, r], &attrs)
+    };
+    let da2 = if ta {
+        product(&b2, &dc2, tb, true)?
+    } else {
+        product(&dc2, &b2, false, !tb)?
+    };
+    let db2 = if tb {
+        product(&dc2, &a2, true, ta)?
+    } else {
+        product(&a2, &dc2, !ta, false)?
+    };
+    let back = |g: &NDArray, like: &NDArray| {
+        invoke("Reshape", &[g], &Attrs::new().with("shape", like.shape()))
+    };
+    Ok(vec![Some(back(&da2, a)?), Some(back(&db2, b)?)])
+}
+
+simpleop::gradient_composition!("dot", dot_gradient);
 
 #[cfg(test)]
 mod tests {

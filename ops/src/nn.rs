@@ -7,9 +7,11 @@
 //! widened, scaled inputs and then their exponentials.
 
 use serde::{Deserialize, Serialize};
+use simpleop::composition::GradParts;
+use simpleop::eager::invoke;
 use simpleop::{
-    DType, Element, EnvArguments, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut,
-    dispatch_any, dispatch_float, simple_op,
+    Attrs, DType, Element, EnvArguments, Error, Float, NDArray, OpReqType, Result, Shape, TBlob,
+    TBlobMut, dispatch_any, dispatch_float, simple_op,
 };
 
 /// Keyword arguments of [`softmax()`] and [`log_softmax()`].
@@ -287,6 +289,55 @@ softmaxes! {
     /// Log-softmax along `axis`: `x/t − log Σ exp(x/t)` with `t = temperature`.
     log_softmax(true) backward "From the output alone (T1): `dx = (dy − exp(y) · Σ dy) / t`.";
 }
+
+/// `softmax`'s and `log_softmax`'s gradients as ops, which give them
+/// second derivatives (`simpleop::composition`): the formulas of
+/// `softmax_grad_lanes` from the output `y`.
+fn softmax_gradient(p: &GradParts<'_>, op: &str, log: bool) -> Result<Vec<Option<NDArray>>> {
+    let params = p.env.require_kwargs::<SoftmaxParams>(op)?;
+    let (Some(y), Some(dy)) = (p.outputs.first(), p.out_grads.first()) else {
+        return Err(Error::invalid(
+            op,
+            "gradient composition",
+            "the output and its gradient",
+        ));
+    };
+    let none = Attrs::new();
+    let sum_along = |a: &NDArray| {
+        let attrs = Attrs::new()
+            .with("axis", params.axis)
+            .with("keepdims", true);
+        invoke("sum", &[a], &attrs)
+    };
+    let dx = if log {
+        let total = sum_along(dy)?;
+        let e = invoke("exp", &[y], &none)?;
+        let spread = invoke("broadcast_mul", &[&e, &total], &none)?;
+        invoke("elemwise_sub", &[dy, &spread], &none)?
+    } else {
+        let weighted = sum_along(&invoke("elemwise_mul", &[dy, y], &none)?)?;
+        let centred = invoke("broadcast_sub", &[dy, &weighted], &none)?;
+        invoke("elemwise_mul", &[y, &centred], &none)?
+    };
+    let dx = match params.temperature {
+        Some(t) if t != 1.0 => {
+            invoke("_mul_scalar", &[&dx], &Attrs::new().with("scalar", 1.0 / t))?
+        }
+        _ => dx,
+    };
+    Ok(vec![Some(dx)])
+}
+
+fn softmax_composition(p: &GradParts<'_>) -> Result<Vec<Option<NDArray>>> {
+    softmax_gradient(p, "softmax", false)
+}
+
+fn log_softmax_composition(p: &GradParts<'_>) -> Result<Vec<Option<NDArray>>> {
+    softmax_gradient(p, "log_softmax", true)
+}
+
+simpleop::gradient_composition!("softmax", softmax_composition);
+simpleop::gradient_composition!("log_softmax", log_softmax_composition);
 
 const SCE: &str = "softmax_cross_entropy";
 

@@ -11,9 +11,13 @@
 //! whatever `exclude` says, and `exclude=True` reduces the axes *not* listed.
 
 use serde::{Deserialize, Serialize};
+use simpleop::composition::GradParts;
+use simpleop::eager::invoke;
 use simpleop::kernel::prefetch;
 use simpleop::kernel::{RowReducer, RowReduction};
-use simpleop::{Element, Error, Float, OpReqType, Result, Shape, TBlob, TBlobMut, simple_op};
+use simpleop::{
+    Attrs, Element, Error, Float, NDArray, OpReqType, Result, Shape, TBlob, TBlobMut, simple_op,
+};
 
 /// Keyword arguments of [`sum()`], [`mean()`], [`max()`], [`min()`] and
 /// [`prod()`] (MXNet's `ReduceAxesParam`).
@@ -799,3 +803,42 @@ arg_searches! {
     /// gradient is zero, as MXNet's.
     argmin: Reducer::ArgMin;
 }
+
+/// `sum`'s and `mean`'s gradients as ops, which give them second
+/// derivatives (`simpleop::composition`): the output gradient with the
+/// reduced axes kept, broadcast back to the input, divided by the count
+/// for `mean`.
+fn reduce_gradient(p: &GradParts<'_>, op: &str, mean: bool) -> Result<Vec<Option<NDArray>>> {
+    let params = p.env.require_kwargs::<ReduceAxesParams>(op)?;
+    let (Some(x), Some(dy)) = (p.inputs.first(), p.out_grads.first()) else {
+        return Err(Error::invalid(
+            op,
+            "gradient composition",
+            "the input and the output's gradient",
+        ));
+    };
+    let (kept, _) = reduce_axes(op, x.shape(), params.axis.as_deref(), true, params.exclude)?;
+    let dy = invoke("Reshape", &[dy], &Attrs::new().with("shape", &kept))?;
+    let dx = invoke(
+        "broadcast_to",
+        &[&dy],
+        &Attrs::new().with("shape", x.shape()),
+    )?;
+    if !mean {
+        return Ok(vec![Some(dx)]);
+    }
+    let count = x.size().checked_div(kept.size()).unwrap_or(1).max(1);
+    let dx = invoke("_div_scalar", &[&dx], &Attrs::new().with("scalar", count))?;
+    Ok(vec![Some(dx)])
+}
+
+fn sum_gradient(p: &GradParts<'_>) -> Result<Vec<Option<NDArray>>> {
+    reduce_gradient(p, "sum", false)
+}
+
+fn mean_gradient(p: &GradParts<'_>) -> Result<Vec<Option<NDArray>>> {
+    reduce_gradient(p, "mean", true)
+}
+
+simpleop::gradient_composition!("sum", sum_gradient);
+simpleop::gradient_composition!("mean", mean_gradient);
