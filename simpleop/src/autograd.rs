@@ -50,6 +50,7 @@
 //! second backward through them is then an error. Ops without a gradient
 //! are an error at backward time, and only when a path needs them.
 
+mod create_graph;
 mod engine;
 pub(crate) mod mode;
 mod table;
@@ -166,6 +167,48 @@ pub fn grad(
     head_grads: &[&NDArray],
     retain_graph: bool,
 ) -> Result<Vec<NDArray>> {
+    let options = GradOptions {
+        retain_graph,
+        create_graph: false,
+    };
+    grad_with(heads, inputs, head_grads, options)
+}
+
+/// Options of [`grad_with`] (MXNet's `autograd.grad` keywords).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GradOptions {
+    /// Keep the values the gradients read, for another backward.
+    pub retain_graph: bool,
+    /// Record the backward pass itself, so the returned gradients are on
+    /// the tape and can be differentiated again (second derivatives;
+    /// implies `retain_graph`). Each gradient step runs as its op's
+    /// `_backward` ([`crate::backward_op`]).
+    pub create_graph: bool,
+}
+
+/// [`grad`] with options; with `create_graph` the gradients are
+/// recorded, for gradients of gradients.
+///
+/// ```
+/// use simpleop::{autograd, eager, Attrs, NDArray};
+/// use simpleop::autograd::GradOptions;
+/// simpleop_ops::link();
+/// let mut x = NDArray::from_vec(vec![0.5f64], [1])?;
+/// x.attach_grad()?;
+/// let y = autograd::record(|| eager::invoke("tanh", &[&x], &Attrs::new()))?;
+/// let options = GradOptions { create_graph: true, ..Default::default() };
+/// let dy = autograd::grad_with(&[&y], &[&x], &[], options)?; // 1 - tanh²
+/// let d2y = autograd::grad(&[&dy[0]], &[&x], &[], false)?; // -2 tanh (1 - tanh²)
+/// let t = 0.5f64.tanh();
+/// assert!((d2y[0].to_vec::<f64>()?[0] - -2.0 * t * (1.0 - t * t)).abs() < 1e-15);
+/// # Ok::<(), simpleop::Error>(())
+/// ```
+pub fn grad_with(
+    heads: &[&NDArray],
+    inputs: &[&NDArray],
+    head_grads: &[&NDArray],
+    options: GradOptions,
+) -> Result<Vec<NDArray>> {
     let links = head_links(heads)?;
     let wanted: Vec<Link> = inputs
         .iter()
@@ -183,10 +226,13 @@ pub fn grad(
     let mut pass = Pass::new(&links, Targets::Values(&wanted));
     pass.check()?;
     let grads = seed_grads(heads, head_grads)?;
+    if options.create_graph {
+        return create_graph::recorded_grads(&pass, &links, &grads, &wanted);
+    }
     for (l, g) in links.iter().zip(&grads) {
         pass.seed(l, g)?;
     }
-    pass.run(retain_graph)?;
+    pass.run(options.retain_graph)?;
     pass.take_values(&wanted)
 }
 

@@ -194,7 +194,11 @@ const MAX_NESTING: usize = 4;
 fn parse(_: &OpDef, attrs: &Attrs) -> Result<EnvArguments> {
     let mut rest = attrs.clone();
     let path = rest.remove(FORWARD_OP).ok_or_else(|| {
-        Error::invalid(NAME, FORWARD_OP, "the name of the op whose gradient this is")
+        Error::invalid(
+            NAME,
+            FORWARD_OP,
+            "the name of the op whose gradient this is",
+        )
     })?;
     if path.matches('/').count() > MAX_NESTING {
         return Err(Error::invalid(

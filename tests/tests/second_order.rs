@@ -503,11 +503,136 @@ fn the_backward_op_is_called_by_name_like_any_op() {
     let attrs = Attrs::from([("forward_op", "tanh")]);
     let y = NDArray::from_f64(&[0.5f64.tanh()], [1], DType::F64).unwrap();
     let dx = simpleop::eager::invoke("_backward", &[&dy, &y, &x], &attrs).unwrap();
-    assert_close(&dx.to_f64_vec(), &[2.0 * (1.0 - 0.5f64.tanh().powi(2))], 1e-15, "dx");
+    assert_close(
+        &dx.to_f64_vec(),
+        &[2.0 * (1.0 - 0.5f64.tanh().powi(2))],
+        1e-15,
+        "dx",
+    );
     let missing = simpleop::eager::invoke("_backward", &[&dy, &y, &x], &Attrs::new());
     assert!(missing.unwrap_err().to_string().contains("forward_op"));
     let unknown = Attrs::from([("forward_op", "no_such_op")]);
     assert!(simpleop::eager::invoke("_backward", &[&dy, &y, &x], &unknown).is_err());
     let wrong = simpleop::eager::invoke("_backward", &[&dy, &x], &attrs);
     assert!(wrong.is_err());
+}
+
+/// Eager second derivative of `op` through `grad_with(create_graph)` and
+/// `grad`, at the points of [`points`].
+fn eager_second(op: &str, attrs: &[(&str, &str)], dtype: DType) -> Vec<f64> {
+    use simpleop::autograd::{self, GradOptions};
+    let attrs: Attrs = attrs.iter().map(|(k, v)| (*k, *v)).collect();
+    let mut x = points(dtype);
+    x.attach_grad().unwrap();
+    let y = autograd::record(|| simpleop::eager::invoke(op, &[&x], &attrs)).unwrap();
+    let options = GradOptions {
+        create_graph: true,
+        ..Default::default()
+    };
+    let dy = autograd::grad_with(&[&y], &[&x], &[], options).unwrap();
+    autograd::grad(&[&dy[0]], &[&x], &[], false).unwrap()[0].to_f64_vec()
+}
+
+#[test]
+fn the_eager_tape_gives_the_graphs_second_derivatives() {
+    simpleop_ops::link();
+    let cases: [(&str, &[(&str, &str)]); 4] = [
+        ("tanh", &[]),
+        ("sigmoid", &[]),
+        ("Activation", &[("act_type", "softrelu")]),
+        ("_so_smooth_l1", &[("scalar", "1.5")]),
+    ];
+    for (op, attrs) in cases {
+        let x = var("x");
+        let d2 = call(op, &[&x], attrs)
+            .gradient(&["x"])
+            .unwrap()
+            .gradient(&["x"])
+            .unwrap();
+        for dtype in DType::FLOATS {
+            let symbolic = &eval(&d2, &[("x", &points(dtype))])[0];
+            assert_eq!(&eager_second(op, attrs, dtype), symbolic, "{op} in {dtype}");
+        }
+    }
+}
+
+#[test]
+fn an_eager_hessian_vector_product_equals_the_graphs() {
+    use simpleop::autograd::{self, GradOptions};
+    simpleop_ops::link();
+    let (x, t) = (uniform(&[5, 3], 1), uniform(&[5, 2], 2));
+    let (mut w1, mut w2) = (uniform(&[3, 4], 3), uniform(&[4, 2], 4));
+    let (v1, v2) = (uniform(&[3, 4], 5), uniform(&[4, 2], 6));
+    w1.attach_grad().unwrap();
+    w2.attach_grad().unwrap();
+    let none = Attrs::new();
+    let inv = |op: &str, ins: &[&NDArray]| simpleop::eager::invoke(op, ins, &none).unwrap();
+    let loss = autograd::record(|| {
+        let h = inv("tanh", &[&inv("dot", &[&x, &w1])]);
+        let err = inv("elemwise_sub", &[&inv("dot", &[&h, &w2]), &t]);
+        inv("sum", &[&inv("square", &[&err])])
+    });
+    let options = GradOptions {
+        create_graph: true,
+        ..Default::default()
+    };
+    let g = autograd::grad_with(&[&loss], &[&w1, &w2], &[], options).unwrap();
+    let gv = autograd::record(|| {
+        let a = inv("sum", &[&inv("elemwise_mul", &[&g[0], &v1])]);
+        let b = inv("sum", &[&inv("elemwise_mul", &[&g[1], &v2])]);
+        inv("elemwise_add", &[&a, &b])
+    });
+    let hv = autograd::grad(&[&gv], &[&w1, &w2], &[], false).unwrap();
+    // The same product from the graph.
+    let loss_sym = mlp_loss();
+    let grads = loss_sym.gradient(&["w1", "w2"]).unwrap();
+    let (sv1, sv2) = (var("v1"), var("v2"));
+    let dot_v = |g: Symbol, v: &Symbol| call("sum", &[&call("elemwise_mul", &[&g, v], &[])], &[]);
+    let sgv = call(
+        "elemwise_add",
+        &[
+            &dot_v(grads.output(0).unwrap(), &sv1),
+            &dot_v(grads.output(1).unwrap(), &sv2),
+        ],
+        &[],
+    );
+    let want = eval(
+        &sgv.gradient(&["w1", "w2"]).unwrap(),
+        &[
+            ("x", &x),
+            ("t", &t),
+            ("w1", &w1),
+            ("w2", &w2),
+            ("v1", &v1),
+            ("v2", &v2),
+        ],
+    );
+    assert_close(&hv[0].to_f64_vec(), &want[0], 1e-12, "H·v, w1");
+    assert_close(&hv[1].to_f64_vec(), &want[1], 1e-12, "H·v, w2");
+}
+
+#[test]
+fn create_graph_sums_a_value_used_twice_and_keeps_the_graph() {
+    use simpleop::autograd::{self, GradOptions};
+    simpleop_ops::link();
+    // y = x·x·x through a product used twice: dy = 3x², d²y = 6x.
+    let mut x = NDArray::from_f64(&[0.5, -1.5, 2.0], [3], DType::F64).unwrap();
+    x.attach_grad().unwrap();
+    let none = Attrs::new();
+    let y = autograd::record(|| {
+        let sq = simpleop::eager::invoke("elemwise_mul", &[&x, &x], &none)?;
+        simpleop::eager::invoke("elemwise_mul", &[&sq, &x], &none)
+    })
+    .unwrap();
+    let options = GradOptions {
+        create_graph: true,
+        ..Default::default()
+    };
+    let dy = autograd::grad_with(&[&y], &[&x], &[], options).unwrap();
+    assert_close(&dy[0].to_f64_vec(), &[0.75, 6.75, 12.0], 1e-15, "3x²");
+    // The first graph is kept: a plain backward through it still runs.
+    let again = autograd::grad(&[&y], &[&x], &[], true).unwrap();
+    assert_eq!(again[0].to_f64_vec(), dy[0].to_f64_vec());
+    let d2 = autograd::grad(&[&dy[0]], &[&x], &[], false).unwrap();
+    assert_close(&d2[0].to_f64_vec(), &[3.0, -9.0, 12.0], 1e-15, "6x");
 }

@@ -31,9 +31,9 @@ pub(crate) enum Targets<'a> {
 }
 
 /// A value: output `.1` of the node at address `.0`.
-type Key = (usize, usize);
+pub(crate) type Key = (usize, usize);
 
-fn key(l: &Link) -> Key {
+pub(crate) fn key(l: &Link) -> Key {
     (Arc::as_ptr(&l.node) as usize, l.output)
 }
 
@@ -94,8 +94,17 @@ impl<'a> Pass<'a> {
         }
     }
 
+    /// The op nodes whose backward must run, newest first.
+    pub(crate) fn needed_newest_first(&self) -> impl Iterator<Item = &Arc<Node>> {
+        let needed = &self.needed;
+        self.nodes
+            .iter()
+            .rev()
+            .filter(move |n| n.call().is_some() && needed.contains(&node_key(n)))
+    }
+
     /// Whether a gradient written to `l` reaches a target.
-    fn leads_to_target(&self, l: &Link) -> bool {
+    pub(crate) fn leads_to_target(&self, l: &Link) -> bool {
         self.is_target(l) || self.needed.contains(&node_key(&l.node))
     }
 
@@ -413,7 +422,7 @@ fn modified(op: &str, arg: &str, saved: u64, now: u64) -> Error {
     }
 }
 
-fn freed(op: &str) -> Error {
+pub(crate) fn freed(op: &str) -> Error {
     Error::invalid(
         op,
         "retain_graph",

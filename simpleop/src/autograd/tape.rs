@@ -177,7 +177,7 @@ pub(crate) fn link_of(a: &NDArray) -> Option<Link> {
     })
 }
 
-fn tape_ref(node: &Arc<Node>, output: usize) -> TapeRef {
+pub(crate) fn tape_ref(node: &Arc<Node>, output: usize) -> TapeRef {
     TapeRef {
         node: node.clone(),
         output,
