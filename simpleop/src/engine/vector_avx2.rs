@@ -10,8 +10,9 @@
 //! the top half of an f32 and converts with integer shifts, narrowing to
 //! nearest even with NaNs made quiet as `half::bf16::from_f32` does (16
 //! at a time split into even and odd elements, which needs no shuffle).
-//! Everything here is inlined into `#[target_feature(enable =
-//! "avx2,fma,f16c")]` callers.
+//! [`widen32`] and [`narrow32`] serve the chunked loops of half-type
+//! kernels without a form (`engine::tiles`). Everything here is inlined
+//! into `#[target_feature(enable = "avx2,fma,f16c")]` callers.
 
 use std::arch::x86_64::*;
 
@@ -268,6 +269,39 @@ impl Lanes for Bf16 {
     unsafe fn stream2(p: *mut bf16, a: __m256, b: __m256) {
         // SAFETY: the caller's contract.
         unsafe { _mm256_stream_si256(p.cast(), bf16_pack(a, b)) }
+    }
+}
+
+/// Lanes `0..32` of `src` widened into `dst` in [`Lanes::load2`]'s order,
+/// 16 at a time (for loops that compute from an f32 buffer).
+///
+/// # Safety
+/// As for [`Lanes::load`].
+#[inline(always)]
+pub(in crate::engine) unsafe fn widen32<L: Lanes>(src: &[L::Elem; 32], dst: &mut [f32; 32]) {
+    // SAFETY: the caller's contract; both arrays hold lanes `h..h + 16`.
+    unsafe {
+        for h in [0, 16] {
+            let (a, b) = L::load2(src.as_ptr().add(h));
+            _mm256_storeu_ps(dst.as_mut_ptr().add(h), a);
+            _mm256_storeu_ps(dst.as_mut_ptr().add(h + 8), b);
+        }
+    }
+}
+
+/// The inverse of [`widen32`], order included.
+///
+/// # Safety
+/// As for [`Lanes::store`].
+#[inline(always)]
+pub(in crate::engine) unsafe fn narrow32<L: Lanes>(src: &[f32; 32], dst: &mut [L::Elem; 32]) {
+    // SAFETY: the caller's contract; both arrays hold lanes `h..h + 16`.
+    unsafe {
+        for h in [0, 16] {
+            let a = _mm256_loadu_ps(src.as_ptr().add(h));
+            let b = _mm256_loadu_ps(src.as_ptr().add(h + 8));
+            L::store2(dst.as_mut_ptr().add(h), a, b);
+        }
     }
 }
 
