@@ -203,6 +203,149 @@ fn vector_forms_honour_every_request_on_every_type() {
     }
 }
 
+/// The 16-bit patterns of a half-type array.
+fn half_bits(a: &NDArray) -> Vec<u16> {
+    match a.dtype() {
+        DType::F16 => a
+            .to_vec::<simpleop::f16>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect(),
+        _ => a
+            .to_vec::<simpleop::bf16>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect(),
+    }
+}
+
+/// A half-type array of the given 16-bit patterns.
+fn from_half_bits(bits: &[u16], dtype: DType) -> NDArray {
+    let n = bits.len();
+    match dtype {
+        DType::F16 => NDArray::from_vec(
+            bits.iter().map(|&b| simpleop::f16::from_bits(b)).collect(),
+            [n],
+        ),
+        _ => NDArray::from_vec(
+            bits.iter().map(|&b| simpleop::bf16::from_bits(b)).collect(),
+            [n],
+        ),
+    }
+    .unwrap()
+}
+
+/// f16/bf16 kernels without a vector form (`smooth_l1`, and `elemwise_add`
+/// with two inputs) convert in registers on AVX2 and AVX-512 and through
+/// tile buffers in plain code: the same bits for every request (in place
+/// on the input's own buffer included), over every 16-bit pattern (both
+/// zeros and infinities, every NaN payload, the subnormals, the largest
+/// values) and sums that tie, overflow or land among subnormals, split
+/// between threads with a tail; and past the caches, where the writes
+/// stream. `elemwise_add` is also checked against `half` element by
+/// element. Skipped on CPUs without AVX2, FMA and F16C.
+#[test]
+fn half_kernels_without_a_form_give_the_same_bits_on_every_isa() {
+    let mut tuning = turn();
+    simpleop_ops::link();
+    if !Isa::Avx2.is_supported() {
+        eprintln!("skipped: this CPU lacks AVX2, FMA or F16C");
+        return;
+    }
+    let n = (4 * simpleop_tests::least_grain()).max(1 << 17) + 37;
+    let sigma = Attrs::from([("scalar", "1.0")]);
+    let ops: [(&str, &Attrs); 2] = [("smooth_l1", &sigma), ("elemwise_add", &Attrs::new())];
+    for dtype in [DType::F16, DType::BF16] {
+        // every pattern in order, then again from the top
+        let xs: Vec<u16> = (0..n).map(|j| j as u16).collect();
+        // half an ulp of 1 and of the largest values, the least subnormal
+        let addends: [u16; 8] = match dtype {
+            DType::F16 => [
+                0x0000, 0x8000, 0x3c00, 0xbc00, 0x1000, 0x4c00, 0x0001, 0x8001,
+            ],
+            _ => [
+                0x0000, 0x8000, 0x3f80, 0xbf80, 0x3b80, 0x7b00, 0x0001, 0x8001,
+            ],
+        };
+        let ys: Vec<u16> = (0..n).map(|j| addends[j * 5 % addends.len()]).collect();
+        let (x, y) = (from_half_bits(&xs, dtype), from_half_bits(&ys, dtype));
+        let big = (8 << 20) / 2 + 123;
+        let x_big = from_half_bits(
+            &(0..big).map(|j| (j * 40_503) as u16).collect::<Vec<_>>(),
+            dtype,
+        );
+        let y_big = from_half_bits(&(0..big).map(|j| ys[j % n]).collect::<Vec<_>>(), dtype);
+        let cache = Tuning::current().cache_bytes;
+        let mut first: Option<Vec<Vec<u16>>> = None;
+        for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+            if tuning.update(|t| t.isa = isa).is_err() {
+                continue;
+            }
+            // per op: fresh, WriteTo, AddTo, Null, in place, streamed
+            let mut got = Vec::new();
+            for (op, attrs) in ops {
+                let (ins, big) = match op {
+                    "smooth_l1" => (vec![&x], vec![&x_big]),
+                    _ => (vec![&x, &y], vec![&x_big, &y_big]),
+                };
+                got.push(half_bits(&eager::invoke(op, &ins, attrs).unwrap()));
+                for req in [OpReqType::WriteTo, OpReqType::AddTo, OpReqType::Null] {
+                    let mut out = y.deep_copy();
+                    eager::invoke_into_by_name(op, &ins, attrs, &mut out, req).unwrap();
+                    got.push(half_bits(&out));
+                }
+                let mut inplace = x.deep_copy();
+                let before = inplace.blob().as_ptr();
+                eager::invoke_inplace_by_name(op, &mut inplace, &ins[1..], attrs).unwrap();
+                assert_eq!(
+                    inplace.blob().as_ptr(),
+                    before,
+                    "{op} {dtype} {isa:?} in place"
+                );
+                got.push(half_bits(&inplace));
+                // past the caches, however large this machine's are
+                tuning.update(|t| t.cache_bytes = 0).unwrap();
+                got.push(half_bits(&eager::invoke(op, &big, attrs).unwrap()));
+                tuning.update(|t| t.cache_bytes = cache).unwrap();
+                let at = |k: usize| format!("{op} {dtype} {isa:?} case {k}");
+                let last = got.len() - 6;
+                assert_eq!(got[last + 1], got[last], "{}", at(1));
+                assert_eq!(got[last + 3], ys, "{}", at(3));
+                assert_eq!(got[last + 4], got[last], "{}", at(4));
+            }
+            let widen = |b: u16| match dtype {
+                DType::F16 => simpleop::f16::from_bits(b).to_f32(),
+                _ => simpleop::bf16::from_bits(b).to_f32(),
+            };
+            let round = |v: f32| match dtype {
+                DType::F16 => simpleop::f16::from_f32(v).to_bits(),
+                _ => simpleop::bf16::from_f32(v).to_bits(),
+            };
+            // `elemwise_add` against `half`; an add to the output adds
+            // the unrounded sum
+            let pairs = || xs.iter().zip(&ys).map(|(&a, &b)| (widen(a), widen(b)));
+            let sum: Vec<u16> = pairs().map(|(a, b)| round(a + b)).collect();
+            let added: Vec<u16> = pairs().map(|(a, b)| round(b + (a + b))).collect();
+            assert_eq!(got[6], sum, "elemwise_add {dtype} {isa:?}");
+            assert_eq!(got[8], added, "elemwise_add {dtype} {isa:?} AddTo");
+            match &first {
+                None => first = Some(got),
+                Some(want) => {
+                    for (k, (g, w)) in got.iter().zip(want).enumerate() {
+                        let (op, case) = (ops[k / 6].0, k % 6);
+                        assert!(
+                            g == w,
+                            "{op} {dtype} {isa:?} case {case}: not plain code's bits"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn f32_ops_use_the_accurate_vector_math() {
     let _turn = turn();

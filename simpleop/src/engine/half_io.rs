@@ -67,6 +67,33 @@ pub trait TileIo: Float {
             *d = Self::from_compute(*s);
         }
     }
+    /// As [`TileIo::widen32_avx512`], inside an AVX2 loop: F16C for f16,
+    /// integer shifts for bf16 (which splits even from odd elements).
+    ///
+    /// # Safety
+    /// The caller is compiled for what [`Isa::Avx2`] stands for, so that
+    /// this inlines into it, and the CPU has it.
+    #[cfg(target_arch = "x86_64")]
+    #[doc(hidden)]
+    #[inline(always)]
+    unsafe fn widen32_avx2(src: &[Self; 32], dst: &mut [Self::Compute; 32]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = s.to_compute();
+        }
+    }
+    /// The inverse of [`TileIo::widen32_avx2`] (order included), rounding
+    /// to nearest even as [`Float::from_compute`] does.
+    ///
+    /// # Safety
+    /// As for [`TileIo::widen32_avx2`].
+    #[cfg(target_arch = "x86_64")]
+    #[doc(hidden)]
+    #[inline(always)]
+    unsafe fn narrow32_avx2(src: &[Self::Compute; 32], dst: &mut [Self; 32]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = Self::from_compute(*s);
+        }
+    }
     /// [`TileIo::narrow32_avx512`] where the CPU also has AVX-512 BF16,
     /// whose conversion bf16 uses.
     ///
@@ -127,6 +154,9 @@ trait HalfFormat: Float<Compute = f32> {
     /// As `Lanes`, narrowing with AVX-512 BF16 where the format uses it.
     #[cfg(target_arch = "x86_64")]
     type NativeLanes: crate::engine::vector::x86::Lanes<Elem = Self>;
+    /// How the AVX2 loops convert this format (`vector_avx2::Lanes`).
+    #[cfg(target_arch = "x86_64")]
+    type Avx2Lanes: crate::engine::vector_avx2::Lanes<Elem = Self>;
     /// A vector form's loop over this format.
     fn half_loop(loops: &VectorLoops) -> Option<VectorLoop<Self>>;
     /// Widens `src` into `dst` (same length).
@@ -161,6 +191,18 @@ impl<H: HalfFormat> TileIo for H {
         // SAFETY: the caller's contract, AVX-512 BF16 included.
         unsafe { crate::engine::vector::x86::narrow32::<H::NativeLanes>(src, dst) }
     }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn widen32_avx2(src: &[Self; 32], dst: &mut [f32; 32]) {
+        // SAFETY: the caller's contract.
+        unsafe { crate::engine::vector_avx2::widen32::<H::Avx2Lanes>(src, dst) }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn narrow32_avx2(src: &[f32; 32], dst: &mut [Self; 32]) {
+        // SAFETY: the caller's contract.
+        unsafe { crate::engine::vector_avx2::narrow32::<H::Avx2Lanes>(src, dst) }
+    }
     fn as_compute(_: &[Self]) -> Option<&[f32]> {
         None
     }
@@ -182,6 +224,8 @@ impl HalfFormat for half::f16 {
     type Lanes = crate::engine::vector::x86::F16;
     #[cfg(target_arch = "x86_64")]
     type NativeLanes = crate::engine::vector::x86::F16;
+    #[cfg(target_arch = "x86_64")]
+    type Avx2Lanes = crate::engine::vector_avx2::F16;
     #[inline(always)]
     fn half_loop(loops: &VectorLoops) -> Option<VectorLoop<Self>> {
         loops.f16
@@ -212,6 +256,8 @@ impl HalfFormat for half::bf16 {
     type Lanes = crate::engine::vector::x86::Bf16;
     #[cfg(target_arch = "x86_64")]
     type NativeLanes = crate::engine::vector::x86::Bf16Native;
+    #[cfg(target_arch = "x86_64")]
+    type Avx2Lanes = crate::engine::vector_avx2::Bf16;
     #[inline(always)]
     fn half_loop(loops: &VectorLoops) -> Option<VectorLoop<Self>> {
         loops.bf16

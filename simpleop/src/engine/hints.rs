@@ -354,8 +354,10 @@ pub(crate) mod x86 {
             }
         }
     }
-    /// As [`stream_avx512`], 32 bytes at a time.
+    /// As [`stream_avx512`], 32 bytes at a time (`convert_chunks` in
+    /// `engine::tiles` inlines it into AVX2 callers per chunk).
     #[target_feature(enable = "avx2")]
+    #[inline]
     pub(crate) unsafe fn stream_avx2(dst: &mut [u8], src: &[u8]) {
         for i in (0..dst.len().min(src.len()) / 32 * 32).step_by(32) {
             // SAFETY: `i + 32` bytes of both are in bounds, and `dst + i`

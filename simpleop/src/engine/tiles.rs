@@ -296,8 +296,8 @@ macro_rules! mode_tile_job {
 }
 
 /// The most output bytes a staged tile computes before streaming them out
-/// (where neither [`stream_chunks_avx512`] nor [`convert_chunks_avx512`]
-/// runs: AVX2 and plain code). Smaller tiles interleave the loads with
+/// (where neither [`stream_chunks_avx512`] nor [`convert_chunks`] runs:
+/// f32/f64 and bf16 on AVX2, and plain code). Smaller tiles interleave the loads with
 /// the streamed stores more finely, so 1 KB beats the full tile size
 /// (see bench/RESULTS.md).
 pub(crate) const STAGED_TILE_BYTES: usize = 1024;
@@ -368,26 +368,103 @@ unsafe fn stream_chunks_avx512<K: MapFn<N>, D: Float, const N: usize>(
     MapTile::<K, D, N>::apply_slices(&kernel, ins.map(|s| &s[start..]), &mut out[start..]);
 }
 
+/// How [`convert_chunks`] converts 32 lanes and streams a chunk on one
+/// instruction set: the only part of that loop that differs between
+/// AVX-512 and AVX2.
+#[cfg(target_arch = "x86_64")]
+trait ChunkIsa {
+    /// [`TileIo::widen32_avx512`] or its AVX2 twin.
+    ///
+    /// # Safety
+    /// The CPU has the set, and the caller is compiled for it.
+    unsafe fn widen32<S: TileIo>(src: &[S; 32], dst: &mut [S::Compute; 32]);
+    /// The inverse of [`ChunkIsa::widen32`].
+    ///
+    /// # Safety
+    /// As for [`ChunkIsa::widen32`].
+    unsafe fn narrow32<S: TileIo>(src: &[S::Compute; 32], dst: &mut [S; 32]);
+    /// Streams whole lines to `dst`, which starts on one.
+    ///
+    /// # Safety
+    /// As for [`ChunkIsa::widen32`]; `dst` and `src` are the same length,
+    /// a multiple of 64 bytes. The caller fences.
+    unsafe fn stream(dst: &mut [u8], src: &[u8]);
+}
+
+/// [`ChunkIsa`] for [`Isa::Avx512`], narrowing bf16 with AVX-512 BF16's
+/// conversion when `BF16` ([`TileIo::narrow32_avx512bf16`]).
+#[cfg(target_arch = "x86_64")]
+struct Avx512Chunks<const BF16: bool>;
+
+#[cfg(target_arch = "x86_64")]
+impl<const BF16: bool> ChunkIsa for Avx512Chunks<BF16> {
+    #[inline(always)]
+    unsafe fn widen32<S: TileIo>(src: &[S; 32], dst: &mut [S::Compute; 32]) {
+        // SAFETY: the caller's contract.
+        unsafe { S::widen32_avx512(src, dst) }
+    }
+    #[inline(always)]
+    unsafe fn narrow32<S: TileIo>(src: &[S::Compute; 32], dst: &mut [S; 32]) {
+        // SAFETY: the caller's contract (AVX-512 BF16 included with
+        // `BF16`).
+        unsafe {
+            if BF16 {
+                S::narrow32_avx512bf16(src, dst)
+            } else {
+                S::narrow32_avx512(src, dst)
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn stream(dst: &mut [u8], src: &[u8]) {
+        // SAFETY: the caller's contract.
+        unsafe { crate::engine::hints::x86::stream_avx512(dst, src) }
+    }
+}
+
+/// [`ChunkIsa`] for [`Isa::Avx2`]: F16C for f16, integer shifts and
+/// rounding for bf16, 32-byte streaming stores.
+#[cfg(target_arch = "x86_64")]
+struct Avx2Chunks;
+
+#[cfg(target_arch = "x86_64")]
+impl ChunkIsa for Avx2Chunks {
+    #[inline(always)]
+    unsafe fn widen32<S: TileIo>(src: &[S; 32], dst: &mut [S::Compute; 32]) {
+        // SAFETY: the caller's contract.
+        unsafe { S::widen32_avx2(src, dst) }
+    }
+    #[inline(always)]
+    unsafe fn narrow32<S: TileIo>(src: &[S::Compute; 32], dst: &mut [S; 32]) {
+        // SAFETY: the caller's contract.
+        unsafe { S::narrow32_avx2(src, dst) }
+    }
+    #[inline(always)]
+    unsafe fn stream(dst: &mut [u8], src: &[u8]) {
+        // SAFETY: the caller's contract; a line start is 32-byte aligned.
+        unsafe { crate::engine::hints::x86::stream_avx2(dst, src) }
+    }
+}
+
 /// `out[j] = kernel(ins[0][j], ..)` over half-type storage for kernels
-/// without a vector form, converting in registers: each chunk of
-/// [`STREAM_CHUNK`] elements is widened into a line-aligned f32 buffer
-/// per input ([`TileIo::widen32_avx512`]), computed as the f32 tile loops
-/// compute it, narrowed, and written out, plainly or (with `streamed`)
-/// as whole streamed lines, the lanes before `out`'s first line and the
-/// tail element by element. Against converting a tile into L1 buffers,
-/// computing it into a third and converting that out (or into a fourth to
-/// stream), this keeps every value in registers or one line of L1 and
-/// interleaves loads and stores as [`stream_chunks_avx512`] does.
-/// With `streamed` the caller fences. `BF16` narrows with AVX-512 BF16's
-/// conversion ([`TileIo::narrow32_avx512bf16`]).
+/// without a vector form, converting in registers with `I`'s
+/// instructions: each chunk of [`STREAM_CHUNK`] elements is widened into
+/// a line-aligned f32 buffer per input ([`ChunkIsa::widen32`]), computed
+/// as the f32 tile loops compute it, narrowed, and written out, plainly
+/// or (with `streamed`) as whole streamed lines, the lanes before `out`'s
+/// first line and the tail element by element. Against converting a tile
+/// into L1 buffers, computing it into a third and converting that out (or
+/// into a fourth to stream), this keeps every value in registers or one
+/// line of L1 and interleaves loads and stores as [`stream_chunks_avx512`]
+/// does. With `streamed` the caller fences.
 ///
 /// # Safety
-/// The CPU has what [`Isa::Avx512`] stands for (and AVX-512 BF16 with
-/// `BF16`), and the caller is compiled for it (this inlines into
-/// `run_avx512` or [`convert_chunks_avx512bf16`]).
+/// The CPU has what `I` needs (see [`convert_chunks_on`]), and the caller
+/// is compiled for it (this inlines into `run_avx512`, `run_avx2` or
+/// [`convert_chunks_avx512bf16`]).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn convert_chunks_avx512<K: MapFn<N>, S: TileIo, const N: usize, const BF16: bool>(
+unsafe fn convert_chunks<K: MapFn<N>, S: TileIo, const N: usize, I: ChunkIsa>(
     kernel: &K,
     ins: [&[S]; N],
     out: &mut [S],
@@ -428,7 +505,7 @@ unsafe fn convert_chunks_avx512<K: MapFn<N>, S: TileIo, const N: usize, const BF
             for (d, s) in w.0.chunks_exact_mut(32).zip(x.chunks_exact(32)) {
                 // SAFETY: the caller's contract; 32 lanes each.
                 unsafe {
-                    S::widen32_avx512(
+                    I::widen32(
                         s.try_into().expect("32 lanes"),
                         d.try_into().expect("32 lanes"),
                     )
@@ -451,14 +528,8 @@ unsafe fn convert_chunks_avx512<K: MapFn<N>, S: TileIo, const N: usize, const BF
                 s.try_into().expect("32 lanes"),
                 d.try_into().expect("32 lanes"),
             );
-            // SAFETY: the caller's contract (BF16 included); 32 lanes each.
-            unsafe {
-                if BF16 {
-                    S::narrow32_avx512bf16(s, d)
-                } else {
-                    S::narrow32_avx512(s, d)
-                }
-            };
+            // SAFETY: the caller's contract; 32 lanes each.
+            unsafe { I::narrow32(s, d) };
         }
         if streamed {
             let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut out[start..start + STREAM_CHUNK]);
@@ -466,9 +537,7 @@ unsafe fn convert_chunks_avx512<K: MapFn<N>, S: TileIo, const N: usize, const BF
             // `STREAM_CHUNK` elements of a half type are two lines) and is
             // 128 bytes long, as the chunk is. The features are the
             // caller's contract.
-            unsafe {
-                crate::engine::hints::x86::stream_avx512(dst, bytemuck::cast_slice(&narrow.0))
-            };
+            unsafe { I::stream(dst, bytemuck::cast_slice(&narrow.0)) };
         }
         start += STREAM_CHUNK;
     }
@@ -477,9 +546,9 @@ unsafe fn convert_chunks_avx512<K: MapFn<N>, S: TileIo, const N: usize, const BF
     }
 }
 
-/// [`convert_chunks_avx512`] narrowing with AVX-512 BF16: rounding with
-/// integer instructions instead makes bf16 kernels without a form markedly
-/// slower than their f16 ones.
+/// [`convert_chunks`] on AVX-512 narrowing with AVX-512 BF16: rounding
+/// with integer instructions instead makes bf16 kernels without a form
+/// markedly slower than their f16 ones.
 ///
 /// # Safety
 /// The CPU has what [`Isa::Avx512`] stands for and AVX-512 BF16.
@@ -494,7 +563,46 @@ unsafe fn convert_chunks_avx512bf16<K: MapFn<N>, S: TileIo, const N: usize>(
     streamed: bool,
 ) {
     // SAFETY: the caller's contract, and this function's features.
-    unsafe { convert_chunks_avx512::<K, S, N, true>(kernel, ins, out, streamed) }
+    unsafe { convert_chunks::<K, S, N, Avx512Chunks<true>>(kernel, ins, out, streamed) }
+}
+
+/// [`convert_chunks`] with `mode`'s conversions, for the AVX-512 mode
+/// (bf16 narrowing with AVX-512 BF16 where the CPU has it) and for f16 in
+/// the AVX2 one; false (nothing done) otherwise.
+///
+/// # Safety
+/// As for [`Mode::run`], inlined into `mode`'s dispatch; with `streamed`
+/// the caller fences.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn convert_chunks_on<K: MapFn<N>, S: TileIo, const N: usize>(
+    mode: Mode,
+    kernel: &K,
+    ins: [&[S]; N],
+    out: &mut [S],
+    streamed: bool,
+) -> bool {
+    match mode {
+        Mode::Avx512 if S::DTYPE == DType::BF16 && is_x86_feature_detected!("avx512bf16") => {
+            // SAFETY: `Avx512` only on such a CPU (the caller's
+            // contract), and it has AVX-512 BF16.
+            unsafe { convert_chunks_avx512bf16(kernel, ins, out, streamed) }
+        }
+        // SAFETY: `Avx512` only on such a CPU, inside its dispatch (the
+        // caller's contract).
+        Mode::Avx512 => unsafe {
+            convert_chunks::<K, S, N, Avx512Chunks<false>>(kernel, ins, out, streamed)
+        },
+        // SAFETY: as above, for AVX2.
+        Mode::Avx2 if S::DTYPE != DType::BF16 => unsafe {
+            convert_chunks::<K, S, N, Avx2Chunks>(kernel, ins, out, streamed)
+        },
+        // bf16 chunked on AVX2 measured slower than through the tile
+        // buffers (its integer rounding, per 32 lanes, costs more than the
+        // kernel here), so it keeps those until that narrowing is cheaper.
+        Mode::Avx2 | Mode::Plain | Mode::Fma => return false,
+    }
+    true
 }
 
 impl<K: MapFn<N>, C: Float, const N: usize> StreamMap<'_, K, C, N> {
@@ -551,14 +659,14 @@ impl<K: MapFn<N>, C: Float, const N: usize> StreamMap<'_, K, C, N> {
 mode_tile_job!(StreamMap<'_, K, C, N>, C: Float);
 
 /// `out[j] = kernel(ins[0][j], ..)` over storage slices whose type is not
-/// its compute type (f16, bf16): on AVX-512, a vector form's loop or
-/// `convert_chunks_avx512`, converting in registers; elsewhere a tile at
-/// a time, each input converted into its L1 buffer, the kernel run into
-/// `res`, and the result converted back, all inside one dispatch. With
-/// `staged` (crate-internal), the output is written with streaming
-/// stores, which the caller then fences on the same thread: from
-/// registers on AVX-512, otherwise converted into that L1 buffer and
-/// copied out.
+/// its compute type (f16, bf16): on AVX-512 and AVX2, a vector form's
+/// loop or `convert_chunks` (not for bf16 on AVX2), converting in
+/// registers; otherwise a tile at a time, each input converted into its
+/// L1 buffer, the kernel run into `res`, and the result converted back,
+/// all inside one dispatch. With `staged` (crate-internal), the output is
+/// written with streaming stores, which the caller then fences on the
+/// same thread: from registers where those loops run, otherwise
+/// converted into that L1 buffer and copied out.
 pub struct ConvertMap<'a, K, S: TileIo, const N: usize> {
     /// The op's forward kernel.
     pub kernel: &'a K,
@@ -591,19 +699,13 @@ impl<K: MapFn<N>, S: TileIo, const N: usize> ConvertMap<'_, K, S, N> {
         let simd_loop = form_loops(self.kernel, mode).and_then(|l| S::half_loop(&l));
         // Without a form, convert in registers a chunk at a time.
         #[cfg(target_arch = "x86_64")]
-        if let (Mode::Avx512, None) = (mode, simd_loop) {
+        if simd_loop.is_none() {
             let streamed = staged.is_some();
-            if S::DTYPE == DType::BF16 && std::arch::is_x86_feature_detected!("avx512bf16") {
-                // SAFETY: as below, and the CPU has AVX-512 BF16.
-                return unsafe {
-                    convert_chunks_avx512bf16(self.kernel, self.ins, self.out, streamed)
-                };
+            // SAFETY: the caller's contract; with `staged` the caller
+            // fences (this type's contract).
+            if unsafe { convert_chunks_on(mode, self.kernel, self.ins, self.out, streamed) } {
+                return;
             }
-            // SAFETY: `Avx512` only on such a CPU (the caller's contract);
-            // with `staged` the caller fences (this type's contract).
-            return unsafe {
-                convert_chunks_avx512::<K, S, N, false>(self.kernel, self.ins, self.out, streamed)
-            };
         }
         let cap = match (&simd_loop, &staged) {
             (None, Some(_)) => staged_tile::<S>(self.res.len()),
@@ -961,6 +1063,136 @@ mod tests {
         }
         check::<half::f16>();
         check::<half::bf16>();
+    }
+
+    /// `x0 + x1`: with the right second inputs, sums that tie, overflow
+    /// past the maximum, land among subnormals, or carry a NaN's payload
+    /// (a sum with one NaN is that NaN, made quiet).
+    #[derive(Clone, Copy)]
+    struct Sum;
+    impl MapFn<2> for Sum {
+        fn apply<T: Float>(&self, x: &mut [T; 2]) -> T {
+            x[0] + x[1]
+        }
+    }
+
+    /// `x` itself: the conversions alone.
+    #[derive(Clone, Copy)]
+    struct Same;
+    impl MapFn<1> for Same {
+        fn apply<T: Float>(&self, x: &mut [T; 1]) -> T {
+            x[0]
+        }
+    }
+
+    /// `job`'s `ConvertMap` over `ins` into a fresh output of their
+    /// length, on `isa`, streamed or not.
+    fn convert_on<K: MapFn<N>, S: TileIo<Compute = f32>, const N: usize>(
+        isa: Isa,
+        kernel: &K,
+        ins: [&[S]; N],
+        streamed: bool,
+    ) -> Vec<u16> {
+        let n = ins[0].len();
+        let mut out = vec![S::zero(); n];
+        let mut bufs: [Vec<f32>; N] = std::array::from_fn(|_| vec![0.0; 256]);
+        let (mut res, mut staged) = (vec![0.0f32; 256], vec![S::zero(); 256]);
+        run_with(
+            isa,
+            ConvertMap {
+                kernel,
+                ins,
+                out: &mut out,
+                bufs: bufs.each_mut().map(|b| &mut b[..]),
+                res: &mut res,
+                staged: streamed.then_some(&mut staged[..]),
+            },
+        );
+        stream_fence();
+        out.iter().map(|&v| bytemuck::cast::<S, u16>(v)).collect()
+    }
+
+    /// The AVX2 chunked conversion against the tile buffers' (the plain
+    /// mode's) and against `half` element by element, bit for bit: every
+    /// 16-bit pattern (both zeros and infinities, every NaN payload,
+    /// every subnormal, the largest values) alone and summed with values
+    /// that make ties, overflow and subnormal sums, over the whole range
+    /// and over short runs with tails of every length. AVX-512 too, where
+    /// the CPU has it.
+    #[test]
+    fn avx2_chunked_conversions_match_the_tile_path_bit_for_bit() {
+        fn check<S: TileIo<Compute = f32>>(addends: &[f32]) {
+            let every: Vec<S> = (0..=u16::MAX).map(bytemuck::cast::<u16, S>).collect();
+            let others: Vec<S> = (0..every.len())
+                .map(|j| S::from_compute(addends[j * 7 % addends.len()]))
+                .collect();
+            let runs = std::iter::once((0, every.len())).chain(
+                [0, 0x7bf0, 0x7f70, 0xfbf0, 0xff70]
+                    .into_iter()
+                    .flat_map(|at| (0..=67).chain([95, 127, 128, 129]).map(move |n| (at, n))),
+            );
+            for (at, n) in runs {
+                let (a, b) = (&every[at..at + n], &others[at..at + n]);
+                let bits = |v: S| bytemuck::cast::<S, u16>(v);
+                let want_sum: Vec<u16> = a
+                    .iter()
+                    .zip(b)
+                    .map(|(x, y)| bits(S::from_compute(x.to_compute() + y.to_compute())))
+                    .collect();
+                let want_same: Vec<u16> = a
+                    .iter()
+                    .map(|x| bits(S::from_compute(x.to_compute())))
+                    .collect();
+                for streamed in [false, true] {
+                    let tiled_sum = convert_on(Isa::Scalar, &Sum, [a, b], streamed);
+                    let tiled_same = convert_on(Isa::Scalar, &Same, [a], streamed);
+                    assert_eq!(tiled_sum, want_sum, "{} plain sum", S::DTYPE);
+                    assert_eq!(tiled_same, want_same, "{} plain", S::DTYPE);
+                    for isa in [Isa::Avx2, Isa::Avx512] {
+                        if !isa.is_supported() {
+                            continue;
+                        }
+                        let how = format!("{} {isa:?} at {at:#x}, {n} long, {streamed}", S::DTYPE);
+                        let sum = convert_on(isa, &Sum, [a, b], streamed);
+                        assert_eq!(sum, want_sum, "{how}: sum");
+                        assert_eq!(convert_on(isa, &Same, [a], streamed), want_same, "{how}");
+                    }
+                }
+            }
+        }
+        if !Isa::Avx2.is_supported() {
+            eprintln!("skipped: this CPU (or valgrind) lacks AVX2, FMA or F16C");
+            return;
+        }
+        let p = |e: i32| 2f32.powi(e);
+        // Half an ulp of 1 (a tie with every other value near 1) and of
+        // the largest values (a tie past which they round to infinity),
+        // the least subnormal, and others.
+        check::<half::f16>(&[
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            p(-11),
+            p(-9),
+            3.0 * p(-12),
+            8.0,
+            16.0,
+            p(-24),
+        ]);
+        let least = f32::from_bits(1 << 16);
+        check::<half::bf16>(&[
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            p(-8),
+            p(-7),
+            3.0 * p(-9),
+            p(119),
+            p(118),
+            least,
+        ]);
     }
 
     #[test]

@@ -8,9 +8,11 @@
 //! `vmaskmovps` instead, which keeps a call on one element short). f16
 //! converts with F16C (`vcvtph2ps`, `vcvtps2ph` to nearest even); bf16 is
 //! the top half of an f32 and converts with integer shifts, narrowing to
-//! nearest even with NaNs made quiet as `half::bf16::from_f32` does.
-//! Everything here is inlined into `#[target_feature(enable =
-//! "avx2,fma,f16c")]` callers.
+//! nearest even with NaNs made quiet as `half::bf16::from_f32` does (16
+//! at a time split into even and odd elements, which needs no shuffle).
+//! [`widen32`] and [`narrow32`] serve the chunked loops of half-type
+//! kernels without a form (`engine::tiles`). Everything here is inlined
+//! into `#[target_feature(enable = "avx2,fma,f16c")]` callers.
 
 use std::arch::x86_64::*;
 
@@ -174,13 +176,13 @@ impl Lanes for F16 {
 }
 
 /// `round_bf16` in lanes: nearest even by adding 0x7fff plus the kept
-/// lowest bit, NaNs made quiet instead; the bf16 bits in the low half of
-/// each 32-bit lane.
+/// lowest bit, NaNs made quiet instead; the bf16 bits in the high half of
+/// each 32-bit lane (the low half is left over from rounding).
 ///
 /// # Safety
 /// The CPU has AVX2 (every caller is compiled for it).
 #[inline(always)]
-unsafe fn bf16_bits(v: __m256) -> __m256i {
+unsafe fn bf16_high(v: __m256) -> __m256i {
     // SAFETY: the caller's contract (register-only operations).
     unsafe {
         let b = _mm256_castps_si256(v);
@@ -188,29 +190,39 @@ unsafe fn bf16_bits(v: __m256) -> __m256i {
         let rounded = _mm256_add_epi32(b, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
         let quiet = _mm256_or_si256(b, _mm256_set1_epi32(0x0040_0000));
         let nan = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
-        _mm256_srli_epi32::<16>(_mm256_blendv_epi8(rounded, quiet, nan))
+        _mm256_blendv_epi8(rounded, quiet, nan)
     }
 }
 
+/// [`bf16_high`] with the bf16 bits moved to the low half of each lane.
+///
+/// # Safety
+/// The CPU has AVX2 (every caller is compiled for it).
+#[inline(always)]
+unsafe fn bf16_bits(v: __m256) -> __m256i {
+    // SAFETY: the caller's contract (register-only operations).
+    unsafe { _mm256_srli_epi32::<16>(bf16_high(v)) }
+}
+
 /// The 16 results of a [`Bf16::load2`] pair, rounded, in element order:
-/// packing works within 128-bit lanes, as unpacking did, and undoes the
-/// split.
+/// each even element's bits shifted down into its lane's low half, each
+/// odd one's left in the high half, and one word blend joins them. This
+/// undoes the split with one shift and no shuffle.
 ///
 /// # Safety
 /// The CPU has AVX2 (every caller is compiled for it).
 #[inline(always)]
 unsafe fn bf16_pack(a: __m256, b: __m256) -> __m256i {
-    // SAFETY: the caller's contract (register-only operations); every
-    // lane is at most 0xffff, so the saturation never acts.
-    unsafe { _mm256_packus_epi32(bf16_bits(a), bf16_bits(b)) }
+    // SAFETY: the caller's contract (register-only operations).
+    unsafe { _mm256_blend_epi16::<0b1010_1010>(bf16_bits(a), bf16_high(b)) }
 }
 
 /// Where element `k` of 16 sits after [`Bf16::load2`]: `(second
-/// vector?, lane)`. Unpacking works within 128-bit lanes, so the first
-/// vector holds elements 0-3 and 8-11, the second the rest.
+/// vector?, lane)`. The first vector holds the even elements, the second
+/// the odd ones, each in order.
 #[cfg(test)]
 pub(super) const fn split_lane(k: usize) -> (bool, usize) {
-    (k % 8 >= 4, k / 8 * 4 + k % 4)
+    (k % 2 == 1, k / 2)
 }
 
 impl Lanes for Bf16 {
@@ -232,16 +244,19 @@ impl Lanes for Bf16 {
             _mm_storeu_si128(p.cast(), h)
         }
     }
-    /// One 32-byte load, widened in 128-bit lanes (see `split_lane`).
+    /// One 32-byte load split into even and odd elements (see
+    /// `split_lane`): a bf16 is the high half of an f32, so an odd
+    /// element only needs the even one below it cleared and an even one
+    /// a shift, where widening in order would take two shuffles.
     #[inline(always)]
     unsafe fn load2(p: *const bf16) -> (__m256, __m256) {
         // SAFETY: the caller's contract.
         unsafe {
             let v = _mm256_loadu_si256(p.cast());
-            let z = _mm256_setzero_si256();
+            let high = _mm256_set1_epi32(!0xffff);
             (
-                _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, v)),
-                _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, v)),
+                _mm256_castsi256_ps(_mm256_slli_epi32::<16>(v)),
+                _mm256_castsi256_ps(_mm256_and_si256(v, high)),
             )
         }
     }
@@ -254,6 +269,39 @@ impl Lanes for Bf16 {
     unsafe fn stream2(p: *mut bf16, a: __m256, b: __m256) {
         // SAFETY: the caller's contract.
         unsafe { _mm256_stream_si256(p.cast(), bf16_pack(a, b)) }
+    }
+}
+
+/// Lanes `0..32` of `src` widened into `dst` in [`Lanes::load2`]'s order,
+/// 16 at a time (for loops that compute from an f32 buffer).
+///
+/// # Safety
+/// As for [`Lanes::load`].
+#[inline(always)]
+pub(in crate::engine) unsafe fn widen32<L: Lanes>(src: &[L::Elem; 32], dst: &mut [f32; 32]) {
+    // SAFETY: the caller's contract; both arrays hold lanes `h..h + 16`.
+    unsafe {
+        for h in [0, 16] {
+            let (a, b) = L::load2(src.as_ptr().add(h));
+            _mm256_storeu_ps(dst.as_mut_ptr().add(h), a);
+            _mm256_storeu_ps(dst.as_mut_ptr().add(h + 8), b);
+        }
+    }
+}
+
+/// The inverse of [`widen32`], order included.
+///
+/// # Safety
+/// As for [`Lanes::store`].
+#[inline(always)]
+pub(in crate::engine) unsafe fn narrow32<L: Lanes>(src: &[f32; 32], dst: &mut [L::Elem; 32]) {
+    // SAFETY: the caller's contract; both arrays hold lanes `h..h + 16`.
+    unsafe {
+        for h in [0, 16] {
+            let a = _mm256_loadu_ps(src.as_ptr().add(h));
+            let b = _mm256_loadu_ps(src.as_ptr().add(h + 8));
+            L::store2(dst.as_mut_ptr().add(h), a, b);
+        }
     }
 }
 
