@@ -299,11 +299,14 @@ fn half_kernels_without_a_form_give_the_same_bits_on_every_isa() {
                 let mut inplace = x.deep_copy();
                 let before = inplace.blob().as_ptr();
                 eager::invoke_inplace_by_name(op, &mut inplace, &ins[1..], attrs).unwrap();
-                assert_eq!(
-                    inplace.blob().as_ptr(),
-                    before,
-                    "{op} {dtype} {isa:?} in place"
-                );
+                // Only an op declaring a forward in place keeps the buffer.
+                if eager::lookup(op).unwrap().def.inplace.forward.is_some() {
+                    assert_eq!(
+                        inplace.blob().as_ptr(),
+                        before,
+                        "{op} {dtype} {isa:?} in place"
+                    );
+                }
                 got.push(half_bits(&inplace));
                 // past the caches, however large this machine's are
                 tuning.update(|t| t.cache_bytes = 0).unwrap();
