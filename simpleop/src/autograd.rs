@@ -50,6 +50,7 @@
 //! second backward through them is then an error. Ops without a gradient
 //! are an error at backward time, and only when a path needs them.
 
+mod backward_kernels;
 mod create_graph;
 mod engine;
 pub(crate) mod mode;

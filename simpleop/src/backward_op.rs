@@ -14,18 +14,20 @@
 //! backward kernel, so the values are bit for bit the executor's.
 //!
 //! `_backward`'s own gradient (the second derivative) exists for
-//! single-output elementwise ops with 1–3 inputs: their typed gradient run
-//! on dual numbers ([`crate::kernel::GradDerivativeFns`], see `second`).
-//! Any other op gives [`Error::NoGradient`] naming it.
+//! single-output elementwise ops with 1–3 inputs (their typed gradient run
+//! on dual numbers, [`crate::kernel::GradDerivativeFns`]) and for ops with
+//! a gradient composition ([`crate::composition`]). Any other op gives
+//! [`Error::NoGradient`] naming it.
+//!
+//! This file is the op's definition (arguments, shapes, attributes), which
+//! graphs and the tape build on. Its kernels run eager calls and the tape,
+//! so they live above both, in `autograd/backward_kernels.rs`.
 
-use crate::registry::{KernelRegistration, OpRegistration};
+use crate::registry::OpRegistration;
 use crate::{
-    Attrs, DType, Device, EnvArguments, Error, GradArgs, GradSpec, InplaceOptions, MultiOutput,
-    OpCall, OpDef, OpForm, OpReqType, ParamKind, Pattern, Registry, Resources, Result, Shape,
-    TBlob, TBlobMut,
+    Attrs, DType, Device, EnvArguments, Error, GradSpec, InplaceOptions, MultiOutput, OpDef,
+    OpForm, ParamKind, Pattern, Registry, Resources, Result, Shape,
 };
-
-mod second;
 
 /// The op name.
 pub const NAME: &str = "_backward";
@@ -107,11 +109,11 @@ pub fn check_second_order(op: &'static OpDef, env: &EnvArguments) -> Result<()> 
     if dual || crate::composition::composition_of(op).is_some() {
         Ok(())
     } else {
-        Err(second::no_second_order(op))
+        Err(no_second_order(op))
     }
 }
 
-fn layout(env: &EnvArguments) -> Result<(Layout, &'static OpDef, &EnvArguments)> {
+pub(crate) fn layout(env: &EnvArguments) -> Result<(Layout, &'static OpDef, &EnvArguments)> {
     let (op, inner) = forward_op(env)?;
     Ok((Layout::of(op, inner)?, op, inner))
 }
@@ -164,17 +166,14 @@ pub static OP: OpDef = OpDef {
 };
 
 inventory::submit! { OpRegistration(&OP) }
-inventory::submit! {
-    KernelRegistration {
-        op: NAME,
-        device: Device::Cpu,
-        forward,
-        backward: Some(second::backward),
-        tile: None,
-        rows: None,
-        derivative: None,
-        grad_derivative: None,
-        location: concat!(file!(), ":", line!()),
+/// The error for an op whose gradient has no gradient.
+pub(crate) fn no_second_order(op: &OpDef) -> Error {
+    Error::NoGradient {
+        op: format!(
+            "{NAME}[{}] (the gradient of `{}` has no gradient: only single-output elementwise \
+             ops with a typed gradient, and ops with a gradient composition, differentiate twice)",
+            op.name, op.name
+        ),
     }
 }
 
@@ -287,7 +286,7 @@ fn infer_dtypes(_: &OpDef, dtypes: &[DType], env: &EnvArguments) -> Result<Vec<D
     Ok(dtypes[l.first_argument()..].to_vec())
 }
 
-fn check_count(got: usize, l: &Layout) -> Result<()> {
+pub(crate) fn check_count(got: usize, l: &Layout) -> Result<()> {
     if got != l.len() {
         return Err(Error::Arity {
             op: NAME.into(),
@@ -296,48 +295,4 @@ fn check_count(got: usize, l: &Layout) -> Result<()> {
         });
     }
     Ok(())
-}
-
-/// Runs the op's backward kernel: the `_backward` call's inputs become
-/// its [`GradArgs`], its outputs the gradients.
-fn forward(
-    call: &OpCall<'_>,
-    inputs: &[TBlob<'_>],
-    outputs: &mut [TBlobMut<'_>],
-    reqs: &[OpReqType],
-) -> Result<()> {
-    let (l, op, inner) = layout(call.env)?;
-    check_count(inputs.len(), &l)?;
-    let spec = gradient_of(op)?;
-    let backward = Registry::global()?
-        .get(op.name)?
-        .kernels(call.ctx.device)?
-        .backward
-        .ok_or_else(|| Error::NoGradient { op: op.name.into() })?;
-    let out_grads = &inputs[..l.outputs];
-    let forward_outputs = if l.reads_outputs {
-        &inputs[l.outputs..2 * l.outputs]
-    } else {
-        &[]
-    };
-    let args = GradArgs {
-        out_grad: out_grads[0].clone(),
-        output: forward_outputs.first().cloned(),
-        inputs: inputs[l.first_argument()..]
-            .iter()
-            .enumerate()
-            .map(|(i, x)| spec.needs_input(i).then(|| x.clone()))
-            .collect(),
-        out_grads: out_grads.iter().cloned().map(Some).collect(),
-        outputs: match op.outputs {
-            Some(_) => forward_outputs.iter().cloned().collect(),
-            None => Default::default(),
-        },
-    };
-    let inner_call = OpCall {
-        op,
-        env: inner,
-        ctx: call.ctx,
-    };
-    backward(&inner_call, &args, outputs, reqs)
 }

@@ -3,8 +3,9 @@
 //! differentiated with the gradients reaching `_backward`'s outputs as
 //! heads.
 
-use super::{NAME, values, write};
+use super::dual::{values, write};
 use crate::backward_op::Layout;
+use crate::backward_op::NAME;
 use crate::composition::{GradParts, GradientComposition};
 use crate::{EnvArguments, Error, GradArgs, NDArray, OpReqType, Result, TBlob, TBlobMut, autograd};
 

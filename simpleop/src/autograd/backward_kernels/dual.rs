@@ -1,71 +1,37 @@
-//! `_backward`'s own gradient: the second derivative of a single-output
-//! elementwise op, from its typed gradient run on dual numbers.
+//! `_backward`'s gradient for a single-output elementwise op: at each
+//! output element the op's gradient `g_i(dy, y, x)` (one per argument) is
+//! evaluated with `dy`, `y` and every `x` seeded as dual variables; the
+//! partials of `Σ_i w_i · g_i`, with `w_i` the gradient reaching
+//! `_backward`'s output `i`, are the gradients of `dy`, `y` and the `x`s.
+//! Broadcast arguments read `x` and `w` at their broadcast position, and
+//! their gradients are summed back to their shapes (in f64). Half types
+//! compute in f32, as their first derivatives do.
 //!
-//! At each output element the op's gradient `g_i(dy, y, x)` (one per
-//! argument) is evaluated with `dy`, `y` and every `x` seeded as dual
-//! variables; the partials of `Σ_i w_i · g_i`, with `w_i` the gradient
-//! reaching `_backward`'s output `i`, are the gradients of `dy`, `y` and
-//! the `x`s. Broadcast arguments read `x` and `w` at their broadcast
-//! position, and their gradients are summed back to their shapes (in
-//! f64). Half types compute in f32, as their first derivatives do.
-//!
-//! A blob op with a gradient composition ([`crate::composition`]) gets
-//! its second derivative from the eager tape instead (`composed`).
-//!
-//! The dual path is a scalar loop: second derivatives are for small graphs
+//! A scalar loop: second derivatives are for small graphs
 //! (Hessian-vector products, gradient penalties), where the first
 //! derivative's SIMD paths would buy little.
 
-use super::{Layout, NAME, layout};
-use crate::composition::composition_of;
+use crate::backward_op::{Layout, NAME};
+use crate::kernel::{GradDerivativeFn, GradDerivativeFns};
 use crate::{
-    DType, Element, Error, Float, GradArgs, OpCall, OpDef, OpReqType, Registry, Result, Shape,
-    TBlob, TBlobMut, dispatch_float, kernel::GradDerivativeFn,
+    DType, Element, EnvArguments, Error, Float, GradArgs, OpReqType, Result, Shape, TBlob,
+    TBlobMut, dispatch_float,
 };
 
-mod composed;
-
-/// The error for an op whose gradient has no gradient.
-pub(super) fn no_second_order(op: &OpDef) -> Error {
-    Error::NoGradient {
-        op: format!(
-            "{NAME}[{}] (the gradient of `{}` has no gradient: only single-output elementwise \
-             ops with a typed gradient, and ops with a gradient composition, differentiate twice)",
-            op.name, op.name
-        ),
-    }
-}
-
-/// `_backward`'s backward kernel.
+/// The second derivative through `fns`.
 pub(super) fn backward(
-    call: &OpCall<'_>,
+    fns: GradDerivativeFns,
+    l: &Layout,
+    env: &EnvArguments,
     args: &GradArgs<'_>,
     grads: &mut [TBlobMut<'_>],
     reqs: &[OpReqType],
 ) -> Result<()> {
-    let (l, op, inner) = layout(call.env)?;
-    if grads.len() != l.len() || reqs.len() != l.len() {
-        return Err(Error::Arity {
-            op: NAME.into(),
-            expected: l.len(),
-            got: grads.len().min(reqs.len()),
-        });
-    }
-    if reqs.iter().all(|&r| r == OpReqType::Null) {
-        return Ok(());
-    }
-    let kernels = Registry::global()?.get(op.name)?.kernels(call.ctx.device)?;
-    let Some(fns) = kernels.grad_derivative.filter(|_| l.outputs == 1) else {
-        return match composition_of(op) {
-            Some(c) => composed::backward(c, &l, inner, args, grads, reqs),
-            None => Err(no_second_order(op)),
-        };
-    };
-    let point = Point::read(&l, args)?;
+    let point = Point::read(l, args)?;
     point.check_grads(grads)?;
     match point.dy.dtype() {
-        DType::F64 => point.run::<f64>(fns.f64, inner, grads, reqs),
-        DType::F32 | DType::F16 | DType::BF16 => point.run::<f32>(fns.f32, inner, grads, reqs),
+        DType::F64 => point.run::<f64>(fns.f64, env, grads, reqs),
+        DType::F32 | DType::F16 | DType::BF16 => point.run::<f32>(fns.f32, env, grads, reqs),
         other => Err(Error::invalid(
             NAME,
             "out_grad",
@@ -150,7 +116,7 @@ impl<'a, 'b> Point<'a, 'b> {
     fn run<C: Float>(
         &self,
         f: GradDerivativeFn<C>,
-        env: &crate::EnvArguments,
+        env: &EnvArguments,
         grads: &mut [TBlobMut<'_>],
         reqs: &[OpReqType],
     ) -> Result<()> {
