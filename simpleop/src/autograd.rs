@@ -274,13 +274,36 @@ fn head_links(heads: &[&NDArray]) -> Result<Heads<Link>> {
         .collect()
 }
 
+/// Ones of `h`'s shape and dtype. A small one is kept per thread and
+/// shared: a backward on a scalar loss (the usual head) then allocates no
+/// seed. Sharing is safe, as writing to shared storage copies it first.
+fn ones_like(h: &NDArray) -> Result<NDArray> {
+    const KEPT: usize = 1024;
+    thread_local! {
+        static ONES: std::cell::RefCell<Option<NDArray>> = const { std::cell::RefCell::new(None) };
+    }
+    let fresh = || NDArray::full_for("autograd::backward", h.shape().clone(), 1.0, h.dtype());
+    if h.size() > KEPT {
+        return fresh();
+    }
+    ONES.with(|kept| {
+        let mut kept = kept.borrow_mut();
+        if let Some(a) = kept.as_ref()
+            && a.shape() == h.shape()
+            && a.dtype() == h.dtype()
+        {
+            return Ok(a.clone());
+        }
+        let a = fresh()?;
+        *kept = Some(a.clone());
+        Ok(a)
+    })
+}
+
 /// One gradient per head: `head_grads`, checked, or ones.
 fn seed_grads(heads: &[&NDArray], head_grads: &[&NDArray]) -> Result<Heads<NDArray>> {
     if head_grads.is_empty() {
-        return heads
-            .iter()
-            .map(|h| NDArray::full_for("autograd::backward", h.shape().clone(), 1.0, h.dtype()))
-            .collect();
+        return heads.iter().map(|h| ones_like(h)).collect();
     }
     if head_grads.len() != heads.len() {
         return Err(Error::invalid(

@@ -592,3 +592,30 @@ fn tape_memory_on_the_digits_model_and_a_resnet_block() {
         (22_775_808, 25_987_072)
     );
 }
+
+/// The ones a backward seeds a small head with are shared per thread; a
+/// gradient buffer holding them and written in place copies first, so the
+/// next backward still seeds ones.
+#[test]
+fn seeded_ones_are_never_changed_through_a_gradient_buffer() {
+    simpleop_ops::link();
+    let mut x = NDArray::from_vec(vec![0.5f32, 2.0], [2]).unwrap();
+    x.attach_grad().unwrap();
+    for round in 0..3 {
+        x.backward().unwrap(); // the variable is its own head: its gradient is the seed
+        assert_eq!(
+            x.grad().unwrap().to_vec::<f32>().unwrap(),
+            [1.0, 1.0],
+            "round {round}"
+        );
+        let mut g = x.grad().unwrap();
+        g.as_slice_mut::<f32>().unwrap()[0] = 42.0;
+        let y = autograd::record(|| eager::invoke("relu", &[&x], &Attrs::new())).unwrap();
+        y.backward().unwrap();
+        assert_eq!(
+            x.grad().unwrap().to_vec::<f32>().unwrap(),
+            [1.0, 1.0],
+            "round {round}"
+        );
+    }
+}

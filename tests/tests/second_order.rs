@@ -636,3 +636,41 @@ fn create_graph_sums_a_value_used_twice_and_keeps_the_graph() {
     let d2 = autograd::grad(&[&dy[0]], &[&x], &[], false).unwrap();
     assert_close(&d2[0].to_f64_vec(), &[3.0, -9.0, 12.0], 1e-15, "6x");
 }
+
+/// Every elementwise op whose gradient runs on dual numbers passes
+/// `run_gradgrad` in f64, at inputs in `[0.55, 0.95)`: inside every
+/// domain (log, sqrt, arcsin) and away from every kink and jump (0, ±1,
+/// integers, halves, the scalar 1.5 and its `1/σ²`).
+#[test]
+fn every_twice_differentiable_elementwise_op_passes_gradgradcheck() {
+    use simpleop::{Device, ParamKind, Registry};
+    simpleop_ops::link();
+    let mut checked = Vec::new();
+    for entry in Registry::global().unwrap().iter() {
+        let op = entry.def;
+        let Ok(kernels) = entry.kernels(Device::Cpu) else {
+            continue;
+        };
+        if kernels.grad_derivative.is_none() || op.name.starts_with("_bench") {
+            continue;
+        }
+        let mut g = GradCheck::new(op.name)
+            .range(0.55, 0.95)
+            .dtypes(&[DType::F64]);
+        match op.params {
+            ParamKind::Scalar => g = g.attr("scalar", 1.5),
+            ParamKind::Kwargs { .. } => continue, // each has its own attributes
+            ParamKind::None => {}
+        }
+        let shapes: Vec<&[usize]> = vec![&[2, 3]; op.num_inputs()];
+        g.shapes(&shapes)
+            .run_gradgrad()
+            .unwrap_or_else(|e| panic!("{}: {e}", op.name));
+        checked.push(op.name);
+    }
+    assert!(
+        checked.len() > 60,
+        "only {} ops: {checked:?}",
+        checked.len()
+    );
+}
