@@ -215,6 +215,7 @@ fn parse(_: &OpDef, attrs: &Attrs) -> Result<EnvArguments> {
     };
     let op = Registry::global()?.get(name)?.def;
     let env = (op.parse)(op, &rest)?;
+    Layout::of(op, &env)?; // refused once, with its reason, not as 0 inputs
     Ok(env_for(op, &env))
 }
 
@@ -267,14 +268,22 @@ fn infer_shapes(_: &OpDef, shapes: &[Shape], env: &EnvArguments) -> Result<Vec<S
     check_count(shapes.len(), &l)?;
     let args = &shapes[l.first_argument()..];
     let outs = op.output_shapes(args, inner)?;
-    for (k, (want, got)) in outs.iter().zip(&shapes[..l.outputs]).enumerate() {
-        if want != got {
-            return Err(Error::ShapeMismatch {
-                op: NAME.into(),
-                arg: format!("gradient of output {k} of `{}`", op.name),
-                expected: want.to_string(),
-                got: got.clone(),
-            });
+    let groups: &[&str] = if l.reads_outputs {
+        &["gradient of output", "output"]
+    } else {
+        &["gradient of output"]
+    };
+    for (g, what) in groups.iter().enumerate() {
+        let given = &shapes[g * l.outputs..(g + 1) * l.outputs];
+        for (k, (want, got)) in outs.iter().zip(given).enumerate() {
+            if want != got {
+                return Err(Error::ShapeMismatch {
+                    op: NAME.into(),
+                    arg: format!("{what} {k} of `{}`", op.name),
+                    expected: want.to_string(),
+                    got: got.clone(),
+                });
+            }
         }
     }
     Ok(args.to_vec())

@@ -172,8 +172,8 @@ impl GradCheck {
             values.push(x.to_f64_vec());
             all_shapes.push(x.shape().clone());
         }
-        let mut attrs = (op.to_attrs)(op, &env)?;
-        attrs.insert(crate::backward_op::FORWARD_OP, op.name);
+        let backward = &crate::backward_op::OP;
+        let attrs = (backward.to_attrs)(backward, &crate::backward_op::env_for(op, &env))?;
         GradCheck {
             op: crate::backward_op::NAME.into(),
             attrs,

@@ -2,7 +2,7 @@
 //! `Symbol::gradient`, `autograd::grad_with(create_graph)`,
 //! `GradCheck::run_gradgrad`) and the small direct backward path: hostile
 //! input must give `Err`, never a panic, abort or hang; results must not
-//! be silently wrong. Tests marked `#[ignore = "bug: ..."]` fail today.
+//! be silently wrong.
 
 use std::collections::HashMap;
 
@@ -234,7 +234,6 @@ fn backward_op_of_ops_without_gradient_or_with_aux_states_is_an_error() {
 }
 
 #[test]
-#[ignore = "bug: `_backward` shape inference does not check the forward-output inputs (`y`) against the op's output shapes"]
 fn backward_op_shape_inference_checks_the_output_inputs() {
     simpleop_ops::link();
     // `_backward(tanh)` inputs (dy, y, x): y of shape (2) while x is (3).
@@ -288,7 +287,6 @@ fn gradient_unknown_names_and_head_grads_of_wrong_count_are_errors() {
 }
 
 #[test]
-#[ignore = "bug: Symbol::gradient with a repeated name in `wrt` gives zeros for the repeat (Contributions::take removes the sum)"]
 fn gradient_with_a_repeated_name_gives_the_same_gradient_twice() {
     simpleop_ops::link();
     let x = var("x");
@@ -985,7 +983,6 @@ fn small_backward_with_a_gradient_aliasing_a_source_in_every_request() {
 }
 
 #[test]
-#[ignore = "bug: the composed second derivative writes gradients without checking their shapes (write() zips and truncates)"]
 fn composed_backward_refuses_gradient_buffers_of_the_wrong_shape() {
     simpleop_ops::link();
     let def = eager::lookup("_backward").unwrap().def;
@@ -1022,7 +1019,6 @@ fn composed_backward_refuses_gradient_buffers_of_the_wrong_shape() {
 }
 
 #[test]
-#[ignore = "bug: dual second derivative indexes `y` by the output gradient's length without checking its shape (dual.rs Point::read/run): index out of bounds panic"]
 fn dual_backward_refuses_an_output_of_the_wrong_shape() {
     simpleop_ops::link();
     let def = eager::lookup("_backward").unwrap().def;
@@ -1286,7 +1282,6 @@ fn create_graph_through_dropout_matches_the_plain_gradient() {
 }
 
 #[test]
-#[ignore = "bug: `_backward` with forward_op = BatchNorm (aux states) and no inputs builds a symbol with zero outputs (argument_names/output_count swallow the Layout error)"]
 fn backward_op_of_an_op_without_layout_and_no_inputs_is_an_error() {
     simpleop_ops::link();
     let mut failures = Vec::new();
@@ -1368,7 +1363,6 @@ fn gradient_graphs_of_in_place_ops_equal_the_tape() {
 }
 
 #[test]
-#[ignore = "bug: run_gradgrad on `_backward` overwrites the nested forward_op path (gradcheck.rs inserts `forward_op = _backward`), so the check fails parsing instead of reporting the missing third derivative"]
 fn run_gradgrad_of_a_backward_op_reports_the_missing_derivative() {
     simpleop_ops::link();
     let e = GradCheck::new("_backward")

@@ -92,7 +92,7 @@ impl Symbol {
             .map(|name| {
                 let v = &targets[*name];
                 let e = Entry::first(v.clone());
-                match sums.take(key(&e))? {
+                match sums.total(key(&e))? {
                     Some(g) => Ok(g),
                     None => first(&call_op("zeros_like", &[&one(&e)], &Attrs::new())?),
                 }
@@ -109,6 +109,15 @@ struct Contributions(HashMap<Key, Vec<Entry>>);
 impl Contributions {
     fn push(&mut self, k: Key, g: Entry) {
         self.0.entry(k).or_default().push(g);
+    }
+
+    /// The value's gradient, kept (a name asked for twice gets it twice).
+    fn total(&mut self, k: Key) -> Result<Option<Entry>> {
+        let g = self.take(k)?;
+        if let Some(g) = &g {
+            self.push(k, g.clone());
+        }
+        Ok(g)
     }
 
     /// The value's gradient: its one contribution, or their `add_n`.

@@ -29,6 +29,23 @@ pub(super) fn backward(
             array_of(b)
         })
         .collect::<Result<Vec<_>>>()?;
+    if grads.len() != vars.len() {
+        return Err(Error::Arity {
+            op: NAME.into(),
+            expected: vars.len(),
+            got: grads.len(),
+        });
+    }
+    for (k, (g, v)) in grads.iter().zip(&vars).enumerate() {
+        if g.shape() != v.shape() || g.dtype() != v.dtype() {
+            return Err(Error::ShapeMismatch {
+                op: NAME.into(),
+                arg: format!("gradient of input {k} ({})", g.dtype()),
+                expected: format!("{} ({})", v.shape(), v.dtype()),
+                got: g.shape().clone(),
+            });
+        }
+    }
     for v in &mut vars {
         v.attach_grad()?;
     }

@@ -60,11 +60,22 @@ impl<'a, 'b> Point<'a, 'b> {
                 )
             })
         };
+        let dy = input(0)?;
         let y = if l.reads_outputs {
             Some(input(1)?)
         } else {
             None
         };
+        if let Some(y) = y
+            && y.shape() != dy.shape()
+        {
+            return Err(Error::ShapeMismatch {
+                op: NAME.into(),
+                arg: "output".into(),
+                expected: dy.shape().to_string(),
+                got: y.shape().clone(),
+            });
+        }
         let xs = (l.first_argument()..l.len())
             .map(input)
             .collect::<Result<Vec<_>>>()?;
@@ -83,12 +94,7 @@ impl<'a, 'b> Point<'a, 'b> {
                 });
             }
         }
-        Ok(Point {
-            dy: input(0)?,
-            y,
-            xs,
-            ws,
-        })
+        Ok(Point { dy, y, xs, ws })
     }
 
     /// The inputs in gradient order: `dy`, `y` when read, the arguments.
