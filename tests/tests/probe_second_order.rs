@@ -433,7 +433,8 @@ fn gradient_graph_of_simple_form_ops_round_trips_through_json() {
 #[test]
 fn run_gradgrad_on_composed_ops_with_awkward_attrs() {
     simpleop_ops::link();
-    let cases: &[(&str, &[(&str, &str)], &[&[usize]])] = &[
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [&'a [usize]]);
+    let cases: &[Case] = &[
         ("sum", &[("axis", "-1")], &[&[2, 3, 2]]),
         (
             "sum",
@@ -784,7 +785,7 @@ fn backward_op_kernels_refuse_missing_inputs_and_bad_weights() {
         let blob = || TBlob::from_slice(&v[..], [2, 2]).unwrap();
         let small = [1.0f64; 3];
         let bad = TBlob::from_slice(&small[..], [3]).unwrap();
-        let n = if fwd == "tanh" { 3 } else { 3 };
+        let n = 3; // _backward of tanh or dot: three inputs
         // Missing inputs.
         let args = GradArgs {
             out_grad: blob(),
