@@ -134,7 +134,7 @@ pub fn backward_with(
     let mut pass = Pass::new(&links, Targets::Variables);
     pass.check()?;
     let grads = seed_grads(heads, head_grads)?;
-    pass.take_add_buffers();
+    pass.take_buffers();
     let result = (|| {
         for (l, g) in links.iter().zip(&grads) {
             pass.seed(l, g)?;

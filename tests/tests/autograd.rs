@@ -619,3 +619,30 @@ fn seeded_ones_are_never_changed_through_a_gradient_buffer() {
         );
     }
 }
+
+/// A `write` variable's gradient is written into its own buffer (as
+/// MXNet does), not a fresh array each backward; a handle read before
+/// keeps the old values (the write copies shared storage first).
+#[test]
+fn a_write_variable_reuses_its_gradient_buffer() {
+    simpleop_ops::link();
+    let mut x = NDArray::from_vec(vec![0.5f32, -2.0], [2]).unwrap();
+    x.attach_grad().unwrap();
+    let run = |x: &NDArray, op: &str| {
+        let y = autograd::record(|| eager::invoke(op, &[x], &Attrs::new())).unwrap();
+        y.backward().unwrap();
+    };
+    run(&x, "relu");
+    let at = x.grad().unwrap().blob().as_ptr();
+    run(&x, "negative");
+    assert_eq!(x.grad().unwrap().blob().as_ptr(), at, "same buffer");
+    assert_eq!(x.grad().unwrap().to_vec::<f32>().unwrap(), [-1.0, -1.0]);
+    let before = x.grad().unwrap();
+    run(&x, "relu");
+    assert_eq!(
+        before.to_vec::<f32>().unwrap(),
+        [-1.0, -1.0],
+        "an old handle keeps its values"
+    );
+    assert_eq!(x.grad().unwrap().to_vec::<f32>().unwrap(), [1.0, 0.0]);
+}

@@ -127,24 +127,27 @@ impl<'a> Pass<'a> {
     pub(crate) fn seed(&mut self, l: &Link, g: &NDArray) -> Result<()> {
         let acc = self.acc.entry(key(l));
         match acc.buf.as_mut() {
-            None => acc.buf = Some(g.clone()),
-            Some(buf) => add_into(buf, g)?,
+            // A `write` variable's own buffer holds its old gradient.
+            Some(buf) if acc.accumulate => add_into(buf, g)?,
+            _ => acc.buf = Some(g.clone()),
         }
         acc.accumulate = true;
         Ok(())
     }
 
-    /// Starts a variable asking for `add` from its own buffer, taken out
-    /// of it until [`Pass::finish`].
-    pub(crate) fn take_add_buffers(&mut self) {
+    /// Takes every variable's gradient buffer until [`Pass::finish`]: an
+    /// `add` variable's gradient starts from it, and a `write` variable's
+    /// first write goes into it (`WriteTo`, as MXNet writes a gradient
+    /// into its buffer) instead of a fresh array.
+    pub(crate) fn take_buffers(&mut self) {
         for n in &self.nodes {
             if let Kind::Variable { req, grad, .. } = &n.kind
-                && *req == GradReq::Add
+                && *req != GradReq::Null
                 && let Some(g) = lock(grad).take()
             {
                 let acc = self.acc.entry((node_key(n), 0));
                 acc.buf = Some(g);
-                acc.accumulate = true;
+                acc.accumulate = *req == GradReq::Add;
             }
         }
     }
@@ -243,16 +246,21 @@ impl<'a> Pass<'a> {
         result
     }
 
-    /// Writes the variables' gradients into their buffers (on success)
-    /// and gives `add` variables their buffers back (always).
+    /// Gives every variable its buffer back: on success with the pass's
+    /// gradient; on failure whatever it holds (its old value when nothing
+    /// was written to it; a `write` variable without its own buffer keeps
+    /// its old one).
     pub(crate) fn finish(&mut self, ok: bool) {
         for n in &self.nodes {
             let Kind::Variable { req, grad, .. } = &n.kind else {
                 continue;
             };
-            let acc = self.acc.remove(&(node_key(n), 0));
-            if let Some(buf) = acc.and_then(|a| a.buf)
-                && (ok || *req == GradReq::Add)
+            let Some(acc) = self.acc.remove(&(node_key(n), 0)) else {
+                continue;
+            };
+            let keep = ok || *req == GradReq::Add || !acc.accumulate;
+            if let Some(buf) = acc.buf
+                && (keep || lock(grad).is_none())
             {
                 *lock(grad) = Some(buf);
             }
