@@ -3,7 +3,7 @@
 //! second derivative) runs its typed gradient on dual numbers (`dual`) or
 //! records its gradient composition on the tape (`composed`).
 
-use crate::backward_op::{NAME, check_count, gradient_of, layout, no_second_order};
+use crate::backward_op::{Layout, NAME, check_count, gradient_of, layout, no_second_order};
 use crate::composition::composition_of;
 use crate::registry::KernelRegistration;
 use crate::{Device, Error, GradArgs, OpCall, OpReqType, Registry, Result, TBlob, TBlobMut};
@@ -87,12 +87,44 @@ fn backward(
     if reqs.iter().all(|&r| r == OpReqType::Null) {
         return Ok(());
     }
+    let inputs = every_input(&l, args)?;
+    check_grads(grads, &inputs)?;
     let kernels = Registry::global()?.get(op.name)?.kernels(call.ctx.device)?;
-    let Some(fns) = kernels.grad_derivative.filter(|_| l.outputs == 1) else {
-        return match composition_of(op) {
-            Some(c) => composed::backward(c, &l, inner, args, grads, reqs),
-            None => Err(no_second_order(op)),
-        };
-    };
-    dual::backward(fns, &l, inner, args, grads, reqs)
+    match (kernels.grad_derivative, composition_of(op)) {
+        (Some(fns), _) if l.outputs == 1 => {
+            dual::backward(fns, &l, inner, &inputs, args, grads, reqs)
+        }
+        (_, Some(c)) => composed::backward(c, &l, inner, &inputs, args, grads, reqs),
+        _ => Err(no_second_order(op)),
+    }
+}
+
+/// Every input of a `_backward` call: its gradient reads them all.
+fn every_input<'a, 'b>(l: &Layout, args: &'a GradArgs<'b>) -> Result<Vec<&'a TBlob<'b>>> {
+    (0..l.len())
+        .map(|k| {
+            args.inputs.get(k).and_then(Option::as_ref).ok_or_else(|| {
+                Error::invalid(
+                    NAME,
+                    format!("input {k}"),
+                    "present: the second derivative reads every input",
+                )
+            })
+        })
+        .collect()
+}
+
+/// Each gradient buffer has its input's shape and dtype.
+fn check_grads(grads: &[TBlobMut<'_>], inputs: &[&TBlob<'_>]) -> Result<()> {
+    for (k, (g, x)) in grads.iter().zip(inputs).enumerate() {
+        if g.shape() != x.shape() || g.dtype() != x.dtype() {
+            return Err(Error::ShapeMismatch {
+                op: NAME.into(),
+                arg: format!("gradient of input {k} ({})", g.dtype()),
+                expected: format!("{} ({})", x.shape(), x.dtype()),
+                got: g.shape().clone(),
+            });
+        }
+    }
+    Ok(())
 }

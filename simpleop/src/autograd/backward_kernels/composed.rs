@@ -13,39 +13,15 @@ pub(super) fn backward(
     c: &GradientComposition,
     l: &Layout,
     env: &EnvArguments,
+    inputs: &[&TBlob<'_>],
     args: &GradArgs<'_>,
     grads: &mut [TBlobMut<'_>],
     reqs: &[OpReqType],
 ) -> Result<()> {
-    let mut vars = (0..l.len())
-        .map(|k| {
-            let b = args.inputs.get(k).and_then(Option::as_ref).ok_or_else(|| {
-                Error::invalid(
-                    NAME,
-                    format!("input {k}"),
-                    "present: the second derivative reads every input",
-                )
-            })?;
-            array_of(b)
-        })
+    let mut vars = inputs
+        .iter()
+        .map(|b| array_of(b))
         .collect::<Result<Vec<_>>>()?;
-    if grads.len() != vars.len() {
-        return Err(Error::Arity {
-            op: NAME.into(),
-            expected: vars.len(),
-            got: grads.len(),
-        });
-    }
-    for (k, (g, v)) in grads.iter().zip(&vars).enumerate() {
-        if g.shape() != v.shape() || g.dtype() != v.dtype() {
-            return Err(Error::ShapeMismatch {
-                op: NAME.into(),
-                arg: format!("gradient of input {k} ({})", g.dtype()),
-                expected: format!("{} ({})", v.shape(), v.dtype()),
-                got: g.shape().clone(),
-            });
-        }
-    }
     for v in &mut vars {
         v.attach_grad()?;
     }

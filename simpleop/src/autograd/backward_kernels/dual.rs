@@ -19,16 +19,16 @@ use crate::{
 };
 
 /// The second derivative through `fns`.
-pub(super) fn backward(
+pub(super) fn backward<'a, 'b>(
     fns: GradDerivativeFns,
     l: &Layout,
     env: &EnvArguments,
-    args: &GradArgs<'_>,
+    inputs: &[&'a TBlob<'b>],
+    args: &'a GradArgs<'b>,
     grads: &mut [TBlobMut<'_>],
     reqs: &[OpReqType],
 ) -> Result<()> {
-    let point = Point::read(l, args)?;
-    point.check_grads(grads)?;
+    let point = Point::read(l, inputs, args)?;
     match point.dy.dtype() {
         DType::F64 => point.run::<f64>(fns.f64, env, grads, reqs),
         DType::F32 | DType::F16 | DType::BF16 => point.run::<f32>(fns.f32, env, grads, reqs),
@@ -50,22 +50,10 @@ struct Point<'a, 'b> {
 }
 
 impl<'a, 'b> Point<'a, 'b> {
-    fn read(l: &Layout, args: &'a GradArgs<'b>) -> Result<Point<'a, 'b>> {
-        let input = |k: usize| {
-            args.inputs.get(k).and_then(Option::as_ref).ok_or_else(|| {
-                Error::invalid(
-                    NAME,
-                    format!("input {k}"),
-                    "present: the second derivative reads every input",
-                )
-            })
-        };
-        let dy = input(0)?;
-        let y = if l.reads_outputs {
-            Some(input(1)?)
-        } else {
-            None
-        };
+    /// `inputs` are every input, checked present (`super::every_input`).
+    fn read(l: &Layout, inputs: &[&'a TBlob<'b>], args: &'a GradArgs<'b>) -> Result<Point<'a, 'b>> {
+        let dy = inputs[0];
+        let y = l.reads_outputs.then(|| inputs[1]);
         if let Some(y) = y
             && y.shape() != dy.shape()
         {
@@ -76,9 +64,7 @@ impl<'a, 'b> Point<'a, 'b> {
                 got: y.shape().clone(),
             });
         }
-        let xs = (l.first_argument()..l.len())
-            .map(input)
-            .collect::<Result<Vec<_>>>()?;
+        let xs = inputs[l.first_argument()..].to_vec();
         let ws: Vec<_> = (0..l.arguments)
             .map(|i| args.out_grads.get(i).and_then(Option::as_ref))
             .collect();
@@ -102,20 +88,6 @@ impl<'a, 'b> Point<'a, 'b> {
         std::iter::once(self.dy)
             .chain(self.y)
             .chain(self.xs.iter().copied())
-    }
-
-    fn check_grads(&self, grads: &[TBlobMut<'_>]) -> Result<()> {
-        for (k, (g, x)) in grads.iter().zip(self.inputs()).enumerate() {
-            if g.shape() != x.shape() || g.dtype() != x.dtype() {
-                return Err(Error::ShapeMismatch {
-                    op: NAME.into(),
-                    arg: format!("gradient of input {k} ({})", g.dtype()),
-                    expected: format!("{} ({})", x.shape(), x.dtype()),
-                    got: g.shape().clone(),
-                });
-            }
-        }
-        Ok(())
     }
 
     /// The loop in compute type `C`, then the writes.
