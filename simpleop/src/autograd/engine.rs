@@ -60,6 +60,9 @@ pub(crate) struct Pass<'a> {
 }
 
 impl<'a> Pass<'a> {
+    // Inlined into `backward_with`: the pass then stays in place instead
+    // of being moved through calls (it holds inline tables).
+    #[inline]
     pub(crate) fn new(heads: &[Link], targets: Targets<'a>) -> Pass<'a> {
         let nodes = reachable(heads);
         let target_keys = match &targets {
@@ -109,6 +112,7 @@ impl<'a> Pass<'a> {
     }
 
     /// Everything that would make the pass fail, before anything runs.
+    #[inline]
     pub(crate) fn check(&self) -> Result<()> {
         for n in &self.nodes {
             let Some(call) = n.call() else { continue };
@@ -124,6 +128,7 @@ impl<'a> Pass<'a> {
     }
 
     /// Seeds head `l` with gradient `g` (its shape and dtype checked).
+    #[inline]
     pub(crate) fn seed(&mut self, l: &Link, g: &NDArray) -> Result<()> {
         let acc = self.acc.entry(key(l));
         match acc.buf.as_mut() {
@@ -139,6 +144,7 @@ impl<'a> Pass<'a> {
     /// `add` variable's gradient starts from it, and a `write` variable's
     /// first write goes into it (`WriteTo`, as MXNet writes a gradient
     /// into its buffer) instead of a fresh array.
+    #[inline]
     pub(crate) fn take_buffers(&mut self) {
         for n in &self.nodes {
             if let Kind::Variable { req, grad, .. } = &n.kind
@@ -154,6 +160,7 @@ impl<'a> Pass<'a> {
 
     /// Runs every needed node's backward, newest first; frees what each
     /// saved unless `retain`.
+    #[inline]
     pub(crate) fn run(&mut self, retain: bool) -> Result<()> {
         let nodes = std::mem::take(&mut self.nodes);
         let result = nodes.iter().rev().try_for_each(|n| {
@@ -250,6 +257,7 @@ impl<'a> Pass<'a> {
     /// gradient; on failure whatever it holds (its old value when nothing
     /// was written to it; a `write` variable without its own buffer keeps
     /// its old one).
+    #[inline]
     pub(crate) fn finish(&mut self, ok: bool) {
         for n in &self.nodes {
             let Kind::Variable { req, grad, .. } = &n.kind else {
