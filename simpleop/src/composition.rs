@@ -7,9 +7,15 @@
 //! `dot`s, `sum`'s a broadcast — and register it with
 //! [`gradient_composition!`](crate::gradient_composition):
 //!
-//! ```ignore
-//! fn sum_gradient(p: &GradParts<'_>) -> Result<Vec<Option<NDArray>>> { … }
-//! simpleop::gradient_composition!("sum", sum_gradient);
+//! ```
+//! use simpleop::composition::GradParts;
+//! use simpleop::{Attrs, NDArray, Result, eager};
+//! # simpleop_ops::link();
+//! /// `_copy`'s gradient: the output gradient, copied.
+//! fn copy_gradient(p: &GradParts<'_>) -> Result<Vec<Option<NDArray>>> {
+//!     Ok(vec![Some(eager::invoke("_copy", &[&p.out_grads[0]], &Attrs::new())?)])
+//! }
+//! simpleop::gradient_composition!("_my_copy", copy_gradient);
 //! ```
 //!
 //! The op's first derivative stays its backward kernel. Its second

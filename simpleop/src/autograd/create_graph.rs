@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::engine::{Key, Pass, freed, key, value_of};
+use super::mode::RecordingGuard;
 use super::tape::{Link, Node, OpCall, lock, tape_ref};
 use crate::backward_op;
 use crate::{Attrs, Error, NDArray, Result, eager};
@@ -74,7 +75,11 @@ impl Sums {
         if gs.len() > 1 {
             let refs: Vec<&NDArray> = gs.iter().collect();
             let attrs = Attrs::new().with("num_args", gs.len());
-            let sum = super::record(|| eager::invoke("add_n", &refs, &attrs)).map_err(|e| {
+            let sum = {
+                let _recording = RecordingGuard::new(true, true);
+                eager::invoke("add_n", &refs, &attrs)
+            }
+            .map_err(|e| {
                 Error::invalid(
                     "autograd::grad",
                     "create_graph",
@@ -129,9 +134,8 @@ fn backward_call(n: &Arc<Node>, call: &OpCall, dys: Vec<NDArray>) -> Result<Vec<
     }
     let refs: Vec<&NDArray> = args.iter().collect();
     let env = backward_op::env_for(call.op, &call.env);
-    super::record_with(call.is_train, || {
-        eager::invoke_outputs(&backward_op::OP, &refs, &mut [], &env)
-    })
+    let _recording = RecordingGuard::new(true, call.is_train);
+    eager::invoke_outputs(&backward_op::OP, &refs, &mut [], &env)
 }
 
 /// `a` (a saved value) as output `k` of `node` on the tape again.

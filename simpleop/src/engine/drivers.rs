@@ -44,7 +44,7 @@ mod checks;
 mod multi;
 
 pub use backward::map_backward;
-use checks::{Checked, check_float, check_input, tiles_of};
+use checks::{Checked, SMALL_DIRECT, check_float, check_input, tiles_of};
 pub(crate) use checks::{DstInfo, alias_of, source_for};
 pub use multi::{multi_map_backward, multi_map_forward, tile_forward_output};
 
@@ -256,9 +256,6 @@ fn table_for<S: TileIo, K: MapFn<N>, const N: usize>(
     }
     kernel.half_tables()?.get::<S, K, N>(kernel)
 }
-
-/// Outputs up to this many elements may take [`small_direct`].
-const SMALL_DIRECT: usize = 1024;
 
 /// The eager fast path for small calls: when the output is f32 or f64, at
 /// most [`SMALL_DIRECT`] elements, written (not accumulated), and every

@@ -5,9 +5,9 @@ use std::ops::Range;
 
 use smallvec::SmallVec;
 
-use super::SMALL_DIRECT;
 use super::checks::{
-    ArgName, Checked, DstInfo, alias_of, check_float, check_input, source_for, tiles_of,
+    ArgName, Checked, DstInfo, SMALL_DIRECT, alias_of, check_float, check_input, source_for,
+    tiles_of,
 };
 use crate::blob::overlaps;
 use crate::engine::buffers::{DisjointMut, Indexer, Src, TILE, store, with_buffers};

@@ -10,6 +10,10 @@ use crate::engine::buffers::{Indexer, Src};
 use crate::engine::half_io::TileIo;
 use crate::{DType, Error, Float, Result, Shape, TBlob};
 
+/// Outputs up to this many elements may take the small direct paths
+/// (forward and backward), which skip tiles, scratch and threads.
+pub(super) const SMALL_DIRECT: usize = 1024;
+
 /// The facts every argument is checked against.
 pub(super) struct Checked {
     pub(super) op: &'static str,
