@@ -12,6 +12,7 @@
 //! derivative's SIMD paths would buy little.
 
 use crate::backward_op::{Layout, NAME};
+use crate::engine::buffers::Indexer;
 use crate::kernel::{GradDerivativeFn, GradDerivativeFns};
 use crate::{
     DType, Element, EnvArguments, Error, Float, GradArgs, OpReqType, Result, Shape, TBlob,
@@ -160,45 +161,22 @@ pub(super) fn values<C: Float>(b: &TBlob<'_>) -> Result<Vec<C>> {
 }
 
 /// For each element of `out`, the offset of the element of `x` that
-/// NumPy broadcasting reads there.
+/// NumPy broadcasting reads there (the engine's broadcast indexer).
 fn broadcast_offsets(x: &Shape, out: &Shape) -> Result<Vec<usize>> {
-    let (xd, od) = (x.dims(), out.dims());
-    let refuse = || Error::ShapeMismatch {
-        op: NAME.into(),
-        arg: "argument".into(),
-        expected: format!("a shape that broadcasts to {out}"),
-        got: x.clone(),
-    };
-    if xd.len() > od.len() {
-        return Err(refuse());
-    }
-    let lead = od.len() - xd.len();
-    // Per output axis: the step in `x` (0 where `x` broadcasts).
-    let mut steps = vec![0usize; od.len()];
-    let mut step = 1usize;
-    for a in (0..xd.len()).rev() {
-        match (xd[a], od[lead + a]) {
-            (d, o) if d == o => steps[lead + a] = if d == 1 { 0 } else { step },
-            (1, _) => {}
-            _ => return Err(refuse()),
-        }
-        step *= xd[a];
+    if !x.broadcasts_to(out) {
+        return Err(Error::ShapeMismatch {
+            op: NAME.into(),
+            arg: "argument".into(),
+            expected: format!("a shape that broadcasts to {out}"),
+            got: x.clone(),
+        });
     }
     let n = out.size();
     let mut offsets = Vec::with_capacity(n);
-    let mut index = vec![0usize; od.len()];
-    let mut at = 0usize;
-    for _ in 0..n {
-        offsets.push(at);
-        for a in (0..od.len()).rev() {
-            index[a] += 1;
-            at += steps[a];
-            if index[a] < od[a] {
-                break;
-            }
-            at -= steps[a] * index[a];
-            index[a] = 0;
-        }
+    if n > 0 {
+        Indexer::new(x, out).for_each_run(0, n, |_, at, run, step| {
+            offsets.extend((0..run).map(|t| at + t * step));
+        });
     }
     Ok(offsets)
 }
