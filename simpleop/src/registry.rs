@@ -58,6 +58,19 @@ pub struct KernelRegistration {
     pub location: &'static str,
 }
 
+/// The op that runs `op` called with `env` (see [`Registry::simple_form`]),
+/// or `op` itself when there is no fitting simple form: what the executor,
+/// the tape and gradient graphs differentiate, so that all three give the
+/// same bits.
+pub(crate) fn runs_as(op: &'static OpDef, env: &EnvArguments) -> &'static OpDef {
+    match op.simple_form {
+        Some(_) => Registry::global()
+            .and_then(|r| r.simple_form(op, env))
+            .unwrap_or(op),
+        None => op,
+    }
+}
+
 inventory::collect!(OpRegistration);
 inventory::collect!(KernelRegistration);
 

@@ -232,12 +232,7 @@ pub(crate) fn record(
     }
     // The op a graph runs for these kwargs (`Activation` as `softsign`),
     // whose gradient the executor would run: the same bits either way.
-    let op = match op.simple_form {
-        Some(_) => crate::Registry::global()
-            .and_then(|r| r.simple_form(op, env))
-            .unwrap_or(op),
-        None => op,
-    };
+    let op = crate::registry::runs_as(op, env);
     let spec = op.gradient;
     let saved_inputs = inputs
         .iter()

@@ -138,7 +138,7 @@ impl Contributions {
 /// One op node's gradient step: its output gradients in, its arguments'
 /// gradients added to `sums`.
 fn step(n: &Arc<Node>, leads: &HashSet<usize>, sums: &mut Contributions) -> Result<()> {
-    let op = as_run(n.op.expect("op nodes only"), &n.env);
+    let op = crate::registry::runs_as(n.op.expect("op nodes only"), &n.env);
     let outputs = n.num_outputs();
     let dys: Vec<Option<Entry>> = (0..outputs)
         .map(|k| sums.take((node_key(n), k)))
@@ -188,17 +188,6 @@ fn argument_gradients(
     let env = backward_op::env_for(op, &n.env);
     let node = Symbol::apply(&backward_op::OP, &refs, &env)?;
     Ok(node.heads.into_iter().map(Some).collect())
-}
-
-/// The op that runs a call of `op` (`Activation` as `tanh`), whose
-/// gradient the executor and the tape run too.
-fn as_run(op: &'static OpDef, env: &crate::EnvArguments) -> &'static OpDef {
-    match op.simple_form {
-        Some(_) => crate::Registry::global()
-            .and_then(|r| r.simple_form(op, env))
-            .unwrap_or(op),
-        None => op,
-    }
 }
 
 /// Output `k` of `n`.
