@@ -112,6 +112,42 @@ impl GradCheck {
         self
     }
 
+    /// The input shapes (`(3, 4)` each unless given) and values (given,
+    /// or uniform in the check's range, one seed per input) of `op`'s
+    /// `n_in` arguments.
+    fn base_inputs(&self, op: &OpDef, n_in: usize) -> Result<(Vec<Shape>, Vec<Vec<f64>>)> {
+        let shapes: Vec<Shape> = if self.shapes.is_empty() {
+            vec![Shape::from([3, 4]); n_in]
+        } else {
+            self.shapes.clone()
+        };
+        if shapes.len() != n_in {
+            return Err(Error::Arity {
+                op: op.name.into(),
+                expected: n_in,
+                got: shapes.len(),
+            });
+        }
+        let base: Vec<Vec<f64>> = match &self.inputs {
+            Some(v) => v.clone(),
+            None => shapes
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    NDArray::random_uniform(
+                        s.clone(),
+                        self.low,
+                        self.high,
+                        DType::F64,
+                        self.seed.wrapping_add(i as u64),
+                    )
+                    .map(|a| a.to_f64_vec())
+                })
+                .collect::<Result<_>>()?,
+        };
+        Ok((shapes, base))
+    }
+
     /// Checks the op's second derivative (PyTorch's `gradgradcheck`): the
     /// gradient of its `_backward` op ([`crate::backward_op`]) against
     /// central differences of that op, as [`GradCheck::run`] checks any
@@ -130,26 +166,12 @@ impl GradCheck {
         let op = eager::lookup(&self.op)?.def;
         let env = (op.parse)(op, &self.attrs)?.with_seed(self.seed);
         let layout = crate::backward_op::Layout::of(op, &env)?;
-        let shapes: Vec<Shape> = if self.shapes.is_empty() {
-            vec![Shape::from([3, 4]); layout.arguments]
-        } else {
-            self.shapes.clone()
-        };
-        let xs: Vec<NDArray> = match &self.inputs {
-            Some(v) => v
-                .iter()
-                .zip(&shapes)
-                .map(|(v, s)| NDArray::from_f64(v, s.clone(), DType::F64))
-                .collect::<Result<_>>()?,
-            None => shapes
-                .iter()
-                .enumerate()
-                .map(|(i, s)| {
-                    let seed = self.seed.wrapping_add(i as u64);
-                    NDArray::random_uniform(s.clone(), self.low, self.high, DType::F64, seed)
-                })
-                .collect::<Result<_>>()?,
-        };
+        let (shapes, base) = self.base_inputs(op, layout.arguments)?;
+        let xs: Vec<NDArray> = base
+            .iter()
+            .zip(&shapes)
+            .map(|(v, s)| NDArray::from_f64(v, s.clone(), DType::F64))
+            .collect::<Result<_>>()?;
         let refs: Vec<&NDArray> = xs.iter().collect();
         let ys = eager::invoke_outputs(op, &refs, &mut [], &env)?;
         let mut values: Vec<Vec<f64>> = Vec::new();
@@ -197,35 +219,7 @@ impl GradCheck {
         let op = entry.def;
         let env = (op.parse)(op, &self.attrs)?.with_seed(self.seed);
         let n_in = op.num_arguments(&env);
-        let shapes: Vec<Shape> = if self.shapes.is_empty() {
-            vec![Shape::from([3, 4]); n_in]
-        } else {
-            self.shapes.clone()
-        };
-        if shapes.len() != n_in {
-            return Err(Error::Arity {
-                op: op.name.into(),
-                expected: n_in,
-                got: shapes.len(),
-            });
-        }
-        let base: Vec<Vec<f64>> = match &self.inputs {
-            Some(v) => v.clone(),
-            None => shapes
-                .iter()
-                .enumerate()
-                .map(|(i, s)| {
-                    NDArray::random_uniform(
-                        s.clone(),
-                        self.low,
-                        self.high,
-                        DType::F64,
-                        self.seed.wrapping_add(i as u64),
-                    )
-                    .map(|a| a.to_f64_vec())
-                })
-                .collect::<Result<_>>()?,
-        };
+        let (shapes, base) = self.base_inputs(op, n_in)?;
         let mut report = GradReport {
             op: op.name.into(),
             rows: Vec::new(),
