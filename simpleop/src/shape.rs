@@ -29,7 +29,9 @@ impl std::hash::Hash for Shape {
 }
 
 impl Clone for Shape {
-    #[inline]
+    // Always inlined: a call costs as much as the copy, and every eager
+    // call clones several shapes.
+    #[inline(always)]
     fn clone(&self) -> Self {
         // SmallVec's `clone` extends one element at a time; an inline shape
         // is one array copy (this is on every eager call's path).

@@ -191,8 +191,9 @@ impl<'a> Pass<'a> {
             .iter()
             .map(|i| i.from.as_ref().filter(|l| self.leads_to_target(l)).map(key))
             .collect();
-        for group in gradient_calls(&slots) {
-            self.run_group(call, saved, &out_grads, &slots, &group)?;
+        let (calls, count) = gradient_calls(&slots);
+        for c in 0..count {
+            self.run_group(call, saved, &out_grads, &slots, |i| calls[i] == Some(c))?;
         }
         Ok(())
     }
@@ -206,21 +207,21 @@ impl<'a> Pass<'a> {
         self.acc.remove(&k).and_then(|a| a.buf)
     }
 
-    /// One backward kernel call writing the inputs of `group`.
+    /// One backward kernel call writing the inputs `in_call` selects.
     fn run_group(
         &mut self,
         call: &OpCall,
         saved: &Saved,
         out_grads: &[Option<NDArray>],
         slots: &[Option<Key>],
-        group: &[usize],
+        in_call: impl Fn(usize) -> bool,
     ) -> Result<()> {
         let op = call.op;
         let mut bufs: SmallVec<[NDArray; 4]> = SmallVec::with_capacity(slots.len());
         let mut reqs: SmallVec<[OpReqType; 4]> = SmallVec::with_capacity(slots.len());
         for (i, input) in call.inputs.iter().enumerate() {
             let acc = match slots[i] {
-                Some(k) if group.contains(&i) => self.acc.entry(k),
+                Some(k) if in_call(i) => self.acc.entry(k),
                 // Every slot has its input's shape: kernels may read it.
                 _ => {
                     let sink = NDArray::for_overwrite(op.name, input.shape.clone(), input.dtype)?;
@@ -243,7 +244,7 @@ impl<'a> Pass<'a> {
         let result = run_kernel(call, saved, out_grads, &mut bufs, &reqs);
         for (i, buf) in bufs.into_iter().enumerate() {
             if let Some(k) = slots[i]
-                && group.contains(&i)
+                && in_call(i)
             {
                 let acc = self.acc.entry(k);
                 acc.buf = Some(buf);
@@ -341,10 +342,8 @@ fn run_kernel(
             .needs_output
             .then(|| saved.outputs.first().map(NDArray::blob))
             .flatten(),
-        inputs: saved
-            .inputs
-            .iter()
-            .map(|s| s.as_ref().map(|(a, _, _)| a.blob()))
+        inputs: (0..call.inputs.len())
+            .map(|i| saved.inputs.get(i)?.as_ref().map(|(a, _, _)| a.blob()))
             .collect(),
         out_grads,
         outputs,
@@ -387,22 +386,26 @@ pub(crate) fn reachable(heads: &[Link]) -> Nodes {
     nodes
 }
 
-/// Groups of input slots that one kernel call can write: slots sharing a
-/// gradient (`f(x, x)`) go to separate calls, in order, so each write sees
-/// the previous one.
-fn gradient_calls(slots: &[Option<Key>]) -> SmallVec<[SmallVec<[usize; 4]>; 1]> {
-    let mut groups: SmallVec<[SmallVec<[usize; 4]>; 1]> = SmallVec::new();
+/// The kernel call writing each input slot (none without a gradient), and
+/// the number of calls: slots sharing a gradient (`f(x, x)`) go to
+/// successive calls, in order, so each write sees the previous one.
+fn gradient_calls(slots: &[Option<Key>]) -> (SmallVec<[Option<usize>; 4]>, usize) {
+    let mut calls: SmallVec<[Option<usize>; 4]> = SmallVec::with_capacity(slots.len());
+    let (mut count, mut first) = (0usize, 0);
     for (i, k) in slots.iter().enumerate() {
-        let Some(k) = k else { continue };
-        let clash = groups
-            .last()
-            .is_some_and(|g| g.iter().any(|&j| slots[j].as_ref() == Some(k)));
-        match groups.last_mut() {
-            Some(g) if !clash => g.push(i),
-            _ => groups.push(smallvec::smallvec![i]),
+        let Some(k) = k else {
+            calls.push(None);
+            continue;
+        };
+        let current = count.checked_sub(1);
+        let clash = (first..i).any(|j| calls[j] == current && slots[j].as_ref() == Some(k));
+        if current.is_none() || clash {
+            count += 1;
+            first = i;
         }
+        calls.push(Some(count - 1));
     }
-    groups
+    (calls, count)
 }
 
 /// Refuses values that changed in place since the node saved them.

@@ -1,12 +1,13 @@
 //! The engine's maps from tape values to their state: a scan of a short
 //! inline list while a backward touches few values (a backward over a few
 //! recorded calls allocates no table and hashes nothing), a hash table
-//! keyed by node address past that.
+//! keyed by node address past that. The list never outgrows its array
+//! (it moves to the table first), so it is an `ArrayVec`: no spill checks.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 
-use smallvec::SmallVec;
+use arrayvec::ArrayVec;
 
 /// Entries kept in the inline list before moving to a hash table.
 const INLINE: usize = 4;
@@ -31,13 +32,13 @@ impl Hasher for AddressHasher {
 type Fast = BuildHasherDefault<AddressHasher>;
 
 pub(crate) enum Table<K, V> {
-    Few(SmallVec<[(K, V); INLINE]>),
+    Few(ArrayVec<(K, V), INLINE>),
     Many(HashMap<K, V, Fast>),
 }
 
 impl<K: Copy + Eq + Hash, V> Default for Table<K, V> {
     fn default() -> Self {
-        Table::Few(SmallVec::new())
+        Table::Few(ArrayVec::new())
     }
 }
 

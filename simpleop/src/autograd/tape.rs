@@ -78,7 +78,8 @@ pub(crate) struct Link {
 /// What a gradient reads, with each value's version when it was saved.
 pub(crate) struct Saved {
     /// Per argument, present when the gradient reads it: the value, its
-    /// node (any array on the tape) and that node's version then.
+    /// node (any array on the tape) and that node's version then. Empty
+    /// when the gradient reads no argument.
     pub(crate) inputs: Vec<Option<(NDArray, Option<Link>, u64)>>,
     /// Every output, when the gradient reads them; otherwise empty.
     pub(crate) outputs: SmallVec<[NDArray; 1]>,
@@ -234,8 +235,11 @@ pub(crate) fn record(
     // whose gradient the executor would run: the same bits either way.
     let op = crate::registry::runs_as(op, env);
     let spec = op.gradient;
+    // Empty, not a list of `None`s, when the gradient reads no argument.
+    let reads_inputs = spec.is_some_and(|s| s.needs_inputs != 0);
     let saved_inputs = inputs
         .iter()
+        .take(if reads_inputs { inputs.len() } else { 0 })
         .zip(&links)
         .enumerate()
         .map(|(i, (a, from))| {
