@@ -143,6 +143,8 @@ pub static OP: OpDef = OpDef {
         needs_output: false,
         needs_inputs: u32::MAX,
     }),
+    // Linear exactly when its op is: `is_linear` asks through `forward_op`.
+    linear: false,
     resources: Resources {
         rng: false,
         temp: false,
