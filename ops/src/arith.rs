@@ -4,7 +4,7 @@
 use simpleop::simple_op;
 
 /// Identity; `a += b` accumulates `_copy(b)` into `a` with `AddTo`.
-#[simple_op(name = "_copy", inplace = "InOut, OutIn", alias = "identity")]
+#[simple_op(name = "_copy", inplace = "InOut, OutIn", alias = "identity", linear)]
 pub mod copy {
     use simpleop::prelude::*;
     /// `x`.
@@ -18,7 +18,7 @@ pub mod copy {
 }
 
 /// Numerical negative: `-x`.
-#[simple_op(inplace = "InOut, OutIn", lanes = simpleop::kernel::LaneOp::Neg)]
+#[simple_op(inplace = "InOut, OutIn", lanes = simpleop::kernel::LaneOp::Neg, linear)]
 pub mod negative {
     use simpleop::prelude::*;
     /// `-x`.
@@ -32,7 +32,7 @@ pub mod negative {
 }
 
 /// Adds two arrays of the same shape.
-#[simple_op(inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::LaneOp::Add, alias = "_Plus, _plus, _add")]
+#[simple_op(inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::LaneOp::Add, alias = "_Plus, _plus, _add", linear)]
 pub mod elemwise_add {
     use simpleop::prelude::*;
     /// `a + b`.
@@ -46,7 +46,7 @@ pub mod elemwise_add {
 }
 
 /// Subtracts two arrays of the same shape.
-#[simple_op(inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::LaneOp::Sub, alias = "_Minus, _minus, _sub")]
+#[simple_op(inplace = "LhsOut, OutLhs", lanes = simpleop::kernel::LaneOp::Sub, alias = "_Minus, _minus, _sub", linear)]
 pub mod elemwise_sub {
     use simpleop::prelude::*;
     /// `a - b`.
@@ -94,14 +94,16 @@ broadcast_twins! {
     broadcast_add = elemwise_add [
         inplace = "LhsOut, OutLhs",
         lanes = simpleop::kernel::LaneOp::Add,
-        alias = "broadcast_plus"
+        alias = "broadcast_plus",
+        linear
     ] () forward "`a + b`." backward "`(dy, dy)`, summed over broadcast axes by the framework.";
 
     /// Subtracts two arrays with NumPy broadcasting.
     broadcast_sub = elemwise_sub [
         inplace = "LhsOut, OutLhs",
         lanes = simpleop::kernel::LaneOp::Sub,
-        alias = "broadcast_minus"
+        alias = "broadcast_minus",
+        linear
     ] () forward "`a - b`." backward "`(dy, -dy)`.";
 
     /// Multiplies two arrays with NumPy broadcasting.

@@ -165,14 +165,14 @@ unary_kwarg_ops! {
     /// Broadcasts the input to `shape` (same number of dimensions; 0 keeps a
     /// dimension, and only size-1 dimensions may grow). The gradient sums back
     /// over the broadcast axes.
-    broadcast_to [pattern = "broadcast"]: BroadcastToParams = broadcast_to_shape,
+    broadcast_to [pattern = "broadcast", linear]: BroadcastToParams = broadcast_to_shape,
         shape "The input shape with each size-1 axis grown to `shape`'s.",
         forward "Repeats the input along the grown axes, honouring `req`.",
         backward "`data_grad = Σ dy` over the grown axes.";
 
     /// Broadcasts size-1 axes `axis` to `size` (one size per axis). The
     /// gradient sums back over those axes.
-    broadcast_axis [pattern = "broadcast", alias = "broadcast_axes"]:
+    broadcast_axis [pattern = "broadcast", alias = "broadcast_axes", linear]:
         BroadcastAxisParams = broadcast_axis_shape,
         shape "The input shape with `axis[i]` set to `size[i]`.",
         forward "Repeats the input along `axis`, honouring `req`.",

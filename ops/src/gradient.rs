@@ -20,8 +20,9 @@ pub mod block_grad {
     }
 }
 
-/// Zeros of the input's shape and dtype; the gradient is zero.
-#[simple_op(inplace = "InOut, OutIn")]
+/// Zeros of the input's shape and dtype; the gradient is zero (the zero
+/// map is linear, and its own adjoint).
+#[simple_op(inplace = "InOut, OutIn", linear)]
 pub mod zeros_like {
     use simpleop::prelude::*;
     /// 0, whatever `x` is (NaN included).

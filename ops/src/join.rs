@@ -258,7 +258,8 @@ pub(crate) fn concat_backward(
     alias = "concat",
     kwargs = ConcatParams,
     arguments = super::concat_arguments,
-    pattern = "injective"
+    pattern = "injective",
+    linear
 )]
 pub mod concat {
     use super::ConcatParams;
@@ -387,7 +388,8 @@ fn split_geometry(data: &Shape, p: &SliceChannelParams) -> Result<(usize, usize,
     alias = "split",
     kwargs = SliceChannelParams,
     outputs = super::split_count,
-    pattern = "injective"
+    pattern = "injective",
+    linear
 )]
 pub mod slice_channel {
     use super::SliceChannelParams;
@@ -510,7 +512,7 @@ fn stack_axis(shapes: &[Shape], p: &StackParams) -> Result<usize> {
 }
 
 /// MXNet's `stack`: joins `num_args` same-shape inputs along a new axis.
-#[simple_op(blob, name = "stack", kwargs = StackParams, arguments = super::stack_arguments, pattern = "injective")]
+#[simple_op(blob, name = "stack", kwargs = StackParams, arguments = super::stack_arguments, pattern = "injective", linear)]
 pub mod stack {
     use super::StackParams;
     use simpleop::prelude::*;
@@ -583,7 +585,8 @@ fn add_n_arguments(p: &AddNParams) -> Vec<String> {
     name = "add_n",
     alias = "ElementWiseSum",
     kwargs = AddNParams,
-    arguments = super::add_n_arguments
+    arguments = super::add_n_arguments,
+    linear
 )]
 pub mod add_n {
     use super::AddNParams;

@@ -761,12 +761,12 @@ fn arg_backward(
 reductions! {
     /// Sum over `axis` (all axes by default), accumulated in f64; the gradient
     /// broadcasts `dy` back.
-    sum [alias = "sum_axis"]: ReduceAxesParams, Reducer::Sum, rows "sum",
+    sum [alias = "sum_axis", linear]: ReduceAxesParams, Reducer::Sum, rows "sum",
         forward "Σ data", backward(dy) "`data_grad = dy` broadcast over the reduced axes.";
 
     /// Mean over `axis` (all axes by default), accumulated in f64; the gradient
     /// is `dy / n` broadcast back.
-    mean []: ReduceAxesParams, Reducer::Mean, rows "mean",
+    mean [linear]: ReduceAxesParams, Reducer::Mean, rows "mean",
         forward "Σ data / n", backward(dy) "`data_grad = dy / n` broadcast over the reduced axes.";
 
     /// Maximum over `axis` (all axes by default); NaN propagates. The gradient

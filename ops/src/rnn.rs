@@ -1093,7 +1093,8 @@ const PARAM_CONCAT: &str = "_rnn_param_concat";
     name = "_rnn_param_concat",
     kwargs = crate::join::ConcatParams,
     arguments = crate::join::concat_arguments,
-    pattern = "injective"
+    pattern = "injective",
+    linear
 )]
 pub mod rnn_param_concat {
     use crate::join::ConcatParams;

@@ -45,7 +45,7 @@ pub mod rminus_scalar {
 }
 
 /// `x * scalar`.
-#[simple_op(name = "_mul_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::LaneOp::MulScalar, alias = "_MulScalar")]
+#[simple_op(name = "_mul_scalar", scalar, inplace = "InOut, OutIn", lanes = simpleop::kernel::LaneOp::MulScalar, alias = "_MulScalar", linear)]
 pub mod mul_scalar {
     use simpleop::prelude::*;
     /// `x * s`.
@@ -63,7 +63,8 @@ pub mod mul_scalar {
     name = "_div_scalar",
     scalar,
     inplace = "InOut, OutIn",
-    alias = "_DivScalar"
+    alias = "_DivScalar",
+    linear
 )]
 pub mod div_scalar {
     use simpleop::prelude::*;

@@ -614,7 +614,7 @@ fn view_scatter<P>(
 
 /// Reshapes to `shape` (with MXNet's codes 0, -1, -2, -3, -4 and `reverse`)
 /// without changing the elements. The gradient reshapes back.
-#[simple_op(blob, name = "Reshape", alias = "reshape", kwargs = ReshapeParams, pattern = "injective")]
+#[simple_op(blob, name = "Reshape", alias = "reshape", kwargs = ReshapeParams, pattern = "injective", linear)]
 pub mod reshape {
     use super::ReshapeParams;
     use simpleop::prelude::*;
@@ -646,7 +646,13 @@ pub mod reshape {
 }
 
 /// Flattens to 2-D: `(d0, d1 · d2 · …)`. The gradient reshapes back.
-#[simple_op(blob, name = "Flatten", alias = "flatten", pattern = "injective")]
+#[simple_op(
+    blob,
+    name = "Flatten",
+    alias = "flatten",
+    pattern = "injective",
+    linear
+)]
 pub mod flatten {
     use simpleop::prelude::*;
 
@@ -671,7 +677,7 @@ pub mod flatten {
 }
 
 /// Inserts an axis of size 1 at `axis`. The gradient removes it.
-#[simple_op(blob, kwargs = ExpandDimsParams, pattern = "injective")]
+#[simple_op(blob, kwargs = ExpandDimsParams, pattern = "injective", linear)]
 pub mod expand_dims {
     use super::ExpandDimsParams;
     use simpleop::prelude::*;
@@ -707,7 +713,7 @@ unary_kwarg_ops! {
 
     /// Permutes the axes: output axis `i` is input axis `axes[i]`; no `axes`
     /// reverses them. The gradient applies the inverse permutation.
-    transpose [pattern = "injective"]: TransposeParams = transpose_view,
+    transpose [pattern = "injective", linear]: TransposeParams = transpose_view,
         shape "The input dimensions, permuted.",
         forward "Gathers the permuted elements, honouring `req`.",
         backward "Scatters `dy` back through the same permutation.";
@@ -715,7 +721,7 @@ unary_kwarg_ops! {
     /// Takes `begin..end` along `axis` (negative indices count from the end;
     /// `end=None` is the end of the axis). The gradient is `dy` inside the
     /// slice and 0 outside.
-    slice_axis [pattern = "injective"]: SliceAxisParams = slice_view,
+    slice_axis [pattern = "injective", linear]: SliceAxisParams = slice_view,
         shape "The input shape with `axis` of size `end - begin`.",
         forward "Gathers the slice, honouring `req`.",
         backward "Scatters `dy` into the slice; the rest is 0 (`WriteTo`) or left
@@ -723,14 +729,14 @@ alone (`AddTo`).";
 
     /// Exchanges axes `dim1` and `dim2` (MXNet's `SwapAxis`, also
     /// `swapaxes`). The gradient exchanges them back.
-    swap_axis [name = "SwapAxis", alias = "swapaxes", pattern = "injective"]: SwapAxisParams = swap_view,
+    swap_axis [name = "SwapAxis", alias = "swapaxes", pattern = "injective", linear]: SwapAxisParams = swap_view,
         shape "The input shape with `dim1` and `dim2` exchanged.",
         forward "Gathers the swapped elements, honouring `req`.",
         backward "Scatters `dy` back through the same swap.";
 
     /// Reverses the order of the elements along each axis in `axis`. The
     /// gradient reverses `dy` the same way.
-    reverse [pattern = "injective", alias = "flip"]: ReverseParams = reverse_view,
+    reverse [pattern = "injective", alias = "flip", linear]: ReverseParams = reverse_view,
         shape "The input shape.",
         forward "Gathers the reversed elements, honouring `req`.",
         backward "Reverses `dy` along the same axes.";

@@ -308,7 +308,7 @@ fn up_backward(
 /// in a `scale × scale` block; several inputs are scaled to the first's
 /// output size and concatenated along the channels or summed. Gradients
 /// for every input.
-#[simple_op(blob, name = "UpSampling", kwargs = UpSamplingParams, arguments = super::up_arguments)]
+#[simple_op(blob, name = "UpSampling", kwargs = UpSamplingParams, arguments = super::up_arguments, linear)]
 pub mod up_sampling {
     use super::UpSamplingParams;
     use simpleop::prelude::*;

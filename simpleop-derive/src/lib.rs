@@ -33,7 +33,9 @@ mod options;
 /// `impure` (the kernel reads state besides its arguments, or may panic on
 /// some input values: the executor then never tabulates it), `autodiff`
 /// (an elementwise op's `backward` derived from `forward` by dual numbers,
-/// instead of one written by hand). See the
+/// instead of one written by hand), `linear` (the op is linear in all its
+/// arguments and `backward`, reading only the output gradients, is the
+/// adjoint: the forward is then the gradient's gradient). See the
 /// `simpleop` crate documentation for the full contract.
 #[proc_macro_attribute]
 pub fn simple_op(attr: TokenStream, item: TokenStream) -> TokenStream {

@@ -68,9 +68,12 @@ pub struct Options {
     pub inference_form: Option<At<Path>>,
     /// `autodiff`: the gradient comes from the forward on dual numbers.
     pub autodiff: Option<Span>,
+    /// `linear`: the op is linear in its arguments and its gradient is
+    /// the adjoint, so the forward is its gradient's gradient.
+    pub linear: Option<Span>,
 }
 
-const KNOWN: &str = "name, alias, inplace, scalar, kwargs, resources, pattern, broadcast, blob, inputs, vector, lanes, impure, outputs, visible_outputs, output_names, arguments, aux, simple_form, inference_form, autodiff";
+const KNOWN: &str = "name, alias, inplace, scalar, kwargs, resources, pattern, broadcast, blob, inputs, vector, lanes, impure, outputs, visible_outputs, output_names, arguments, aux, simple_form, inference_form, autodiff, linear";
 
 pub const PATTERNS: [&str; 6] = [
     "elementwise",
@@ -128,6 +131,7 @@ fn apply(key: &str, meta: &Meta, opts: &mut Options, errors: &mut Vec<syn::Error
         "blob" => opts.blob = flag(meta, errors),
         "impure" => opts.impure = flag(meta, errors),
         "autodiff" => opts.autodiff = flag(meta, errors),
+        "linear" => opts.linear = flag(meta, errors),
         "kwargs" => opts.kwargs = path_value(meta, "a type path: `kwargs = MyParams`", errors),
         "vector" => {
             opts.vector = path_value(

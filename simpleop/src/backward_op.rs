@@ -15,9 +15,16 @@
 //!
 //! `_backward`'s own gradient (the second derivative) exists for
 //! single-output elementwise ops with 1–3 inputs (their typed gradient run
-//! on dual numbers, [`crate::kernel::GradDerivativeFns`]) and for ops with
-//! a gradient composition ([`crate::composition`]). Any other op gives
+//! on dual numbers, [`crate::kernel::GradDerivativeFns`]), for ops with
+//! a gradient composition ([`crate::composition`]) and for linear ops
+//! ([`OpDef::linear`]; [`is_linear`]). Any other op gives
 //! [`Error::NoGradient`] naming it.
+//!
+//! A linear op `L` needs no second kernel: `_backward/L` maps the output
+//! gradients `dy` to `Lᵀ(dy)` whatever the arguments, so its gradient
+//! given the gradients `g` reaching it is `L(g)` for `dy` and zero for
+//! the arguments. `_backward/L` is then linear itself, and so is every
+//! `_backward/…/_backward/L`: such a chain differentiates to any order.
 //!
 //! This file is the op's definition (arguments, shapes, attributes), which
 //! graphs and the tape build on. Its kernels run eager calls and the tape,
@@ -106,11 +113,18 @@ pub fn check_second_order(op: &'static OpDef, env: &EnvArguments) -> Result<()> 
     let l = Layout::of(op, env)?;
     let kernels = Registry::global()?.get(op.name)?.kernels(Device::Cpu)?;
     let dual = kernels.grad_derivative.is_some() && l.outputs == 1;
-    if dual || crate::composition::composition_of(op).is_some() {
+    if dual || crate::composition::composition_of(op).is_some() || is_linear(op, env) {
         Ok(())
     } else {
-        Err(no_second_order(op))
+        Err(no_second_order(op, env))
     }
+}
+
+/// Whether `op` called with `env` is linear ([`OpDef::linear`]):
+/// declared so, or a `_backward` of a linear op (`dy ↦ Lᵀ(dy)`, zero in
+/// the arguments), at any depth.
+pub fn is_linear(op: &'static OpDef, env: &EnvArguments) -> bool {
+    innermost(op, env).0.linear
 }
 
 pub(crate) fn layout(env: &EnvArguments) -> Result<(Layout, &'static OpDef, &EnvArguments)> {
@@ -143,6 +157,8 @@ pub static OP: OpDef = OpDef {
         needs_output: false,
         needs_inputs: u32::MAX,
     }),
+    // Linear exactly when its op is: `is_linear` asks through `forward_op`.
+    linear: false,
     resources: Resources {
         rng: false,
         temp: false,
@@ -166,15 +182,36 @@ pub static OP: OpDef = OpDef {
 };
 
 inventory::submit! { OpRegistration(&OP) }
-/// The error for an op whose gradient has no gradient.
-pub(crate) fn no_second_order(op: &OpDef) -> Error {
+/// The error for an op whose gradient has no gradient, naming it by its
+/// path (`_backward/tanh` for a gradient of `tanh`'s gradient).
+pub(crate) fn no_second_order(op: &'static OpDef, env: &EnvArguments) -> Error {
+    let path = path_of(op, env);
     Error::NoGradient {
         op: format!(
-            "{NAME}[{}] (the gradient of `{}` has no gradient: only single-output elementwise \
-             ops with a typed gradient, and ops with a gradient composition, differentiate twice)",
-            op.name, op.name
+            "{NAME}[{path}] (the gradient of `{path}` has no gradient: only single-output \
+             elementwise ops with a typed gradient, ops with a gradient composition and \
+             linear ops differentiate twice)"
         ),
     }
+}
+
+/// `op`'s name, behind a `_backward/` per level of nesting.
+fn path_of(op: &'static OpDef, env: &EnvArguments) -> String {
+    let (inner, depth) = innermost(op, env);
+    format!("{}{}", format!("{NAME}/").repeat(depth), inner.name)
+}
+
+/// The op under `depth` nested `_backward`s: `op` itself when it is not
+/// `_backward` (or names no op).
+fn innermost(mut op: &'static OpDef, mut env: &EnvArguments) -> (&'static OpDef, usize) {
+    let mut depth = 0;
+    while std::ptr::eq(op, &OP) {
+        let Ok((inner, inner_env)) = forward_op(env) else {
+            break;
+        };
+        (op, env, depth) = (inner, inner_env, depth + 1);
+    }
+    (op, depth)
 }
 
 fn first<T>(op: &OpDef, mut v: Vec<T>) -> Result<T> {

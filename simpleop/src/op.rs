@@ -316,6 +316,13 @@ pub struct OpDef {
     pub mutate_inputs: &'static [usize],
     /// The gradient's needs; `None` when the op has no gradient.
     pub gradient: Option<GradSpec>,
+    /// The op is linear jointly in all its arguments (`transpose`,
+    /// `Concat`, `sum`) and its gradient is the adjoint map, reading
+    /// nothing but the output gradients. Its gradient's gradient is then
+    /// the op itself: `_backward`'s second derivative runs the forward on
+    /// the gradients reaching it (see [`crate::backward_op`]). Checked
+    /// by [`OpDef::check_linear`] when the op is registered.
+    pub linear: bool,
     /// Requested resources.
     pub resources: Resources,
     /// String attributes to [`EnvArguments`].
@@ -494,6 +501,37 @@ impl OpDef {
         let args: Option<Vec<Shape>> = inputs.iter().take(n).cloned().collect();
         let aux_match = inputs.len() == n; // any aux state differs: refuse
         aux_match && args.is_some_and(|a| a.len() == n && self.output_shapes(&a, env).is_ok())
+    }
+
+    /// Checks that an op declared [`OpDef::linear`] can be: it has a
+    /// gradient that reads neither its outputs nor its inputs (a gradient
+    /// reading them would not be linear in the output gradients and the
+    /// arguments together), no aux states or updated inputs, and no
+    /// random stream (a second call would draw other numbers).
+    pub fn check_linear(&self) -> Result<()> {
+        if !self.linear {
+            return Ok(());
+        }
+        let why = match self.gradient {
+            None => Some("it has no gradient"),
+            Some(g) if g.needs_output => Some("its gradient reads the op's output"),
+            Some(g) if g.needs_inputs != 0 => Some("its gradient reads the op's inputs"),
+            Some(_) if !self.aux_states.is_empty() => Some("it has aux states"),
+            Some(_) if !self.mutate_inputs.is_empty() => Some("it updates inputs in place"),
+            Some(_) if self.resources.rng => Some("it draws random numbers"),
+            Some(_) => None,
+        };
+        match why {
+            Some(why) => Err(Error::invalid(
+                self.name,
+                "linear",
+                format!(
+                    "an op declared linear has a gradient that is the forward's adjoint \
+                     and reads only the output gradients, but {why}"
+                ),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// Whether the op has one output and no aux states, the mould that

@@ -135,8 +135,11 @@ impl Registry {
             .map_err(Clone::clone)
     }
 
-    /// Adds an op; errors naming both definitions when the name is taken.
+    /// Adds an op; errors naming both definitions when the name is taken,
+    /// and naming the op when it is declared linear but cannot be
+    /// ([`OpDef::check_linear`]).
     pub fn register(&mut self, def: &'static OpDef) -> Result<()> {
+        def.check_linear()?;
         if let Some(prev) = self.ops.get(def.name) {
             if std::ptr::eq(prev.def, def) {
                 return Ok(());

@@ -33,7 +33,7 @@ pub(super) fn op_def(m: &OpModel, infer: &Infer) -> TokenStream {
         }
         None => quote!(None),
     };
-    let (rng, temp) = (m.rng, m.temp);
+    let (rng, temp, linear) = (m.rng, m.temp, m.linear);
     let Infer {
         shape: infer_shape,
         dtype: infer_dtype,
@@ -69,6 +69,7 @@ pub(super) fn op_def(m: &OpModel, infer: &Infer) -> TokenStream {
             cost: #cost,
             inplace: ::simpleop::InplaceOptions { forward: #fwd_inplace, gradient: #grad_inplace },
             gradient: #gradient,
+            linear: #linear,
             resources: ::simpleop::Resources { rng: #rng, temp: #temp },
             parse: #parse,
             to_attrs: #to_attrs,

@@ -67,6 +67,7 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
     let pattern = pattern(&opts, form);
     checks::general_fit(&draft, fwd_inplace.or(grad_inplace).is_some(), errors);
     checks::tuple_fit(&draft, errors);
+    checks::linear_fit(&draft, errors);
     let input_shapes = find_fn(module, "input_shapes").map(|f| input_shapes_fn(f, &params, errors));
     let rows = find_fn(module, "rows").map(|f| {
         checks::rows_fit(&draft, f, &pattern, errors);
@@ -102,6 +103,7 @@ pub fn build(opts: Options, module: &ItemMod, errors: &mut Vec<syn::Error>) -> O
         vector: opts.vector.as_ref().map(|v| v.value.clone()),
         lanes: opts.lanes.as_ref().map(|v| v.value.clone()),
         impure: opts.impure.is_some(),
+        linear: opts.linear.is_some(),
         // An elementwise tuple is a fixed count of outputs.
         outputs: match elem_outputs {
             1 => opts.outputs.as_ref().map(|o| o.value.clone()),

@@ -388,3 +388,65 @@ pub(super) fn tuple_fit(d: &Draft, errors: &mut Vec<syn::Error>) {
         );
     }
 }
+
+/// `linear`: the op's gradient is the adjoint of its forward, so the
+/// forward is its gradient's gradient. That holds only for a written
+/// gradient that reads nothing but output gradients (and the scalar or
+/// kwargs), of an op without a random stream or aux states.
+pub(super) fn linear_fit(d: &Draft, errors: &mut Vec<syn::Error>) {
+    let Some(at) = d.opts.linear else {
+        return;
+    };
+    if d.opts.autodiff.is_some() {
+        return err(
+            errors,
+            at,
+            "`linear` cannot be combined with `autodiff`: a derived gradient reads the inputs; write the adjoint of the forward as `backward`, reading only `OutGrad`",
+        );
+    }
+    let (Some(b), Some(bk)) = (d.bwd, &d.kernels.backward) else {
+        return err(
+            errors,
+            at,
+            format!(
+                "`linear` op `{}` needs a `fn backward`: the adjoint of its forward, reading only the output gradient",
+                d.name
+            ),
+        );
+    };
+    let reads = |r: &Role| {
+        matches!(
+            r,
+            Role::OutValue | Role::OutValues | Role::InputValue(_) | Role::Inputs
+        )
+    };
+    for (arg, role) in b.sig.inputs.iter().zip(&bk.kernel.roles) {
+        if reads(role) {
+            err(
+                errors,
+                arg.span(),
+                format!(
+                    "`linear` op `{}` has a gradient that reads {}, so its gradient is not linear in the output gradients and the arguments together; a linear op's gradient is the adjoint of its forward and reads only the output gradients (drop `linear`, or this parameter)",
+                    d.name,
+                    role.describe()
+                ),
+            );
+        }
+    }
+    let conflicts = [
+        d.opts
+            .rng
+            .map(|s| (s, "a random stream (a second call draws other numbers)")),
+        d.opts
+            .aux
+            .as_ref()
+            .map(|a| (a.span, "aux states (never differentiated)")),
+    ];
+    for (span, what) in conflicts.into_iter().flatten() {
+        err(
+            errors,
+            span,
+            format!("`linear` does not fit an op with {what}"),
+        );
+    }
+}

@@ -129,6 +129,8 @@ pub struct OpModel {
     /// The author declared that the kernel reads state besides its
     /// arguments or may panic on some inputs (`impure`).
     pub impure: bool,
+    /// `linear`: linear in the arguments, the gradient the adjoint.
+    pub linear: bool,
     /// `outputs = ...`: several outputs.
     pub outputs: Option<Count>,
     /// `visible_outputs = ...`.

@@ -1,15 +1,20 @@
 //! `_backward`'s kernels (the op is defined in [`crate::backward_op`]):
 //! the forward runs the op's registered backward kernel; the backward (the
-//! second derivative) runs its typed gradient on dual numbers (`dual`) or
-//! records its gradient composition on the tape (`composed`).
+//! second derivative) runs its typed gradient on dual numbers (`dual`),
+//! records its gradient composition on the tape (`composed`), or, for a
+//! linear op, runs the op's forward on the gradients reaching it
+//! (`linear`).
 
-use crate::backward_op::{Layout, NAME, check_count, gradient_of, layout, no_second_order};
+use crate::backward_op::{
+    Layout, NAME, check_count, gradient_of, is_linear, layout, no_second_order,
+};
 use crate::composition::composition_of;
 use crate::registry::KernelRegistration;
 use crate::{Device, Error, GradArgs, OpCall, OpReqType, Registry, Result, TBlob, TBlobMut};
 
 mod composed;
 mod dual;
+mod linear;
 
 inventory::submit! {
     KernelRegistration {
@@ -95,7 +100,15 @@ fn backward(
             dual::backward(fns, &l, inner, &inputs, args, grads, reqs)
         }
         (_, Some(c)) => composed::backward(c, &l, inner, &inputs, args, grads, reqs),
-        _ => Err(no_second_order(op)),
+        _ if is_linear(op, inner) => {
+            let inner_call = OpCall {
+                op,
+                env: inner,
+                ctx: call.ctx,
+            };
+            linear::backward(&inner_call, kernels.forward, &l, &inputs, args, grads, reqs)
+        }
+        _ => Err(no_second_order(op, inner)),
     }
 }
 
