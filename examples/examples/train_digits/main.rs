@@ -28,6 +28,9 @@
 //! The first 1,500 rows of `examples/data/digits.csv` train, the last 297
 //! test. The run is deterministic for a given `--seed`.
 
+// The data-parallel and checkpoint parts are used by
+// dist/examples/train_digits_dist.rs, which shares the file.
+#[allow(dead_code)]
 mod trainer;
 
 use std::io::IsTerminal;
@@ -178,6 +181,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         standardize: !args.no_standardize,
         average_last: args.average_last,
         eager: args.eager,
+        shard: trainer::Shard::default(),
     };
     let mut model = Trainer::new(config.clone())?;
 

@@ -369,6 +369,30 @@ pub struct Config {
     /// Train with eager calls recorded by `autograd` instead of the bound
     /// graph (the same model, parameters and updates).
     pub eager: bool,
+    /// This process's share of each step in data-parallel training.
+    pub shard: Shard,
+}
+
+/// Data-parallel training: each step's global batch is `size × batch`
+/// rows of the shuffle, and this process computes rows
+/// `rank·batch .. (rank+1)·batch` of it (the contiguous slices of
+/// `simpleop_dist::ShardedSampler`). Every process draws the same shuffle,
+/// warps and dropout masks from the seed and keeps its rows of them, so
+/// `size` processes with `batch` rows each take the steps of one process
+/// with `size·batch` rows once their gradients are averaged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    /// This process's index, below `size`.
+    pub rank: usize,
+    /// Processes in the job.
+    pub size: usize,
+}
+
+impl Default for Shard {
+    /// One process doing everything.
+    fn default() -> Self {
+        Shard { rank: 0, size: 1 }
+    }
 }
 
 impl Default for Config {
@@ -390,6 +414,7 @@ impl Default for Config {
             standardize: true,
             average_last: 0.2,
             eager: false,
+            shard: Shard::default(),
         }
     }
 }
@@ -680,6 +705,16 @@ fn model_input(config: &Config, images: Vec<f32>) -> Result<NDArray> {
 impl Trainer {
     /// Binds the model and draws the initial weights from `config.seed`.
     pub fn new(config: Config) -> Result<Trainer> {
+        if config.shard.size == 0 || config.shard.rank >= config.shard.size {
+            return Err(Error::invalid(
+                "Trainer::new",
+                "config.shard",
+                format!(
+                    "rank {} of {} processes",
+                    config.shard.rank, config.shard.size
+                ),
+            ));
+        }
         if config.batch == 0 || config.hidden == 0 || config.epochs == 0 {
             return Err(Error::invalid(
                 "Trainer::new",
@@ -791,6 +826,106 @@ impl Trainer {
             .filter_map(|n| self.train_exe.arg(n))
     }
 
+    /// Overwrites the parameters (in update order) with `values`, e.g.
+    /// the start-up broadcast of data-parallel training.
+    pub fn set_params(&mut self, values: &[NDArray]) -> Result<()> {
+        let names = param_names(&self.config);
+        if values.len() != names.len() {
+            return Err(Error::invalid(
+                "Trainer::set_params",
+                "values",
+                format!("{} arrays for {} parameters", values.len(), names.len()),
+            ));
+        }
+        for (name, v) in names.iter().zip(values) {
+            let arg = self
+                .train_exe
+                .arg_mut(name)
+                .ok_or_else(|| Error::argument(*name, "not an argument of the model"))?;
+            arg.as_slice_mut::<f32>()?
+                .copy_from_slice(v.as_slice::<f32>()?);
+        }
+        Ok(())
+    }
+
+    /// Epochs run so far.
+    pub fn epochs_done(&self) -> usize {
+        self.epochs_done
+    }
+
+    /// Everything a resumed run needs besides the data, as named arrays:
+    /// the parameters (`param:NAME`), the optimizer state (`state1:NAME`,
+    /// and `state2:NAME` for Adam), the sums of the weight average
+    /// (`average:NAME`, float64) and `trainer:counters` (int64: the random
+    /// stream's state, steps, epochs, averaged epochs).
+    pub fn state(&self) -> Result<Vec<(String, NDArray)>> {
+        let names = param_names(&self.config);
+        let mut out = Vec::new();
+        for (name, p) in names.iter().zip(self.params()) {
+            out.push((format!("param:{name}"), p.deep_copy()));
+        }
+        for (prefix, states) in [("state1", &self.state1), ("state2", &self.state2)] {
+            for (name, st) in names.iter().zip(states) {
+                out.push((format!("{prefix}:{name}"), st.deep_copy()));
+            }
+        }
+        for (name, sum) in names.iter().zip(&self.weight_sum) {
+            let shape = self.train_exe.arg(name).map(|a| a.shape().clone());
+            let shape = shape.ok_or_else(|| Error::argument(*name, "not an argument"))?;
+            out.push((
+                format!("average:{name}"),
+                NDArray::from_vec(sum.clone(), shape)?,
+            ));
+        }
+        let counters = [
+            self.rng.0 as i64,
+            self.steps as i64,
+            self.epochs_done as i64,
+            self.averaged as i64,
+        ];
+        out.push((
+            "trainer:counters".into(),
+            NDArray::from_vec(counters.to_vec(), [4])?,
+        ));
+        Ok(out)
+    }
+
+    /// Puts back what [`Trainer::state`] returned.
+    pub fn restore(&mut self, arrays: &[(String, NDArray)]) -> Result<()> {
+        let get = |n: &str| {
+            arrays
+                .iter()
+                .find(|(k, _)| k == n)
+                .map(|(_, a)| a)
+                .ok_or_else(|| Error::argument(n, "missing from the saved state"))
+        };
+        let names = param_names(&self.config);
+        let params: Vec<NDArray> = names
+            .iter()
+            .map(|n| get(&format!("param:{n}")).cloned())
+            .collect::<Result<_>>()?;
+        self.set_params(&params)?;
+        for (prefix, states) in [("state1", &mut self.state1), ("state2", &mut self.state2)] {
+            for (name, st) in names.iter().zip(states.iter_mut()) {
+                let saved = get(&format!("{prefix}:{name}"))?;
+                st.as_slice_mut::<f32>()?
+                    .copy_from_slice(saved.as_slice::<f32>()?);
+            }
+        }
+        let counters = get("trainer:counters")?.to_vec::<i64>()?;
+        let [rng, steps, epochs, averaged] = counters[..] else {
+            return Err(Error::argument("trainer:counters", "expected 4 values"));
+        };
+        (self.rng.0, self.steps, self.epochs_done) = (rng as u64, steps as u64, epochs as usize);
+        self.averaged = averaged as usize;
+        self.weight_sum = names
+            .iter()
+            .filter_map(|n| get(&format!("average:{n}")).ok())
+            .map(|a| a.to_vec::<f64>())
+            .collect::<Result<_>>()?;
+        Ok(())
+    }
+
     /// The training executor (for its DOT and memory plan).
     pub fn executor(&self) -> &Executor {
         &self.train_exe
@@ -828,8 +963,22 @@ impl Trainer {
     /// One epoch over `data` in a seeded random order, each image warped
     /// afresh if augmentation is on. The first call fits the pixel
     /// standardisation on `data`.
-    pub fn epoch(&mut self, data: &Dataset, mut on_step: impl FnMut()) -> Result<EpochReport> {
+    pub fn epoch(&mut self, data: &Dataset, on_step: impl FnMut()) -> Result<EpochReport> {
+        self.epoch_with(data, on_step, &mut |grads: &[NDArray]| Ok(grads.to_vec()))
+    }
+
+    /// [`Trainer::epoch`], with `reduce` between each backward and its
+    /// update: it receives this process's gradients (summed over its rows,
+    /// in update order) and returns the gradients the update applies, the
+    /// mean over the processes in data-parallel training.
+    pub fn epoch_with(
+        &mut self,
+        data: &Dataset,
+        mut on_step: impl FnMut(),
+        reduce: &mut dyn FnMut(&[NDArray]) -> Result<Vec<NDArray>>,
+    ) -> Result<EpochReport> {
         let b = self.config.batch;
+        let global = b * self.config.shard.size;
         let standardizer = self
             .standardizer
             .get_or_insert_with(|| Standardizer::fit(data, self.config.standardize));
@@ -853,9 +1002,9 @@ impl Trainer {
         let mut loss_sum = 0.0;
         let mut rows = 0usize;
         let mut step_seconds = Vec::with_capacity(data.len() / b);
-        for chunk in order.chunks_exact(b) {
+        for chunk in order.chunks_exact(global) {
             let start = Instant::now();
-            let loss = self.step(&data.y, chunk)?;
+            let loss = self.step(&data.y, chunk, reduce)?;
             step_seconds.push(start.elapsed().as_secs_f64());
             loss_sum += loss;
             rows += b;
@@ -865,7 +1014,7 @@ impl Trainer {
             return Err(Error::invalid(
                 "Trainer::epoch",
                 "data",
-                format!("{} rows is fewer than one batch of {b}", data.len()),
+                format!("{} rows is fewer than one batch of {global}", data.len()),
             ));
         }
         let first_averaged = self.config.epochs as f64 * (1.0 - self.config.average_last);
@@ -900,10 +1049,18 @@ impl Trainer {
         self.config.lr * 0.5 * (1.0 + (PI * t / total).cos())
     }
 
-    /// Forward, backward and one update of every parameter on `rows` of
-    /// this epoch's images; returns the batch's summed loss.
-    fn step(&mut self, labels: &[f32], rows: &[usize]) -> Result<f64> {
-        let b = rows.len();
+    /// Forward, backward and one update of every parameter on this
+    /// process's share of `global` (rows of this epoch's images), with the
+    /// gradients passed through `reduce`; returns the share's summed loss.
+    fn step(
+        &mut self,
+        labels: &[f32],
+        global: &[usize],
+        reduce: &mut dyn FnMut(&[NDArray]) -> Result<Vec<NDArray>>,
+    ) -> Result<f64> {
+        let b = self.config.batch;
+        let Shard { rank, size } = self.config.shard;
+        let rows = &global[rank * b..(rank + 1) * b];
         let (h, eps) = (self.config.hidden, self.config.label_smoothing);
         let mut x = Vec::with_capacity(b * FEATURES);
         let mut target = vec![(eps / CLASSES as f64) as f32; b * CLASSES];
@@ -911,17 +1068,19 @@ impl Trainer {
             x.extend_from_slice(&self.epoch_x[r * FEATURES..(r + 1) * FEATURES]);
             target[i * CLASSES + labels[r] as usize] += (1.0 - eps) as f32;
         }
-        let lr = self.learning_rate(labels.len() / b);
+        let lr = self.learning_rate(labels.len() / (b * size));
         let names = param_names(&self.config);
         let x = model_input(&self.config, x)?;
         let target = NDArray::from_vec(target, [b, CLASSES])?;
         let mask = if self.config.dropout > 0.0 {
             let p = self.config.dropout;
             let keep = (1.0 / (1.0 - p)) as f32;
-            let mask = (0..b * h)
+            // The whole global batch's mask, as one process draws it.
+            let mask: Vec<f32> = (0..global.len() * h)
                 .map(|_| if self.rng.uniform() < p { 0.0 } else { keep })
                 .collect();
-            Some(NDArray::from_vec::<f32>(mask, [b, h])?)
+            let mine = mask[rank * b * h..(rank + 1) * b * h].to_vec();
+            Some(NDArray::from_vec::<f32>(mine, [b, h])?)
         } else {
             None
         };
@@ -940,17 +1099,34 @@ impl Trainer {
         };
         drop((x, target, mask));
         self.steps += 1;
+        // Handles (no copies), dropped before the next backward writes the
+        // buffers again.
+        let grads = names
+            .iter()
+            .map(|name| {
+                let grad = match self.config.eager {
+                    true => exe.arg(name).and_then(NDArray::grad),
+                    false => exe.grad(name).cloned(),
+                };
+                grad.ok_or_else(|| Error::argument(*name, "no gradient buffer"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let grads = reduce(&grads)?;
+        if grads.len() != names.len() {
+            return Err(Error::invalid(
+                "Trainer::epoch_with",
+                "reduce",
+                format!(
+                    "returned {} gradients for {} parameters",
+                    grads.len(),
+                    names.len()
+                ),
+            ));
+        }
         // The loss is summed over the batch: average the gradient.
         let rescale_grad = 1.0 / b as f64;
         for (k, name) in names.iter().enumerate() {
-            // A handle (no copy), dropped before the next backward writes
-            // the buffer again.
-            let grad = match self.config.eager {
-                true => exe.arg(name).and_then(NDArray::grad),
-                false => exe.grad(name).cloned(),
-            };
-            let grad = grad.ok_or_else(|| Error::argument(*name, "no gradient buffer"))?;
-            let grad = &grad;
+            let grad = &grads[k];
             let param = exe
                 .arg_mut(name)
                 .ok_or_else(|| Error::argument(*name, "not an argument of the model"))?;
