@@ -40,7 +40,11 @@ fn main() -> simpleop::Result<()> {
     }
     let us = start.elapsed().as_secs_f64() * 1e6 / n.max(1) as f64;
     black_box(x.grad());
-    let what = if typed { "typed relu" } else { "recorded relu + backward" };
+    let what = if typed {
+        "typed relu"
+    } else {
+        "recorded relu + backward"
+    };
     println!("{us:.3} µs per {what}");
     Ok(())
 }
