@@ -702,6 +702,27 @@ fn model_input(config: &Config, images: Vec<f32>) -> Result<NDArray> {
     }
 }
 
+/// `dst`'s values overwritten with `src`'s, which must have its shape and
+/// dtype (a checkpoint from another model is an error, not a panic).
+fn copy_values(op: &str, name: &str, dst: &mut NDArray, src: &NDArray) -> Result<()> {
+    if dst.shape() != src.shape() || dst.dtype() != src.dtype() {
+        return Err(Error::invalid(
+            op,
+            name,
+            format!(
+                "shape {} and dtype {} (the model's), got {} and {}",
+                dst.shape(),
+                dst.dtype(),
+                src.shape(),
+                src.dtype()
+            ),
+        ));
+    }
+    dst.as_slice_mut::<f32>()?
+        .copy_from_slice(src.as_slice::<f32>()?);
+    Ok(())
+}
+
 impl Trainer {
     /// Binds the model and draws the initial weights from `config.seed`.
     pub fn new(config: Config) -> Result<Trainer> {
@@ -842,8 +863,7 @@ impl Trainer {
                 .train_exe
                 .arg_mut(name)
                 .ok_or_else(|| Error::argument(*name, "not an argument of the model"))?;
-            arg.as_slice_mut::<f32>()?
-                .copy_from_slice(v.as_slice::<f32>()?);
+            copy_values("Trainer::set_params", name, arg, v)?;
         }
         Ok(())
     }
@@ -908,8 +928,7 @@ impl Trainer {
         for (prefix, states) in [("state1", &mut self.state1), ("state2", &mut self.state2)] {
             for (name, st) in names.iter().zip(states.iter_mut()) {
                 let saved = get(&format!("{prefix}:{name}"))?;
-                st.as_slice_mut::<f32>()?
-                    .copy_from_slice(saved.as_slice::<f32>()?);
+                copy_values("Trainer::restore", name, st, saved)?;
             }
         }
         let counters = get("trainer:counters")?.to_vec::<i64>()?;
@@ -923,6 +942,15 @@ impl Trainer {
             .filter_map(|n| get(&format!("average:{n}")).ok())
             .map(|a| a.to_vec::<f64>())
             .collect::<Result<_>>()?;
+        let sizes: Vec<usize> = self.params().map(NDArray::size).collect();
+        let lens: Vec<usize> = self.weight_sum.iter().map(Vec::len).collect();
+        if !lens.is_empty() && lens != sizes {
+            return Err(Error::invalid(
+                "Trainer::restore",
+                "average",
+                format!("one sum per parameter of sizes {sizes:?}, got sizes {lens:?}"),
+            ));
+        }
         Ok(())
     }
 
