@@ -29,9 +29,7 @@ impl std::hash::Hash for Shape {
 }
 
 impl Clone for Shape {
-    // Always inlined: a call costs as much as the copy, and every eager
-    // call clones several shapes.
-    #[inline(always)]
+    #[inline]
     fn clone(&self) -> Self {
         // SmallVec's `clone` extends one element at a time; an inline shape
         // is one array copy (this is on every eager call's path).
