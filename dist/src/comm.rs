@@ -351,7 +351,10 @@ impl Dist {
     /// Records a failure: prints it, reports it to the ranks that are
     /// still there (unless it came from one), and returns it.
     fn fail(&mut self, phase: &Phase, e: DistError) -> DistError {
-        eprintln!("simpleop-dist: rank {} of {}: {e}", self.rank, self.size);
+        // One write per line: `eprintln!` writes each piece separately and
+        // the ranks' lines interleave mid-line under mpirun.
+        let line = format!("simpleop-dist: rank {} of {}: {e}\n", self.rank, self.size);
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
         if self.failed.is_none() {
             self.failed = Some(e.to_string());
             match &e {

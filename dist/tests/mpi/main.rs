@@ -15,7 +15,7 @@
 
 mod model;
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
@@ -100,13 +100,20 @@ fn rel_diff(a: &[NDArray], b: &[NDArray], scale_b: f32) -> Result<f32, Box<dyn s
     Ok(worst)
 }
 
+/// Writes `line` to stderr in one call, so ranks' lines never interleave.
+fn err_line(line: &str) {
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
+}
+
 /// Rank `fail.1` dies or hangs at step `fail.2`, before its all-reduce.
 fn inject(fail: &Option<(String, i32, u64)>, rank: i32, step: u64) {
     let Some((how, r, s)) = fail else { return };
     if (*r, *s) != (rank, step) {
         return;
     }
-    eprintln!("rank {rank}: injected failure `{how}` at step {step}");
+    err_line(&format!(
+        "rank {rank}: injected failure `{how}` at step {step}"
+    ));
     if how == "kill" {
         let pid = std::process::id().to_string();
         let _ = Command::new("kill").args(["-9", &pid]).status();
@@ -125,7 +132,7 @@ fn worker(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
     let mut dist = Dist::init(config)?;
     let result = train(&mut dist, &a);
     if let Err(e) = &result {
-        eprintln!("rank {}: {e}", dist.rank());
+        err_line(&format!("rank {}: {e}", dist.rank()));
     }
     result
 }
