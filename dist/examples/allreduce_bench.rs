@@ -5,8 +5,12 @@
 //!
 //! ```text
 //! cargo build --release -p simpleop-dist --example allreduce_bench
-//! mpirun -np 2 --oversubscribe target/release/examples/allreduce_bench
+//! mpirun -np 2 --oversubscribe target/release/examples/allreduce_bench [--json]
 //! ```
+//!
+//! With `--json`, rank 0 prints one JSON object per size instead
+//! (`ranks`, `bytes`, `reps`, `median_s`, `min_s`), which
+//! `bench/dist_projection.py` reads.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -19,7 +23,16 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-fn bench(dist: &mut Dist) -> simpleop_dist::Result<Vec<(usize, f64)>> {
+/// One size's timings: bytes, repetitions, median and fastest seconds.
+#[derive(Clone, Copy)]
+struct Row {
+    bytes: usize,
+    reps: usize,
+    median: f64,
+    min: f64,
+}
+
+fn bench(dist: &mut Dist) -> simpleop_dist::Result<Vec<Row>> {
     let mut rows = Vec::new();
     for log4 in 2..=11 {
         let n = 1usize << (2 * log4);
@@ -35,12 +48,26 @@ fn bench(dist: &mut Dist) -> simpleop_dist::Result<Vec<(usize, f64)>> {
                 times.push(start.elapsed().as_secs_f64());
             }
         }
-        rows.push((4 * n, median(&mut times)));
+        let min = times.iter().copied().fold(f64::INFINITY, f64::min);
+        rows.push(Row {
+            bytes: 4 * n,
+            reps,
+            median: median(&mut times),
+            min,
+        });
     }
     Ok(rows)
 }
 
 fn main() -> ExitCode {
+    let json = match std::env::args().skip(1).collect::<Vec<_>>().as_slice() {
+        [] => false,
+        [a] if a == "--json" => true,
+        other => {
+            eprintln!("allreduce_bench: unexpected arguments {other:?} (only --json)");
+            return ExitCode::FAILURE;
+        }
+    };
     let mut dist = match DistConfig::from_env().and_then(Dist::init) {
         Ok(d) => d,
         Err(e) => {
@@ -52,16 +79,27 @@ fn main() -> ExitCode {
         Ok(rows) => rows,
         Err(_) => return ExitCode::FAILURE,
     };
-    if dist.is_root() {
+    if dist.is_root() && json {
+        for r in &rows {
+            println!(
+                "{{\"ranks\": {}, \"bytes\": {}, \"reps\": {}, \"median_s\": {:e}, \"min_s\": {:e}}}",
+                dist.size(),
+                r.bytes,
+                r.reps,
+                r.median,
+                r.min
+            );
+        }
+    } else if dist.is_root() {
         println!("ranks {}: bytes, median seconds", dist.size());
-        for (bytes, t) in &rows {
-            println!("{bytes:>10} {:>10.1} µs", t * 1e6);
+        for r in &rows {
+            println!("{:>10} {:>10.1} µs", r.bytes, r.median * 1e6);
         }
         // α: the smallest message; β: the slope up to the largest (a
         // least-squares line would let the large sizes' noise set α).
         let (small, large) = (rows[0], rows[rows.len() - 1]);
-        let alpha = small.1;
-        let beta = (large.1 - small.1) / (large.0 - small.0) as f64;
+        let alpha = small.median;
+        let beta = (large.median - small.median) / (large.bytes - small.bytes) as f64;
         println!(
             "fit: alpha {:.1} µs, beta {:.3} ns/byte ({:.2} GB/s)",
             alpha * 1e6,
