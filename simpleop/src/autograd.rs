@@ -54,6 +54,7 @@ mod backward_kernels;
 mod create_graph;
 mod engine;
 pub(crate) mod mode;
+mod one_call;
 mod table;
 pub(crate) mod tape;
 
@@ -64,6 +65,7 @@ pub use mode::{RecordingGuard, TrainingGuard, is_recording, is_training};
 use crate::symbol::config::GradReq;
 use crate::{Error, NDArray, Result};
 use engine::{Pass, Targets};
+use one_call::OneCall;
 use tape::{Kind, Link, gradient_link, link_of};
 
 /// Runs `f` recording eager calls, in training mode (MXNet's
@@ -131,6 +133,13 @@ pub fn backward_with(
     retain_graph: bool,
 ) -> Result<()> {
     let links = head_links(heads)?;
+    if let [head] = &links[..]
+        && let Some(one) = OneCall::new(head)
+    {
+        one.check()?;
+        let grads = seed_grads(heads, head_grads)?;
+        return one.run(&grads[0], retain_graph);
+    }
     let mut pass = Pass::new(&links, Targets::Variables);
     pass.check()?;
     let grads = seed_grads(heads, head_grads)?;

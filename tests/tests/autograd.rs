@@ -646,3 +646,107 @@ fn a_write_variable_reuses_its_gradient_buffer() {
     );
     assert_eq!(x.grad().unwrap().to_vec::<f32>().unwrap(), [1.0, 0.0]);
 }
+
+/// How a case's argument enters: a variable asking for `write` or `add`,
+/// or a constant.
+#[derive(Clone, Copy)]
+enum Arg {
+    Write,
+    Add,
+    Const,
+}
+
+/// Runs `op` recorded on arguments made per `args`, and backward with a
+/// head gradient, twice (so `add` accumulates and `write` reuses its
+/// buffer); alone, a backward from that one call takes the short path
+/// (`autograd/one_call.rs`), and with a second, unrelated head the general
+/// pass. Returns every variable's gradient bits.
+fn one_call_grads(
+    op: &str,
+    attrs: &Attrs,
+    args: &[(Arg, &[usize])],
+    dtype: DType,
+    output: usize,
+    general: bool,
+) -> Vec<Vec<u64>> {
+    let inputs: Vec<NDArray> = args
+        .iter()
+        .enumerate()
+        .map(|(i, (arg, shape))| {
+            let mut a = random(shape, 7 + i as u64).astype(dtype);
+            match arg {
+                Arg::Write => a.attach_grad_with(GradReq::Write).unwrap(),
+                Arg::Add => a.attach_grad_with(GradReq::Add).unwrap(),
+                Arg::Const => {}
+            }
+            a
+        })
+        .collect();
+    let other = var(&[0.5, -1.0], &[2]);
+    for round in 0..2 {
+        let refs: Vec<&NDArray> = inputs.iter().collect();
+        let (y, z) = autograd::record(|| {
+            let mut ys = eager::invoke_outputs_by_name(op, &refs, &mut [], attrs).unwrap();
+            (ys.swap_remove(output), call("relu", &[&other]))
+        });
+        let g = random(y.shape().dims(), 40 + round).astype(dtype);
+        if general {
+            let ones = NDArray::ones([2], DType::F32);
+            autograd::backward(&[&y, &z], &[&g, &ones]).unwrap();
+        } else {
+            autograd::backward(&[&y], &[&g]).unwrap();
+        }
+    }
+    inputs
+        .iter()
+        .filter_map(|a| a.grad())
+        .map(|g| bits(&g))
+        .collect()
+}
+
+#[test]
+fn a_one_call_backward_equals_the_general_pass_bit_for_bit() {
+    use Arg::*;
+    simpleop_ops::link();
+    let none = Attrs::new;
+    let cases: Vec<(&str, Attrs, Vec<(Arg, &[usize])>, usize)> = vec![
+        ("relu", none(), vec![(Write, &[5])], 0),
+        ("sigmoid", none(), vec![(Add, &[2, 3])], 0),
+        ("_ag_cube", none(), vec![(Write, &[4])], 0),
+        (
+            "elemwise_mul",
+            none(),
+            vec![(Write, &[3]), (Const, &[3])],
+            0,
+        ),
+        ("elemwise_mul", none(), vec![(Add, &[3]), (Write, &[3])], 0),
+        (
+            "broadcast_mul",
+            none(),
+            vec![(Write, &[2, 3]), (Add, &[1, 3])],
+            0,
+        ),
+        ("dot", none(), vec![(Const, &[2, 3]), (Write, &[3, 4])], 0),
+        (
+            "FullyConnected",
+            Attrs::from([("num_hidden", "4")]),
+            vec![(Const, &[2, 3]), (Write, &[4, 3]), (Add, &[4])],
+            0,
+        ),
+        ("sum", Attrs::from([("axis", "1")]), vec![(Add, &[2, 3])], 0),
+        (
+            "split",
+            Attrs::from([("num_outputs", "2"), ("axis", "1")]),
+            vec![(Write, &[2, 4])],
+            1,
+        ),
+    ];
+    for dtype in [DType::F32, DType::F64] {
+        for (op, attrs, args, output) in &cases {
+            let short = one_call_grads(op, attrs, args, dtype, *output, false);
+            let long = one_call_grads(op, attrs, args, dtype, *output, true);
+            assert!(!short.is_empty(), "{op}: no gradients");
+            assert_eq!(short, long, "{op} {dtype}: the short path differs");
+        }
+    }
+}

@@ -303,7 +303,10 @@ pub(crate) fn value_of(l: &Link) -> (&crate::Shape, crate::DType) {
 }
 
 /// The op's gradient spec and backward kernel, or [`Error::NoGradient`].
-fn backward_of(op: &'static crate::OpDef, ctx: &RunContext) -> Result<(GradSpec, BackwardFn)> {
+pub(crate) fn backward_of(
+    op: &'static crate::OpDef,
+    ctx: &RunContext,
+) -> Result<(GradSpec, BackwardFn)> {
     let no_gradient = || Error::NoGradient { op: op.name.into() };
     let spec = op.gradient.ok_or_else(no_gradient)?;
     let backward = registered(op)?.kernels(ctx.device)?.backward;
@@ -311,7 +314,7 @@ fn backward_of(op: &'static crate::OpDef, ctx: &RunContext) -> Result<(GradSpec,
 }
 
 /// The op's backward kernel, as the executor calls it.
-fn run_kernel(
+pub(crate) fn run_kernel(
     call: &OpCall,
     saved: &Saved,
     out_grads: &[Option<NDArray>],
@@ -409,7 +412,7 @@ fn gradient_calls(slots: &[Option<Key>]) -> (SmallVec<[Option<usize>; 4]>, usize
 }
 
 /// Refuses values that changed in place since the node saved them.
-fn check_versions(n: &Node, call: &OpCall, saved: &Saved) -> Result<()> {
+pub(crate) fn check_versions(n: &Node, call: &OpCall, saved: &Saved) -> Result<()> {
     let op = call.op;
     for (i, s) in saved.inputs.iter().enumerate() {
         if let Some((_, Some(from), then)) = s {
