@@ -37,6 +37,43 @@ use crate::{Dist, DistError, Result};
 /// buckets already started (Open MPI has no progress thread by default:
 /// a non-blocking collective moves only inside MPI calls).
 ///
+/// One training step on a bound executor, overlapped:
+///
+/// ```no_run
+/// use simpleop::NDArray;
+/// use simpleop::symbol::Executor;
+/// use simpleop_dist::{Dist, GradReducer};
+///
+/// /// The mean gradients of `params` (names, forward order).
+/// fn step(
+///     exe: &mut Executor,
+///     dist: &mut Dist,
+///     reducer: &mut GradReducer,
+///     params: &[&str],
+/// ) -> simpleop_dist::Result<Vec<NDArray>> {
+///     let grads: Vec<NDArray> = params.iter().filter_map(|n| exe.grad(n).cloned()).collect();
+///     reducer.begin(dist, &grads.iter().collect::<Vec<_>>())?;
+///     drop(grads); // only the shapes: backward is about to write them
+///     exe.forward(true)?;
+///     let mut failed = None;
+///     let result = exe.backward_with_hook(&[], &mut |g| {
+///         let Some(k) = params.iter().position(|n| *n == g.name) else {
+///             return Ok(());
+///         };
+///         reducer.ready(dist, k, g.grad).map_err(|e| {
+///             let text = e.to_string();
+///             failed = Some(e); // kept whole: the hook returns simpleop's errors
+///             simpleop::Error::invalid("step", g.name, text)
+///         })
+///     });
+///     if let Some(e) = failed {
+///         return Err(e);
+///     }
+///     result?;
+///     Ok(reducer.finish(dist)?.to_vec())
+/// }
+/// ```
+///
 /// [`DistConfig::bucket_bytes`]: crate::DistConfig::bucket_bytes
 /// [`Executor::backward_with_hook`]: simpleop::symbol::Executor::backward_with_hook
 /// [`autograd::backward_with_hook`]: simpleop::autograd::backward_with_hook
