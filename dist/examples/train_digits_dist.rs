@@ -2,7 +2,12 @@
 //! every rank binds the same model, rank 0's weights are broadcast, each
 //! step's global batch of `ranks × --batch` rows is split among the
 //! ranks, and the gradients are averaged by a bucketed all-reduce before
-//! the update. With `--checkpoint-dir`, rank 0 writes a `.params`
+//! the update: each gradient is handed to the reducer by backward's
+//! gradient-ready hook as soon as it is final, so the last layers'
+//! buckets travel while backward computes the first (`--no-overlap`
+//! reduces after backward instead, with the same bits; `--alternate`
+//! switches between the two every epoch to time both in one run). With
+//! `--checkpoint-dir`, rank 0 writes a `.params`
 //! checkpoint (weights, momentum, counters, random state) every
 //! `--checkpoint-every` epochs, and a restarted job resumes from the
 //! newest.
@@ -26,7 +31,7 @@ use std::time::Instant;
 use clap::Parser;
 use simpleop::{Error, NDArray};
 use simpleop_dist::{Checkpointer, Dist, DistConfig, DistError, GradReducer};
-use trainer::{Config, Shard, TTA_VIEWS, Trainer, load_digits};
+use trainer::{Config, GradSync, Shard, TTA_VIEWS, Trainer, load_digits};
 
 /// Rows used for training; the rest test (as in train_digits).
 const TRAIN_ROWS: usize = 1500;
@@ -54,6 +59,17 @@ struct Args {
     /// SIMPLEOP_DIST_BUCKET_MB or 25].
     #[arg(long)]
     bucket_mb: Option<f64>,
+    /// Gradient bytes per all-reduce bucket (overrides --bucket-mb).
+    #[arg(long)]
+    bucket_bytes: Option<usize>,
+    /// Reduce the gradients after backward instead of from its
+    /// gradient-ready hook (no overlap of communication and backward).
+    #[arg(long)]
+    no_overlap: bool,
+    /// Overlap in even epochs, not in odd ones, and report both step
+    /// times: a comparison on one noisy machine in one run.
+    #[arg(long, conflicts_with = "no_overlap")]
+    alternate: bool,
     /// Write checkpoints here, and resume from the newest one found.
     #[arg(long)]
     checkpoint_dir: Option<PathBuf>,
@@ -81,6 +97,58 @@ enum Failure {
 impl<E: Into<Box<dyn std::error::Error>>> From<E> for Failure {
     fn from(e: E) -> Self {
         Failure::Other(e.into())
+    }
+}
+
+/// The trainer's [`GradSync`] over MPI: [`GradReducer`]'s round, from
+/// backward's hook or after it, timed.
+struct Reduce<'a> {
+    dist: &'a mut Dist,
+    reducer: GradReducer,
+    overlap: bool,
+    /// Seconds in the reducer during the current step.
+    busy: f64,
+    /// Seconds in the reducer per finished step.
+    steps: Vec<f64>,
+    /// The first failure of the job, kept whole (the trainer's error type
+    /// only carries its text).
+    failed: Option<DistError>,
+}
+
+impl Reduce<'_> {
+    /// `f`'s result, timed; a failure kept and turned into the trainer's
+    /// error type.
+    fn run<T>(
+        &mut self,
+        f: impl FnOnce(&mut GradReducer, &mut Dist) -> simpleop_dist::Result<T>,
+    ) -> simpleop::Result<T> {
+        let start = Instant::now();
+        let result = f(&mut self.reducer, self.dist);
+        self.busy += start.elapsed().as_secs_f64();
+        result.map_err(|e| {
+            let text = e.to_string();
+            self.failed.get_or_insert(e);
+            Error::invalid("train_digits_dist", "gradients", text)
+        })
+    }
+}
+
+impl GradSync for Reduce<'_> {
+    fn overlap(&self) -> bool {
+        self.overlap
+    }
+    fn begin(&mut self, grads: &[NDArray]) -> simpleop::Result<()> {
+        let refs: Vec<&NDArray> = grads.iter().collect();
+        self.run(|r, d| r.begin(d, &refs))
+    }
+    fn ready(&mut self, k: usize, grad: &NDArray) -> simpleop::Result<()> {
+        self.run(|r, d| r.ready(d, k, grad))
+    }
+    fn finish(&mut self, _: &[NDArray]) -> simpleop::Result<Vec<NDArray>> {
+        let mean = self.run(|r, d| r.finish(d).map(<[NDArray]>::to_vec));
+        let busy = std::mem::take(&mut self.busy);
+        self.steps.push(busy);
+        mean
     }
 }
 
@@ -140,31 +208,35 @@ fn run(args: &Args, dist: &mut Dist) -> Result<(), Failure> {
                 .map_or(String::new(), |c| format!(", resumed at epoch {}", c.epoch))
         );
     }
-    let mut reducer = GradReducer::new(dist.config().bucket_bytes);
-    let (mut step_seconds, mut reduce_seconds) = (Vec::new(), Vec::new());
+    let mut sync = Reduce {
+        reducer: GradReducer::new(dist.config().bucket_bytes),
+        dist,
+        overlap: !args.no_overlap,
+        busy: 0.0,
+        steps: Vec::new(),
+        failed: None,
+    };
+    // [no overlap, overlap]: step and reducer seconds.
+    let mut step_seconds: [Vec<f64>; 2] = Default::default();
+    let mut reduce_seconds: [Vec<f64>; 2] = Default::default();
     let mut loss = f64::NAN;
     let last = args
         .stop_after
         .map_or(args.epochs, |s| (first + s).min(args.epochs));
     for epoch in first..last {
-        let mut failed = None;
-        let report = model.epoch_with(&train, || {}, &mut |grads: &[NDArray]| {
-            let start = Instant::now();
-            let refs: Vec<&NDArray> = grads.iter().collect();
-            let mean = reducer.allreduce_mean(dist, &refs).map(<[NDArray]>::to_vec);
-            reduce_seconds.push(start.elapsed().as_secs_f64());
-            mean.map_err(|e| {
-                let text = e.to_string();
-                failed = Some(e);
-                Error::invalid("train_digits_dist", "gradients", text)
-            })
-        });
-        if let Some(e) = failed {
+        if args.alternate {
+            sync.overlap = epoch % 2 == 0;
+        }
+        let mode = usize::from(sync.overlap);
+        let report = model.epoch_with(&train, || {}, &mut sync);
+        reduce_seconds[mode].append(&mut sync.steps);
+        if let Some(e) = sync.failed.take() {
             return Err(Failure::Dist(e));
         }
         let report = report?;
-        step_seconds.extend_from_slice(&report.step_seconds);
+        step_seconds[mode].extend_from_slice(&report.step_seconds);
         loss = report.loss;
+        let dist = &mut *sync.dist;
         let done = epoch + 1;
         if rank == 0 && !args.json && (done % 10 == 0 || done == args.epochs) {
             println!("epoch {done:4}  loss {loss:.6} (rank 0's rows)");
@@ -183,9 +255,24 @@ fn run(args: &Args, dist: &mut Dist) -> Result<(), Failure> {
         return Ok(());
     }
     let accuracy = model.accuracy_tta(&test, &TTA_VIEWS)?;
-    let ms_per_step = 1e3 * median(&mut step_seconds);
-    let ms_allreduce = 1e3 * median(&mut reduce_seconds);
+    let ms = |v: &mut Vec<f64>| 1e3 * median(v);
+    let all_steps: Vec<f64> = step_seconds.concat();
+    let ms_per_step = ms(&mut all_steps.clone());
+    let ms_allreduce = ms(&mut reduce_seconds.concat());
     let samples_per_s = (size * args.batch) as f64 / (ms_per_step / 1e3);
+    // Per mode (no overlap, overlap): median step and reducer ms, steps.
+    let ran: Vec<usize> = (0..2).filter(|&m| !step_seconds[m].is_empty()).collect();
+    let modes: Vec<serde_json::Value> = ran
+        .into_iter()
+        .map(|m| {
+            serde_json::json!({
+                "overlap": m == 1,
+                "steps": step_seconds[m].len(),
+                "ms_per_step": ms(&mut step_seconds[m]),
+                "ms_in_reducer_per_step": ms(&mut reduce_seconds[m]),
+            })
+        })
+        .collect();
     if args.json {
         let out = serde_json::json!({
             "ranks": size,
@@ -193,14 +280,15 @@ fn run(args: &Args, dist: &mut Dist) -> Result<(), Failure> {
             "global_batch": size * args.batch,
             "epochs": args.epochs,
             "first_epoch": first,
-            "steps": step_seconds.len(),
+            "steps": all_steps.len(),
             "final_loss": loss,
             "test_accuracy": accuracy,
             "ms_per_step": ms_per_step,
             "ms_allreduce_per_step": ms_allreduce,
             "samples_per_s": samples_per_s,
-            "buckets": reducer.buckets().len(),
+            "buckets": sync.reducer.buckets().len(),
             "eager": args.eager,
+            "modes": modes,
         });
         println!("{out}");
     } else {
@@ -209,9 +297,12 @@ fn run(args: &Args, dist: &mut Dist) -> Result<(), Failure> {
             TTA_VIEWS.len()
         );
         println!(
-            "time per step  {ms_per_step:.4} ms (median of {} steps; all-reduce {ms_allreduce:.4} ms of it), {samples_per_s:.0} samples/s over {size} ranks",
-            step_seconds.len()
+            "time per step  {ms_per_step:.4} ms (median of {} steps; in the reducer {ms_allreduce:.4} ms of it), {samples_per_s:.0} samples/s over {size} ranks",
+            all_steps.len()
         );
+        for m in &modes {
+            println!("  {m}");
+        }
     }
     Ok(())
 }
@@ -227,6 +318,9 @@ fn main() -> ExitCode {
     };
     if let Some(mb) = args.bucket_mb {
         config.bucket_bytes = (mb * (1 << 20) as f64) as usize;
+    }
+    if let Some(bytes) = args.bucket_bytes {
+        config.bucket_bytes = bytes;
     }
     let mut dist = match Dist::init(config) {
         Ok(d) => d,

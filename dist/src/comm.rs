@@ -217,26 +217,43 @@ impl Dist {
     /// Starts a collective: posts this rank's arrival to every other rank
     /// and a receive for each of theirs.
     pub(crate) fn begin(&mut self, op: &str, fingerprint: u64) -> Result<Phase> {
+        let mut phase = self.open(op, fingerprint)?;
+        self.arrive(&mut phase)?;
+        Ok(phase)
+    }
+
+    /// Numbers a collective without arriving yet: a caller that starts
+    /// its operations over a long computation ([`crate::GradReducer`]
+    /// during backward) arrives when that is done, so that a rank dying
+    /// or hanging in it is named as missing.
+    pub(crate) fn open(&mut self, op: &str, fingerprint: u64) -> Result<Phase> {
         self.usable(op)?;
         self.seq += 1;
-        let mut phase = Phase {
+        Ok(Phase {
             op: op.into(),
             seq: self.seq,
             fingerprint,
             sends: Vec::new(),
             arrivals: Vec::new(),
-        };
+        })
+    }
+
+    /// Posts this rank's arrival at `phase` to every other rank and a
+    /// receive for each of theirs.
+    pub(crate) fn arrive(&mut self, phase: &mut Phase) -> Result<()> {
+        let (op, fingerprint) = (phase.op.clone(), phase.fingerprint);
+        let op = op.as_str();
         let me = self.rank;
         for peer in (0..self.size).filter(|&p| p != me) {
-            let words = vec![self.seq, fingerprint];
+            let words = vec![phase.seq, fingerprint];
             let send = Pending::send(op, &self.world, peer, TAG_ARRIVE, words);
-            let send = self.started(&phase, send)?;
+            let send = self.started(phase, send)?;
             phase.sends.push((peer, send));
             let arrival = Pending::receive(op, &self.world, peer, TAG_ARRIVE, 2);
-            let arrival = self.started(&phase, arrival)?;
+            let arrival = self.started(phase, arrival)?;
             phase.arrivals.push((peer, arrival));
         }
-        Ok(phase)
+        Ok(())
     }
 
     /// The result of starting an operation of `phase`; a failure to start
@@ -254,6 +271,19 @@ impl Dist {
     ) -> Result<Pending> {
         let pending = Pending::allreduce_sum(&phase.op, &self.world, send, recv);
         self.started(phase, pending)
+    }
+
+    /// Tests `ops` once, without waiting: MPI moves a non-blocking
+    /// collective only inside MPI calls (Open MPI has no progress thread by
+    /// default), so a caller computing between starting and finishing one
+    /// calls this now and then. A failed test fails the phase.
+    pub(crate) fn progress(&mut self, phase: &Phase, ops: &mut [Pending]) -> Result<()> {
+        for op in ops.iter_mut() {
+            if let Err(e) = op.test(&phase.op) {
+                return Err(self.fail(phase, e));
+            }
+        }
+        Ok(())
     }
 
     /// Waits for `phase`'s arrivals and `ops`, until the timeout runs out

@@ -5,8 +5,10 @@
 //! - [`Dist`]: start-up (rank, size), the broadcast of rank 0's
 //!   parameters, and collectives that wait with a timeout and name the
 //!   rank that died or hangs;
-//! - [`GradReducer`]: the mean of the ranks' gradients after backward,
-//!   all-reduced in buckets in the order backward produces them;
+//! - [`GradReducer`]: the mean of the ranks' gradients, all-reduced in
+//!   buckets that start during backward when it is fed from the core's
+//!   gradient-ready hook (`Executor::backward_with_hook`,
+//!   `autograd::backward_with_hook`), as in PyTorch DDP;
 //! - [`ShardedSampler`]: each rank's slice of every epoch's permutation;
 //! - [`Checkpointer`]: `.params` checkpoints written by rank 0 (atomically)
 //!   and resumed from by every rank.

@@ -62,6 +62,7 @@ use std::collections::HashSet;
 
 pub use mode::{RecordingGuard, TrainingGuard, is_recording, is_training};
 
+use crate::symbol::GradReady;
 use crate::symbol::config::GradReq;
 use crate::{Error, NDArray, Result};
 use engine::{Pass, Targets};
@@ -148,10 +149,141 @@ pub fn backward_with(
         for (l, g) in links.iter().zip(&grads) {
             pass.seed(l, g)?;
         }
-        pass.run(retain_graph)
+        pass.run(retain_graph, |_, _| Ok(()))
     })();
     pass.finish(result.is_ok());
     result
+}
+
+/// [`backward`], calling `hook` once for each of `variables` as soon as
+/// its gradient is final: after the last recorded call of the pass that
+/// writes it (the tape runs calls newest first, so this is the oldest call
+/// reading the variable), so that no later kernel changes it. The hook's
+/// [`GradReady::index`] is the variable's position in `variables`, its
+/// `name` is empty, and its `grad` is the buffer backward fills.
+///
+/// Each of `variables` must be a variable with a gradient buffer
+/// (`attach_grad` with `write` or `add`), listed once. Every one of them
+/// is given exactly once per call: a variable the heads do not depend on,
+/// or reach only as a head, is final from the start and is given before
+/// the first kernel runs (its buffer is then left as it was, as
+/// [`backward`] leaves it). Variables not listed get their gradients as
+/// usual, without a call. The order is the order backward finishes the
+/// gradients, roughly the reverse of the order they were used in; it is
+/// not guaranteed. An error from `hook` stops the pass and is returned.
+///
+/// ```
+/// use simpleop::{autograd, eager, Attrs, NDArray};
+/// simpleop_ops::link();
+/// let mut w = NDArray::from_vec(vec![3.0f32], [1])?;
+/// let mut b = NDArray::from_vec(vec![1.0f32], [1])?;
+/// w.attach_grad()?;
+/// b.attach_grad()?;
+/// let x = NDArray::from_vec(vec![2.0f32], [1])?;
+/// let y = autograd::record(|| {
+///     let wx = eager::invoke("elemwise_mul", &[&w, &x], &Attrs::new())?;
+///     eager::invoke("elemwise_add", &[&wx, &b], &Attrs::new())
+/// })?;
+/// let mut seen = Vec::new();
+/// autograd::backward_with_hook(&[&y], &[], &[&w, &b], &mut |g| {
+///     seen.push((g.index, g.grad.to_vec::<f32>()?[0]));
+///     Ok(())
+/// })?;
+/// assert_eq!(seen, [(1, 1.0), (0, 2.0)]); // b's gradient is final first
+/// # Ok::<(), simpleop::Error>(())
+/// ```
+pub fn backward_with_hook(
+    heads: &[&NDArray],
+    head_grads: &[&NDArray],
+    variables: &[&NDArray],
+    hook: &mut dyn FnMut(GradReady<'_>) -> Result<()>,
+) -> Result<()> {
+    let links = head_links(heads)?;
+    let vars = hooked_variables(variables)?;
+    let mut pass = Pass::new(&links, Targets::Variables);
+    pass.check()?;
+    let grads = seed_grads(heads, head_grads)?;
+    // (node after which it is final, variable), in the order they run.
+    let mut order: Vec<(Option<usize>, usize)> = pass
+        .last_writers(&vars)
+        .into_iter()
+        .enumerate()
+        .map(|(k, i)| (i, k))
+        .collect();
+    order.sort_by_key(|&(i, _)| std::cmp::Reverse(i.map_or(usize::MAX, |i| i)));
+    let mut next = 0;
+    let mut give = |pass: &Pass<'_>, done: Option<usize>| -> Result<()> {
+        while let Some(&(i, k)) = order.get(next)
+            && i.is_none_or(|i| done.is_some_and(|d| i >= d))
+        {
+            next += 1;
+            let kept;
+            let grad = match pass.held_grad(&vars[k]) {
+                Some(g) => g,
+                None => {
+                    kept = variables[k].grad().ok_or_else(|| no_buffer(k))?;
+                    &kept
+                }
+            };
+            hook(GradReady {
+                index: k,
+                name: "",
+                grad,
+            })?;
+        }
+        Ok(())
+    };
+    pass.take_buffers();
+    let result = (|| {
+        for (l, g) in links.iter().zip(&grads) {
+            pass.seed(l, g)?;
+        }
+        give(&pass, None)?;
+        pass.run(false, |pass, i| give(pass, Some(i)))
+    })();
+    pass.finish(result.is_ok());
+    result
+}
+
+/// The tape links of `backward_with_hook`'s variables: each a variable
+/// with a gradient buffer, listed once.
+fn hooked_variables(variables: &[&NDArray]) -> Result<Vec<Link>> {
+    let op = "autograd::backward_with_hook";
+    let mut seen = HashSet::new();
+    variables
+        .iter()
+        .enumerate()
+        .map(|(k, v)| {
+            let l = gradient_link(v)
+                .filter(|l| matches!(l.node.kind, Kind::Variable { .. }))
+                .ok_or_else(|| {
+                    Error::invalid(
+                        op,
+                        format!("variables[{k}]"),
+                        "not a variable asking for a gradient: attach_grad it (write or add)",
+                    )
+                })?;
+            if v.grad().is_none() {
+                return Err(no_buffer(k));
+            }
+            if !seen.insert(std::sync::Arc::as_ptr(&l.node) as usize) {
+                return Err(Error::invalid(
+                    op,
+                    format!("variables[{k}]"),
+                    "listed twice (each variable's gradient is given once)",
+                ));
+            }
+            Ok(l)
+        })
+        .collect()
+}
+
+fn no_buffer(k: usize) -> Error {
+    Error::invalid(
+        "autograd::backward_with_hook",
+        format!("variables[{k}]"),
+        "has no gradient buffer (a backward using it failed midway?)",
+    )
 }
 
 /// The gradients of `heads` with respect to each of `inputs` (variables or
@@ -242,7 +374,7 @@ pub fn grad_with(
     for (l, g) in links.iter().zip(&grads) {
         pass.seed(l, g)?;
     }
-    pass.run(options.retain_graph)?;
+    pass.run(options.retain_graph, |_, _| Ok(()))?;
     pass.take_values(&wanted)
 }
 

@@ -4,6 +4,10 @@
 //! - data-parallel gradients and weights equal one process's with the
 //!   large batch, within the documented tolerance, on the executor and on
 //!   the eager tape;
+//! - the gradients reduced from backward's gradient-ready hook (overlap)
+//!   equal those reduced after backward bit for bit, at every step and in
+//!   the final weights, and the reducer takes gradients in any order (a
+//!   different one on every rank);
 //! - checkpoint + resume gives bit for bit the weights of an uninterrupted
 //!   run;
 //! - a killed or hung rank makes the others exit non-zero with an error
@@ -45,6 +49,9 @@ struct Args {
     out: Option<PathBuf>,
     fail: Option<(String, i32, u64)>,
     bucket_bytes: Option<usize>,
+    overlap: bool,
+    check_overlap: bool,
+    reducer_order: bool,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
@@ -67,6 +74,9 @@ fn parse(args: &[String]) -> Result<Args, String> {
             "--stop-after" => a.stop_after = Some(num(value()?)?),
             "--out" => a.out = Some(value()?.into()),
             "--bucket-bytes" => a.bucket_bytes = Some(num(value()?)? as usize),
+            "--overlap" => a.overlap = true,
+            "--check-overlap" => a.check_overlap = true,
+            "--reducer-order" => a.reducer_order = true,
             "--fail" => {
                 let v = value()?;
                 let parts: Vec<&str> = v.split(':').collect();
@@ -130,7 +140,10 @@ fn worker(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
         config.bucket_bytes = b;
     }
     let mut dist = Dist::init(config)?;
-    let result = train(&mut dist, &a);
+    let result = match a.reducer_order {
+        true => reducer_order(&mut dist),
+        false => train(&mut dist, &a),
+    };
     if let Err(e) = &result {
         err_line(&format!("rank {}: {e}", dist.rank()));
     }
@@ -189,15 +202,19 @@ fn train(dist: &mut Dist, a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         let (epoch, k) = (step / spe, (step % spe) as usize);
         let rows = &sampler.batches(epoch)[k];
         let (bx, bt) = batch(&x, &y, rows)?;
-        let (_, grads) = model.gradients(&bx, &bt)?;
-        inject(&a.fail, rank, step);
-        let mean = reducer
-            .allreduce_mean(dist, &grads.iter().collect::<Vec<_>>())?
-            .to_vec();
-        drop(grads);
+        let mean = match a.overlap {
+            true => overlapped_step(dist, &mut model, &mut reducer, (&bx, &bt), a, step)?,
+            false => {
+                let (_, grads) = model.gradients(&bx, &bt, None)?;
+                inject(&a.fail, rank, step);
+                reducer
+                    .allreduce_mean(dist, &grads.iter().collect::<Vec<_>>())?
+                    .to_vec()
+            }
+        };
         if let Some(r) = reference.as_mut() {
             let (bx, bt) = batch(&x, &y, &whole.batches(epoch)[k])?;
-            let (_, big) = r.gradients(&bx, &bt)?;
+            let (_, big) = r.gradients(&bx, &bt, None)?;
             worst_grad = worst_grad.max(rel_diff(&mean, &big, 1.0 / size as f32)?);
             r.update(&big, LR, 1.0 / (a.batch * size) as f64)?;
         }
@@ -229,6 +246,113 @@ fn train(dist: &mut Dist, a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         worst_grad,
         reducer.buckets().len(),
     )
+}
+
+/// One step's mean gradients, reduced from backward's gradient-ready
+/// hook; with `--check-overlap` also reduced again after backward, by
+/// another reducer, and compared bit for bit.
+fn overlapped_step(
+    dist: &mut Dist,
+    model: &mut Model,
+    reducer: &mut GradReducer,
+    (bx, bt): (&NDArray, &NDArray),
+    a: &Args,
+    step: u64,
+) -> Result<Vec<NDArray>, Box<dyn std::error::Error>> {
+    reducer.begin(dist, &model.grads()?.iter().collect::<Vec<_>>())?;
+    let mut failed = None;
+    let result = model.gradients(
+        bx,
+        bt,
+        Some(&mut |k, g| {
+            reducer.ready(dist, k, g).map_err(|e| {
+                let text = e.to_string();
+                failed = Some(e);
+                simpleop::Error::invalid("mpi test", "GradReducer::ready", text)
+            })
+        }),
+    );
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    let (_, grads) = result?;
+    inject(&a.fail, dist.rank(), step);
+    let mean = reducer.finish(dist)?.to_vec();
+    if a.check_overlap {
+        let mut again = GradReducer::new(dist.config().bucket_bytes);
+        let after = again.allreduce_mean(dist, &grads.iter().collect::<Vec<_>>())?;
+        for (k, (x, y)) in mean.iter().zip(after).enumerate() {
+            if x.as_slice::<f32>()? != y.as_slice::<f32>()? {
+                return Err(format!(
+                    "step {step}: grads[{k}] reduced during backward differs from after it"
+                )
+                .into());
+            }
+        }
+    }
+    Ok(mean)
+}
+
+/// The reducer with small buckets, gradients given in a different order
+/// on every rank and round: the means equal `allreduce_mean`'s bit for
+/// bit; a gradient given twice, or missing at `finish`, is an error
+/// naming it.
+fn reducer_order(dist: &mut Dist) -> Result<(), Box<dyn std::error::Error>> {
+    let rank = dist.rank();
+    let sizes = [5usize, 1, 17, 3, 64, 2, 9];
+    let grads: Vec<NDArray> = sizes
+        .iter()
+        .enumerate()
+        .map(|(k, &n)| {
+            let v = (0..n)
+                .map(|i| ((rank + 1) as f32 * 0.37 + k as f32) / (i as f32 + 3.0))
+                .collect();
+            NDArray::from_vec(v, [n])
+        })
+        .collect::<simpleop::Result<_>>()?;
+    let refs: Vec<&NDArray> = grads.iter().collect();
+    let mut plain = GradReducer::new(16);
+    let want = plain.allreduce_mean(dist, &refs)?.to_vec();
+    let mut any = GradReducer::new(16);
+    for round in 0..4u64 {
+        let mut order: Vec<usize> = (0..sizes.len()).collect();
+        // A rank- and round-dependent shuffle (Fisher–Yates, an LCG).
+        let mut s = 0x9e37_79b9_u64 ^ (rank as u64 * 7919 + round);
+        for i in (1..order.len()).rev() {
+            s = s
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            order.swap(i, (s >> 33) as usize % (i + 1));
+        }
+        any.begin(dist, &refs)?;
+        let (last, first) = (order[order.len() - 1], &order[..order.len() - 1]);
+        for &k in first {
+            any.ready(dist, k, &grads[k])?;
+        }
+        let twice = any.ready(dist, first[0], &grads[first[0]]).unwrap_err();
+        let name = format!("grads[{}]", first[0]);
+        if !twice.to_string().contains(&name) {
+            return Err(format!("ready twice: `{twice}` does not name {name}").into());
+        }
+        let early = any.finish(dist).unwrap_err();
+        if !early.to_string().contains(&format!("grads[{last}]")) {
+            return Err(format!("finish early: `{early}` does not name grads[{last}]").into());
+        }
+        any.ready(dist, last, &grads[last])?;
+        let got = any.finish(dist)?;
+        for (k, (x, y)) in got.iter().zip(&want).enumerate() {
+            if x.as_slice::<f32>()? != y.as_slice::<f32>()? {
+                return Err(format!("round {round} order {order:?}: grads[{k}] differs").into());
+            }
+        }
+    }
+    if rank == 0 {
+        println!(
+            "{} buckets, orders differ per rank: OK",
+            plain.buckets().len()
+        );
+    }
+    Ok(())
 }
 
 /// Rank 0 checks the weights against the reference and writes them.
@@ -373,6 +497,49 @@ fn equal_to_large_batch() {
     }
 }
 
+/// Overlapped reduction (from the gradient-ready hook) against reduction
+/// after backward: equal at every step (`--check-overlap`) and in the
+/// final weights, bit for bit, with several buckets.
+fn overlap_equals_after_backward(dir: &Path) {
+    for (np, eager) in [(2, false), (2, true), (3, false), (3, true)] {
+        let out = |name: &str| dir.join(format!("{name}-{np}-{eager}.params"));
+        let (plain, overlapped) = (out("plain"), out("overlap"));
+        let mut args = vec!["--steps", "12", "--batch", "4", "--bucket-bytes", "64"];
+        if eager {
+            args.push("--eager");
+        }
+        let p = |p: &Path| p.display().to_string();
+        let (plain_s, overlapped_s) = (p(&plain), p(&overlapped));
+        let run = mpirun(
+            np,
+            &[],
+            &[&args[..], &["--out", &plain_s]].concat(),
+            &[],
+            LIMIT,
+        );
+        expect_ok(&run, "reduced after backward");
+        let hooked = [
+            &args[..],
+            &["--overlap", "--check-overlap", "--out", &overlapped_s],
+        ];
+        let run = mpirun(np, &[], &hooked.concat(), &[], LIMIT);
+        expect_ok(&run, "reduced during backward");
+        let (a, b) = (
+            NDArray::load_params(&plain).unwrap(),
+            NDArray::load_params(&overlapped).unwrap(),
+        );
+        assert_eq!(a, b, "np {np} eager {eager}: overlapped weights differ");
+        println!(
+            "  {np} ranks, eager {eager}: every step's mean and the weights equal bit for bit"
+        );
+    }
+    for np in [2, 3] {
+        let run = mpirun(np, &[], &["--reducer-order"], &[], LIMIT);
+        expect_ok(&run, "gradients in any order");
+        println!("  {np} ranks: {}", run.stdout.trim());
+    }
+}
+
 fn resume_equals_uninterrupted(dir: &Path) {
     let (whole, resumed, ckpt) = (
         dir.join("whole.params"),
@@ -419,12 +586,14 @@ fn resume_equals_uninterrupted(dir: &Path) {
     println!("  resumed at step 15 of 30: weights equal bit for bit");
 }
 
-/// `--fail how:rank:5` on `np` ranks with a 3 s timeout: every other rank
-/// exits non-zero naming `rank`, within the timeout plus slack.
-fn failure(np: usize, how: &str, rank: i32, extra: &[&str]) {
+/// `--fail how:rank:5` on `np` ranks with a 3 s timeout (`extra` mpirun
+/// options, `worker` arguments): every other rank exits non-zero naming
+/// `rank`, within the timeout plus slack.
+fn failure(np: usize, how: &str, rank: i32, extra: &[&str], worker: &[&str]) {
     let fail = format!("{how}:{rank}:5");
     let env = [("SIMPLEOP_DIST_TIMEOUT_SECS", "3")];
-    let run = mpirun(np, extra, &["--steps", "50", "--fail", &fail], &env, LIMIT);
+    let args = [&["--steps", "50", "--fail", &fail], worker].concat();
+    let run = mpirun(np, extra, &args, &env, LIMIT);
     let all = format!("{}{}", run.stdout, run.stderr);
     // With --enable-recovery mpirun reports 0 even after MPI_Abort; the
     // ranks' messages below are the check there.
@@ -451,7 +620,7 @@ fn failure(np: usize, how: &str, rank: i32, extra: &[&str]) {
         }
     }
     println!(
-        "  {how} rank {rank} of {np} {extra:?}: the others exited with the error in {:.1} s",
+        "  {how} rank {rank} of {np} {extra:?} {worker:?}: the others exited with the error in {:.1} s",
         run.seconds
     );
 }
@@ -466,13 +635,18 @@ fn harness() -> ExitCode {
     std::fs::create_dir_all(&dir).expect("a temporary directory");
     println!("data-parallel gradients and weights vs one process with the large batch:");
     equal_to_large_batch();
+    println!("gradients reduced during backward vs after it:");
+    overlap_equals_after_backward(&dir);
     println!("checkpoint and resume:");
     resume_equals_uninterrupted(&dir);
     println!("failures:");
-    failure(3, "kill", 1, &["--enable-recovery"]);
-    failure(2, "hang", 1, &[]);
-    failure(3, "hang", 0, &[]);
-    failure(2, "kill", 1, &[]);
+    failure(3, "kill", 1, &["--enable-recovery"], &[]);
+    failure(2, "hang", 1, &[], &[]);
+    failure(3, "hang", 0, &[], &[]);
+    failure(2, "kill", 1, &[], &[]);
+    // Overlapped: the buckets start during backward, arrival waits for
+    // `finish`, so a rank hanging after backward is still named.
+    failure(3, "hang", 1, &[], &["--overlap"]);
     let _ = std::fs::remove_dir_all(&dir);
     println!("mpi tests: all passed");
     ExitCode::SUCCESS

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use simpleop::symbol::{Executor, GradReq, Symbol};
+use simpleop::symbol::{Executor, GradReady, GradReq, Symbol};
 use simpleop::{DType, Error, NDArray, Result, Shape, autograd};
 use simpleop_ops::{
     DotParams, ReduceAxesParams, SgdMomParams, SoftmaxParams, broadcast_add, dot, elemwise_mul,
@@ -13,6 +13,9 @@ use simpleop_ops::{
 pub const FEATURES: usize = 8;
 pub const HIDDEN: usize = 16;
 pub const CLASSES: usize = 3;
+/// A gradient-ready hook: a gradient's index (forward order) and value.
+pub type Hook<'a> = &'a mut dyn FnMut(usize, &NDArray) -> Result<()>;
+
 /// The parameters in forward order.
 pub const NAMES: [&str; 4] = ["w1", "b1", "w2", "b2"];
 
@@ -176,20 +179,52 @@ impl Model {
 
     /// Forward and backward on one batch: the summed loss and the
     /// gradients in forward order (handles, valid until the next call).
-    pub fn gradients(&mut self, x: &NDArray, t: &NDArray) -> Result<(f64, Vec<NDArray>)> {
+    /// `hook`, if given, gets each gradient's index (forward order) and
+    /// value as soon as backward has finished it.
+    pub fn gradients(
+        &mut self,
+        x: &NDArray,
+        t: &NDArray,
+        hook: Option<Hook<'_>>,
+    ) -> Result<(f64, Vec<NDArray>)> {
         let loss = if self.eager {
             let p = |n: &str| self.arg(n);
             let loss = autograd::record(|| loss!(x, t, p("w1")?, p("b1")?, p("w2")?, p("b2")?))?;
-            loss.backward()?;
+            match hook {
+                None => loss.backward()?,
+                Some(hook) => {
+                    let vars = NAMES.iter().map(|n| p(n)).collect::<Result<Vec<_>>>()?;
+                    autograd::backward_with_hook(&[&loss], &[], &vars, &mut |g| {
+                        hook(g.index, g.grad)
+                    })?
+                }
+            }
             loss.as_slice::<f32>()?[0]
         } else {
             self.exe.set_arg("x", x)?;
             self.exe.set_arg("target", t)?;
             self.exe.forward(true)?;
-            self.exe.backward(&[])?;
+            match hook {
+                None => self.exe.backward(&[])?,
+                Some(hook) => {
+                    self.exe
+                        .backward_with_hook(&[], &mut |g: GradReady<'_>| match NAMES
+                            .iter()
+                            .position(|n| *n == g.name)
+                        {
+                            Some(k) => hook(k, g.grad),
+                            None => Ok(()),
+                        })?
+                }
+            }
             self.exe.outputs()[0].as_slice::<f32>()?[0]
         };
-        let grads = NAMES
+        Ok((f64::from(loss), self.grads()?))
+    }
+
+    /// Handles on the gradient buffers, in forward order.
+    pub fn grads(&self) -> Result<Vec<NDArray>> {
+        NAMES
             .iter()
             .map(|n| {
                 let g = match self.eager {
@@ -198,8 +233,7 @@ impl Model {
                 };
                 g.ok_or_else(|| Error::argument(*n, "no gradient"))
             })
-            .collect::<Result<_>>()?;
-        Ok((f64::from(loss), grads))
+            .collect()
     }
 
     /// One `sgd_mom_update` of every parameter with `grads` scaled by

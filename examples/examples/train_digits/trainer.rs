@@ -9,7 +9,7 @@ use std::f64::consts::PI;
 use std::path::Path;
 use std::time::Instant;
 
-use simpleop::symbol::{Executor, GradReq, Symbol};
+use simpleop::symbol::{Executor, GradReady, GradReq, Symbol};
 use simpleop::{Attrs, autograd, eager};
 use simpleop::{DType, Error, NDArray, Result, Shape};
 use simpleop_examples::softplus;
@@ -477,15 +477,21 @@ pub fn build_model(conv_channels: usize, dropout: bool) -> Result<(Symbol, Symbo
     Ok((loss, logits))
 }
 
+/// A gradient-ready hook: called with each parameter's index (update
+/// order) and final gradient during backward.
+pub type ReadyHook<'a> = &'a mut dyn FnMut(usize, &NDArray) -> Result<()>;
+
 /// [`build_model`]'s loss computed by eager calls under
 /// `autograd::record`, then its backward: the parameters, variables held
-/// by the training executor, receive their gradients. Returns the loss.
+/// by the training executor, receive their gradients (`hook`, if given,
+/// sees each as soon as it is final). Returns the loss.
 fn eager_loss_backward(
     exe: &Executor,
     config: &Config,
     x: &NDArray,
     target: &NDArray,
     mask: Option<&NDArray>,
+    hook: Option<ReadyHook<'_>>,
 ) -> Result<f64> {
     let p = |n: &str| {
         exe.arg(n)
@@ -518,8 +524,55 @@ fn eager_loss_backward(
             ReduceAxesParams::default(),
         )?)
     })?;
-    loss.backward()?;
+    match hook {
+        None => loss.backward()?,
+        Some(hook) => {
+            let vars = param_names(config)
+                .iter()
+                .map(|n| p(n))
+                .collect::<Result<Vec<_>>>()?;
+            autograd::backward_with_hook(&[&loss], &[], &vars, &mut |g: GradReady<'_>| {
+                hook(g.index, g.grad)
+            })?;
+        }
+    }
     Ok(f64::from(loss.as_slice::<f32>()?[0]))
+}
+
+/// How each step's gradients become the ones its update applies: data
+/// parallel training averages them over the processes. A step calls
+/// `begin`, then `ready` once per gradient, then `finish`.
+pub trait GradSync {
+    /// Whether `ready` is called from backward's gradient-ready hook, as
+    /// each gradient becomes final (communication overlapping backward),
+    /// or after backward, last parameter first.
+    fn overlap(&self) -> bool;
+    /// A round over gradients shaped like `grads` (update order): before
+    /// backward when overlapping, else after it.
+    fn begin(&mut self, grads: &[NDArray]) -> Result<()>;
+    /// Gradient `k` (update order) is final.
+    fn ready(&mut self, k: usize, grad: &NDArray) -> Result<()>;
+    /// After backward: the gradients to apply, given this process's
+    /// (`grads`, update order).
+    fn finish(&mut self, grads: &[NDArray]) -> Result<Vec<NDArray>>;
+}
+
+/// One process: its own gradients are applied.
+struct Local;
+
+impl GradSync for Local {
+    fn overlap(&self) -> bool {
+        false
+    }
+    fn begin(&mut self, _: &[NDArray]) -> Result<()> {
+        Ok(())
+    }
+    fn ready(&mut self, _: usize, _: &NDArray) -> Result<()> {
+        Ok(())
+    }
+    fn finish(&mut self, grads: &[NDArray]) -> Result<Vec<NDArray>> {
+        Ok(grads.to_vec())
+    }
 }
 
 /// The parameters of the MLP alone, in update order.
@@ -992,18 +1045,18 @@ impl Trainer {
     /// afresh if augmentation is on. The first call fits the pixel
     /// standardisation on `data`.
     pub fn epoch(&mut self, data: &Dataset, on_step: impl FnMut()) -> Result<EpochReport> {
-        self.epoch_with(data, on_step, &mut |grads: &[NDArray]| Ok(grads.to_vec()))
+        self.epoch_with(data, on_step, &mut Local)
     }
 
-    /// [`Trainer::epoch`], with `reduce` between each backward and its
-    /// update: it receives this process's gradients (summed over its rows,
-    /// in update order) and returns the gradients the update applies, the
-    /// mean over the processes in data-parallel training.
+    /// [`Trainer::epoch`], with `sync` between this process's gradients
+    /// (summed over its rows) and each update: it returns the gradients
+    /// the update applies, the mean over the processes in data-parallel
+    /// training, and may receive them during backward ([`GradSync`]).
     pub fn epoch_with(
         &mut self,
         data: &Dataset,
         mut on_step: impl FnMut(),
-        reduce: &mut dyn FnMut(&[NDArray]) -> Result<Vec<NDArray>>,
+        sync: &mut dyn GradSync,
     ) -> Result<EpochReport> {
         let b = self.config.batch;
         let global = b * self.config.shard.size;
@@ -1032,7 +1085,7 @@ impl Trainer {
         let mut step_seconds = Vec::with_capacity(data.len() / b);
         for chunk in order.chunks_exact(global) {
             let start = Instant::now();
-            let loss = self.step(&data.y, chunk, reduce)?;
+            let loss = self.step(&data.y, chunk, sync)?;
             step_seconds.push(start.elapsed().as_secs_f64());
             loss_sum += loss;
             rows += b;
@@ -1079,13 +1132,8 @@ impl Trainer {
 
     /// Forward, backward and one update of every parameter on this
     /// process's share of `global` (rows of this epoch's images), with the
-    /// gradients passed through `reduce`; returns the share's summed loss.
-    fn step(
-        &mut self,
-        labels: &[f32],
-        global: &[usize],
-        reduce: &mut dyn FnMut(&[NDArray]) -> Result<Vec<NDArray>>,
-    ) -> Result<f64> {
+    /// gradients passed through `sync`; returns the share's summed loss.
+    fn step(&mut self, labels: &[f32], global: &[usize], sync: &mut dyn GradSync) -> Result<f64> {
         let b = self.config.batch;
         let Shard { rank, size } = self.config.shard;
         let rows = &global[rank * b..(rank + 1) * b];
@@ -1112,9 +1160,17 @@ impl Trainer {
         } else {
             None
         };
+        let overlap = sync.overlap();
+        if overlap {
+            // Only the shapes: the handles are dropped before backward
+            // writes the buffers (a shared buffer would be copied first).
+            sync.begin(&self.grad_handles()?)?;
+        }
         let exe = &mut self.train_exe;
+        let mut ready = |k: usize, g: &NDArray| sync.ready(k, g);
+        let hook = overlap.then_some(&mut ready as ReadyHook<'_>);
         let loss = if self.config.eager {
-            eager_loss_backward(exe, &self.config, &x, &target, mask.as_ref())?
+            eager_loss_backward(exe, &self.config, &x, &target, mask.as_ref(), hook)?
         } else {
             exe.set_arg("x", &x)?;
             exe.set_arg("target", &target)?;
@@ -1122,28 +1178,35 @@ impl Trainer {
                 exe.set_arg("mask", mask)?;
             }
             exe.forward(true)?;
-            exe.backward(&[])?;
+            match hook {
+                None => exe.backward(&[])?,
+                Some(hook) => exe.backward_with_hook(&[], &mut |g: GradReady<'_>| match names
+                    .iter()
+                    .position(|n| *n == g.name)
+                {
+                    Some(k) => hook(k, g.grad),
+                    None => Ok(()),
+                })?,
+            }
             f64::from(exe.outputs()[0].as_slice::<f32>()?[0])
         };
         drop((x, target, mask));
         self.steps += 1;
         // Handles (no copies), dropped before the next backward writes the
         // buffers again.
-        let grads = names
-            .iter()
-            .map(|name| {
-                let grad = match self.config.eager {
-                    true => exe.arg(name).and_then(NDArray::grad),
-                    false => exe.grad(name).cloned(),
-                };
-                grad.ok_or_else(|| Error::argument(*name, "no gradient buffer"))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let grads = reduce(&grads)?;
+        let grads = self.grad_handles()?;
+        if !overlap {
+            sync.begin(&grads)?;
+            for k in (0..grads.len()).rev() {
+                sync.ready(k, &grads[k])?;
+            }
+        }
+        let grads = sync.finish(&grads)?;
+        let exe = &mut self.train_exe;
         if grads.len() != names.len() {
             return Err(Error::invalid(
                 "Trainer::epoch_with",
-                "reduce",
+                "sync",
                 format!(
                     "returned {} gradients for {} parameters",
                     grads.len(),
@@ -1189,6 +1252,21 @@ impl Trainer {
             }
         }
         Ok(loss)
+    }
+
+    /// Handles on the gradient buffers, in update order.
+    fn grad_handles(&self) -> Result<Vec<NDArray>> {
+        let exe = &self.train_exe;
+        param_names(&self.config)
+            .iter()
+            .map(|name| {
+                let grad = match self.config.eager {
+                    true => exe.arg(name).and_then(NDArray::grad),
+                    false => exe.grad(name).cloned(),
+                };
+                grad.ok_or_else(|| Error::argument(*name, "no gradient buffer"))
+            })
+            .collect()
     }
 
     /// Softmax class probabilities for every row of `data` (`len × 10`,

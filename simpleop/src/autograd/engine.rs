@@ -159,11 +159,17 @@ impl<'a> Pass<'a> {
     }
 
     /// Runs every needed node's backward, newest first; frees what each
-    /// saved unless `retain`.
+    /// saved unless `retain`. Calls `after(self, i)` once node `i` (its
+    /// index among the pass's nodes, oldest first) is done: the
+    /// gradient-ready hook.
     #[inline]
-    pub(crate) fn run(&mut self, retain: bool) -> Result<()> {
+    pub(crate) fn run(
+        &mut self,
+        retain: bool,
+        mut after: impl FnMut(&Self, usize) -> Result<()>,
+    ) -> Result<()> {
         let nodes = std::mem::take(&mut self.nodes);
-        let result = nodes.iter().rev().try_for_each(|n| {
+        let result = nodes.iter().enumerate().rev().try_for_each(|(i, n)| {
             let Some(call) = n.call() else { return Ok(()) };
             if self.needed.contains(&node_key(n)) {
                 self.run_node(n, call)?;
@@ -171,7 +177,7 @@ impl<'a> Pass<'a> {
             if !retain {
                 *lock(&call.saved) = None;
             }
-            Ok(())
+            after(self, i)
         });
         self.nodes = nodes;
         result
@@ -274,6 +280,36 @@ impl<'a> Pass<'a> {
                 *lock(grad) = Some(buf);
             }
         }
+    }
+
+    /// When each of `vars` (variables) has its final gradient in this
+    /// pass: `Some(i)` after node `i`, its last needed reader (the oldest,
+    /// as nodes run newest first); `None` when no node writes it (not
+    /// reached, or reached only as a head) and it is final from the start.
+    pub(crate) fn last_writers(&self, vars: &[Link]) -> Vec<Option<usize>> {
+        let mut last = vec![None; vars.len()];
+        let index: std::collections::HashMap<usize, usize> = vars
+            .iter()
+            .enumerate()
+            .map(|(k, l)| (node_key(&l.node), k))
+            .collect();
+        for (i, n) in self.nodes.iter().enumerate().rev() {
+            let Some(call) = n.call() else { continue };
+            if !self.needed.contains(&node_key(n)) {
+                continue;
+            }
+            for l in call.inputs.iter().flat_map(|i| &i.from) {
+                if let Some(&k) = index.get(&node_key(&l.node)) {
+                    last[k] = Some(i);
+                }
+            }
+        }
+        last
+    }
+
+    /// Variable `l`'s gradient buffer while the pass holds it.
+    pub(crate) fn held_grad(&self, l: &Link) -> Option<&NDArray> {
+        self.acc.get(&key(l)).and_then(|a| a.buf.as_ref())
     }
 
     /// The gradient of each of `values` (zeros where no path leads).

@@ -23,6 +23,7 @@ use crate::{
 };
 
 mod accessors;
+mod hook;
 mod placed;
 
 use placed::{Placed, view_from};
@@ -83,6 +84,9 @@ pub struct Executor {
     /// [`BindConfig::row_sinks`].
     row_sinks: bool,
     dot_groups: Vec<(Vec<usize>, &'static str)>,
+    /// When each argument's gradient is final in the training plan's
+    /// backward ([`super::ready::ready_schedule`]).
+    ready_schedule: Vec<(usize, usize)>,
     /// Runs `forward(false)` when some op has an inference form
     /// ([`inference::expand`]): the expanded graph, bound to no arrays of
     /// its own between runs; each run lends it this executor's arguments,
@@ -224,6 +228,11 @@ impl Executor {
             .as_ref()
             .map(|t| lower::describe_backward(&graph, t))
             .unwrap_or_default();
+        let has_grad: Vec<bool> = bound_grads.iter().map(Option::is_some).collect();
+        let ready_schedule = training
+            .as_ref()
+            .map(|t| super::ready::ready_schedule(t, &has_grad))
+            .unwrap_or_default();
         let dot_groups = grouping
             .groups
             .iter()
@@ -256,6 +265,7 @@ impl Executor {
             sink_layout: sink,
             ctx,
             last_forward: None,
+            ready_schedule,
             expanded: None,
             graph,
             shapes,
@@ -285,7 +295,7 @@ impl Executor {
         };
         self.last_forward = None;
         self.ctx.is_train = is_train;
-        let result = self.run(&plan, 0..plan.backward_start, &[]);
+        let result = self.run(&plan, 0..plan.backward_start, &[], &mut |_, _| Ok(()));
         if train {
             self.training = Some(plan);
         } else {
@@ -326,22 +336,35 @@ impl Executor {
 
     /// Runs the backward pass of the last `forward(true)`. `head_grads`
     /// has one array per output, or is empty for ones.
+    /// [`Executor::backward_with_hook`] also says when each gradient is
+    /// final.
     pub fn backward(&mut self, head_grads: &[NDArray]) -> Result<()> {
+        self.check_trained()?;
+        let Some(plan) = self.training.take() else {
+            // No argument asks for a gradient: nothing to do.
+            return Ok(());
+        };
+        let result = self.backward_with(&plan, head_grads, &mut |_, _| Ok(()));
+        self.training = Some(plan);
+        result
+    }
+
+    fn check_trained(&self) -> Result<()> {
         if self.last_forward != Some(true) {
             return Err(Error::graph(
                 "backward needs a preceding forward(is_train = true)",
             ));
         }
-        let Some(plan) = self.training.take() else {
-            // No argument asks for a gradient: nothing to do.
-            return Ok(());
-        };
-        let result = self.backward_with(&plan, head_grads);
-        self.training = Some(plan);
-        result
+        Ok(())
     }
 
-    fn backward_with(&mut self, plan: &Plan, head_grads: &[NDArray]) -> Result<()> {
+    /// The backward steps of `plan`, with `after` as in [`Executor::run`].
+    fn backward_with(
+        &mut self,
+        plan: &Plan,
+        head_grads: &[NDArray],
+        after: &mut impl FnMut(&Executor, usize) -> Result<()>,
+    ) -> Result<()> {
         let ones: Vec<NDArray>;
         let heads = if head_grads.is_empty() {
             ones = self
@@ -379,7 +402,7 @@ impl Executor {
         }
         self.check_bound()?;
         self.ctx.is_train = true;
-        self.run(plan, plan.backward_start..plan.steps.len(), heads)
+        self.run(plan, plan.backward_start..plan.steps.len(), heads, after)
     }
 
     /// Arguments and gradient buffers may have been replaced through
@@ -506,7 +529,9 @@ impl Executor {
             .map(|r| (r, k)))
     }
 
-    /// Runs `plan.steps[range]`, one function per kind of step.
+    /// Runs `plan.steps[range]`, one function per kind of step, calling
+    /// `after(self, s)` before the first step (`s = range.start`) and after
+    /// each (`s` = the index of the next step): the gradient-ready hook.
     ///
     /// Per-call lists live inline ([`Ptrs`]): a six-op fused forward made
     /// 35 allocator calls with `Vec`s, 3 now (`tests/tests/fusion.rs`).
@@ -515,8 +540,10 @@ impl Executor {
         plan: &Plan,
         range: std::ops::Range<usize>,
         head_grads: &[NDArray],
+        after: &mut impl FnMut(&Executor, usize) -> Result<()>,
     ) -> Result<()> {
         let at = self.place(plan, head_grads)?;
+        after(self, range.start)?;
         for s in range {
             match &plan.steps[s] {
                 Step::Forward {
@@ -565,6 +592,7 @@ impl Executor {
                     self.run_backward(&at, &step)?;
                 }
             }
+            after(self, s + 1)?;
         }
         Ok(())
     }
