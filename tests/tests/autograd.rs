@@ -704,12 +704,15 @@ fn one_call_grads(
         .collect()
 }
 
+/// An op, its attributes, its arguments and the output used as the head.
+type OneCallCase = (&'static str, Attrs, Vec<(Arg, &'static [usize])>, usize);
+
 #[test]
 fn a_one_call_backward_equals_the_general_pass_bit_for_bit() {
     use Arg::*;
     simpleop_ops::link();
     let none = Attrs::new;
-    let cases: Vec<(&str, Attrs, Vec<(Arg, &[usize])>, usize)> = vec![
+    let cases: Vec<OneCallCase> = vec![
         ("relu", none(), vec![(Write, &[5])], 0),
         ("sigmoid", none(), vec![(Add, &[2, 3])], 0),
         ("_ag_cube", none(), vec![(Write, &[4])], 0),
