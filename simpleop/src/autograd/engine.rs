@@ -116,13 +116,9 @@ impl<'a> Pass<'a> {
     pub(crate) fn check(&self) -> Result<()> {
         for n in &self.nodes {
             let Some(call) = n.call() else { continue };
-            if !self.needed.contains(&node_key(n)) {
-                continue;
+            if self.needed.contains(&node_key(n)) {
+                check_call(n, call)?;
             }
-            backward_of(call.op, &RunContext::default())?;
-            let saved = lock(&call.saved);
-            let saved = saved.as_ref().ok_or_else(|| freed(call.op.name))?;
-            check_versions(n, call, saved)?;
         }
         Ok(())
     }
@@ -447,8 +443,17 @@ fn gradient_calls(slots: &[Option<Key>]) -> (SmallVec<[Option<usize>; 4]>, usize
     (calls, count)
 }
 
+/// What would make node `n`'s backward fail: no gradient, its values
+/// freed, or changed in place since it saved them.
+pub(crate) fn check_call(n: &Node, call: &OpCall) -> Result<()> {
+    backward_of(call.op, &RunContext::default())?;
+    let saved = lock(&call.saved);
+    let saved = saved.as_ref().ok_or_else(|| freed(call.op.name))?;
+    check_versions(n, call, saved)
+}
+
 /// Refuses values that changed in place since the node saved them.
-pub(crate) fn check_versions(n: &Node, call: &OpCall, saved: &Saved) -> Result<()> {
+fn check_versions(n: &Node, call: &OpCall, saved: &Saved) -> Result<()> {
     let op = call.op;
     for (i, s) in saved.inputs.iter().enumerate() {
         if let Some((_, Some(from), then)) = s {

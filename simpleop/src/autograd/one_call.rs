@@ -5,18 +5,23 @@
 //! the same order and with the same checks and requests; anything else
 //! (a recorded input, a variable used twice) goes to the pass.
 
+use std::sync::Mutex;
+
 use smallvec::SmallVec;
 
-use super::engine::{backward_of, check_versions, freed, run_kernel};
+use super::engine::{check_call, freed, run_kernel};
 use super::tape::{Kind, Link, OpCall, lock};
 use crate::symbol::config::GradReq;
-use crate::{NDArray, OpReqType, Result, RunContext};
+use crate::{NDArray, OpReqType, Result};
+
+/// A variable argument: its request and its gradient buffer.
+type Var<'a> = (GradReq, &'a Mutex<Option<NDArray>>);
 
 /// The head's call, and per argument its variable (`None` for a constant).
 pub(crate) struct OneCall<'a> {
     head: &'a Link,
     call: &'a OpCall,
-    vars: SmallVec<[Option<&'a Kind>; 4]>,
+    vars: SmallVec<[Option<Var<'a>>; 4]>,
 }
 
 impl<'a> OneCall<'a> {
@@ -25,21 +30,23 @@ impl<'a> OneCall<'a> {
     #[inline]
     pub(crate) fn new(head: &'a Link) -> Option<OneCall<'a>> {
         let call = head.node.call()?;
-        let mut vars: SmallVec<[Option<&Kind>; 4]> = SmallVec::new();
+        let mut vars: SmallVec<[Option<Var<'a>>; 4]> = SmallVec::new();
         for (i, input) in call.inputs.iter().enumerate() {
             let Some(from) = &input.from else {
                 vars.push(None);
                 continue;
             };
-            let kind = &from.node.kind;
             let twice = call.inputs[..i]
                 .iter()
                 .filter_map(|j| j.from.as_ref())
                 .any(|j| std::sync::Arc::ptr_eq(&j.node, &from.node));
-            if !matches!(kind, Kind::Variable { .. }) || twice {
+            let Kind::Variable { req, grad, .. } = &from.node.kind else {
+                return None;
+            };
+            if twice {
                 return None;
             }
-            vars.push(Some(kind));
+            vars.push(Some((*req, grad)));
         }
         Some(OneCall { head, call, vars })
     }
@@ -54,10 +61,7 @@ impl<'a> OneCall<'a> {
         if !self.needed() {
             return Ok(());
         }
-        backward_of(self.call.op, &RunContext::default())?;
-        let saved = lock(&self.call.saved);
-        let saved = saved.as_ref().ok_or_else(|| freed(self.call.op.name))?;
-        check_versions(&self.head.node, self.call, saved)
+        check_call(&self.head.node, self.call)
     }
 
     /// Runs the call's backward with head gradient `g`, each variable's
@@ -87,12 +91,10 @@ impl<'a> OneCall<'a> {
         let mut bufs: SmallVec<[NDArray; 4]> = SmallVec::with_capacity(self.vars.len());
         let mut reqs: SmallVec<[OpReqType; 4]> = SmallVec::with_capacity(self.vars.len());
         for (input, var) in call.inputs.iter().zip(&self.vars) {
-            let own = var.and_then(|v| take_buffer(v).map(|b| (b, v)));
+            let own = var.and_then(|(req, grad)| Some((req, take_buffer(req, grad)?)));
             let (buf, req) = match own {
-                Some((b, Kind::Variable { req, .. })) if *req == GradReq::Add => {
-                    (b, OpReqType::AddTo)
-                }
-                Some((b, _)) => (b, OpReqType::WriteTo),
+                Some((GradReq::Add, b)) => (b, OpReqType::AddTo),
+                Some((_, b)) => (b, OpReqType::WriteTo),
                 None => {
                     let b = NDArray::for_overwrite(call.op.name, input.shape.clone(), input.dtype)?;
                     let req = match var {
@@ -107,7 +109,7 @@ impl<'a> OneCall<'a> {
         }
         let result = run_kernel(call, saved, &out_grads, &mut bufs, &reqs);
         for (buf, var) in bufs.into_iter().zip(&self.vars) {
-            if let Some(Kind::Variable { req, grad, .. }) = var {
+            if let Some((req, grad)) = var {
                 // As `Pass::finish`: a failed `write` keeps its buffer only
                 // when it has no other.
                 let mut grad = lock(grad);
@@ -121,9 +123,6 @@ impl<'a> OneCall<'a> {
 }
 
 /// A variable's gradient buffer, taken for the pass (none for `null`).
-fn take_buffer(v: &Kind) -> Option<NDArray> {
-    match v {
-        Kind::Variable { req, grad, .. } if *req != GradReq::Null => lock(grad).take(),
-        _ => None,
-    }
+fn take_buffer(req: GradReq, grad: &Mutex<Option<NDArray>>) -> Option<NDArray> {
+    (req != GradReq::Null).then(|| lock(grad).take()).flatten()
 }
