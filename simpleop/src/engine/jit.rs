@@ -8,8 +8,9 @@
 //! compiled instead to one loop that keeps intermediate values in vector
 //! registers: per 16 elements it loads the inputs, runs all the ops and
 //! stores only what leaves the program. Today that is x86-64 Linux with
-//! AVX-512 ([`Isa::Avx512`](super::simd::Isa::Avx512)) and f32 storage;
-//! everything else runs the interpreter.
+//! AVX-512 or AVX2 ([`Isa::Avx512`](super::simd::Isa::Avx512),
+//! [`Isa::Avx2`](super::simd::Isa::Avx2)) and f32 storage; everything else
+//! runs the interpreter.
 //!
 //! Each lane emits the operations its op's scalar kernel performs in the
 //! FMA tile loops (the same roundings, NaN and signed-zero behaviour), so
@@ -21,7 +22,8 @@
 //! slot's values in registers ([`JitInstr::Accumulate`]): each vector is
 //! widened to f64 and added to the running sums its elements belong to,
 //! in the order [`super::rows::RowAcc`] fixes, so the sums are bitwise
-//! the ones the reduction computes from stored values.
+//! the ones the reduction computes from stored values (AVX-512 keeps the
+//! sums in registers, AVX2 in memory: it has too few registers).
 //!
 //! A compiled program is cached by its instructions (ops, scalars, slots),
 //! so a graph run many times compiles once; the cache holds at most

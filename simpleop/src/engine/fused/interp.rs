@@ -104,7 +104,7 @@ fn run_compiled<S: TileIo>(
     // `compiled` refuses programs writing an input slot) and slot
     // buffers hold at least `len` elements, output tiles exactly
     // `len`; no reference to them is used during the call; the CPU has
-    // AVX-512 (`compiled` checks). Tiles of accumulating code start
+    // AVX-512 or AVX2 (`compiled` checks). Tiles of accumulating code start
     // and end on chunk boundaries of rows or at rows' ends
     // (`tile_len`), and their row pieces start on 64-byte lines when
     // an output streams (`run_typed` sums only such rows then).

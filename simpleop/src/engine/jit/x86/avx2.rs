@@ -9,14 +9,22 @@
 //! (`vmath::fma`), which the AVX2 tile loops run: the scaling by 2^n
 //! that AVX-512 does with `vscalefps` is built from the exponent bits as
 //! the scalar form builds it, so the results are bitwise the
-//! interpreter's. Accumulating programs are not compiled here (the row
-//! sink reads the stored values instead).
+//! interpreter's.
+//!
+//! An accumulating program keeps its 32 running f64 sums in memory, at the
+//! pointer it is given, not in registers: 32 f64 would take eight of the
+//! 16 ymm registers. Each 32-element chunk runs the steps over four
+//! vectors, and each vector's summands are added to their eight sums with
+//! a load, an add and a store; every sum sees its summands in the order
+//! the AVX-512 code and `RowAcc` add them, so the sums are the same bits.
 
 use iced_x86::Register;
 use iced_x86::code_asm::*;
 
 use super::emit::{Pool, Regs, Step, chunk_loop};
+use crate::engine::jit::program::ACC_LANES;
 use crate::engine::lanes::{Lane, LaneOp};
+use crate::engine::rows::Summand;
 use crate::vmath::{EXP_P, LN2_HI, LN2_LO, ROUND_MAGIC, TANH_CLAMP, TANH_G};
 
 /// Registers for values.
@@ -26,9 +34,11 @@ const TAIL_MASK: usize = 11;
 /// The first of the four scratch registers.
 const SCRATCH: usize = 12;
 
+/// The sums live in memory (see the module docs), so an accumulating
+/// program has every value register.
 pub(super) const REGS: Regs = Regs {
     values: VALUE_REGS,
-    with_sums: None,
+    with_sums: Some(VALUE_REGS),
 };
 
 /// Vector register `i` (0..16) as a ymm.
@@ -247,20 +257,68 @@ fn exp_reduced(a: &mut CodeAssembler, p: &mut Pool) -> Result<(), IcedError> {
     a.vaddps(t0, t0, p.v(1.0))
 }
 
-/// One vector's steps; a partial one (`tail`) under the lanes in
-/// `TAIL_MASK`.
+/// Adds the summand of the 8 values in `x` to sums `8 vec .. 8 vec + 8`
+/// (at `r10`), converted to f64 and added one by one, the sum the first
+/// operand as in the AVX-512 code; a partial vector (`tail`) changes only
+/// the sums of the lanes in `TAIL_MASK`.
+fn accumulate(
+    a: &mut CodeAssembler,
+    p: &mut Pool,
+    (x, summand): (usize, Summand),
+    vec: i32,
+    tail: bool,
+) -> Result<(), IcedError> {
+    let (t0, t1, t2, t3) = scratch();
+    let x = if summand == Summand::Abs {
+        // |x| is exact in f32 and in f64 alike
+        a.vandps(t2, ymm(x), p.vec(0x7fff_ffff))?;
+        SCRATCH + 2
+    } else {
+        x
+    };
+    a.vextractf128(xmm(SCRATCH + 1), ymm(x), 1)?;
+    a.vcvtps2pd(t0, xmm(x))?;
+    a.vcvtps2pd(t1, xmm(SCRATCH + 1))?;
+    if summand == Summand::Square {
+        a.vmulpd(t0, t0, t0)?;
+        a.vmulpd(t1, t1, t1)?;
+    }
+    for (half, t) in [(0, t0), (1, t1)] {
+        let at = ymmword_ptr(r10 + (64 * vec + 32 * half));
+        a.vmovupd(t2, at)?;
+        a.vaddpd(t2, t2, t)?;
+        if tail {
+            // the half's four lane masks, widened to 64 bits
+            if half == 0 {
+                a.vpmovsxdq(t3, xmm(TAIL_MASK))?;
+            } else {
+                a.vextracti128(xmm(SCRATCH + 3), ymm(TAIL_MASK), 1)?;
+                a.vpmovsxdq(t3, xmm(SCRATCH + 3))?;
+            }
+            a.vmaskmovpd(at, t3, t2)?;
+        } else {
+            a.vmovupd(at, t2)?;
+        }
+    }
+    Ok(())
+}
+
+/// One vector's steps, `disp` bytes past the element index; a partial
+/// one (`tail`) under the lanes in `TAIL_MASK`. An accumulation adds to
+/// the sums of vector `vec` of the chunk.
 fn emit_steps(
     a: &mut CodeAssembler,
     p: &mut Pool,
     steps: &[Step],
     tail: bool,
+    (disp, vec): (i32, i32),
 ) -> Result<(), IcedError> {
     let mask = ymm(TAIL_MASK);
     for st in steps {
         match st {
             Step::Load { slot, reg } => {
                 a.mov(rax, qword_ptr(rdi + 8 * *slot as i32))?;
-                let m = ymmword_ptr(rax + rcx * 4);
+                let m = ymmword_ptr(rax + rcx * 4 + disp);
                 if tail {
                     a.vmaskmovps(ymm(*reg), mask, m)?;
                 } else {
@@ -270,7 +328,7 @@ fn emit_steps(
             Step::Op { lane, ins, out } => emit_op(a, p, *lane, ins, *out)?,
             Step::Store { slot, reg, stream } => {
                 a.mov(rax, qword_ptr(rdi + 8 * *slot as i32))?;
-                let m = ymmword_ptr(rax + rcx * 4);
+                let m = ymmword_ptr(rax + rcx * 4 + disp);
                 if tail {
                     a.vmaskmovps(m, mask, ymm(*reg))?;
                 } else if *stream {
@@ -279,37 +337,89 @@ fn emit_steps(
                     a.vmovups(m, ymm(*reg))?;
                 }
             }
-            // never planned: `REGS` gives sums no registers
-            Step::Accumulate { .. } => debug_assert!(false, "an AVX2 program accumulating"),
+            Step::Accumulate { reg, summand } => {
+                accumulate(a, p, (*reg, *summand), vec, tail)?;
+            }
         }
     }
     Ok(())
 }
 
+/// `TAIL_MASK` = the lanes `j < r11` (`r11` below 8, or negative: none),
+/// from the count against 0..8.
+fn tail_mask(a: &mut CodeAssembler, pool: &mut Pool) -> Result<(), IcedError> {
+    a.vmovd(xmm(TAIL_MASK), r11d)?;
+    a.vpbroadcastd(ymm(TAIL_MASK), xmm(TAIL_MASK))?;
+    let iota = pool.block(&IOTA);
+    a.vpcmpgtd(ymm(TAIL_MASK), ymm(TAIL_MASK), ymmword_ptr(rsi + iota))
+}
+
 /// The program's code and its constants.
 pub(super) fn assemble(steps: &[Step]) -> Result<(Vec<u8>, Pool), IcedError> {
     let mut pool = Pool::new(8);
+    let code = if steps.iter().any(|s| matches!(s, Step::Accumulate { .. })) {
+        assemble_accumulating(steps, &mut pool)?
+    } else {
+        assemble_plain(steps, &mut pool)?
+    };
+    Ok((code, pool))
+}
+
+fn assemble_plain(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, IcedError> {
     let mut a = CodeAssembler::new(64)?;
     // rdi: slot pointers, rsi: pool, rdx: len, rcx: element index
     chunk_loop(
         &mut a,
-        &mut pool,
+        pool,
         8,
-        |a, pool| emit_steps(a, pool, steps, false),
+        |a, pool| emit_steps(a, pool, steps, false, (0, 0)),
         |a, pool| {
-            // lanes j < len - i (below 8): the count against 0..8
-            a.mov(rax, rdx)?;
-            a.sub(rax, rcx)?;
-            a.vmovd(xmm(TAIL_MASK), eax)?;
-            a.vpbroadcastd(ymm(TAIL_MASK), xmm(TAIL_MASK))?;
-            let iota = pool.block(&IOTA);
-            a.vpcmpgtd(ymm(TAIL_MASK), ymm(TAIL_MASK), ymmword_ptr(rsi + iota))?;
-            emit_steps(a, pool, steps, true)
+            // lanes j < len - i (below 8)
+            a.mov(r11, rdx)?;
+            a.sub(r11, rcx)?;
+            tail_mask(a, pool)?;
+            emit_steps(a, pool, steps, true, (0, 0))
         },
     )?;
     a.vzeroupper()?;
     a.ret()?;
-    Ok((a.assemble(0)?, pool))
+    a.assemble(0)
+}
+
+/// An accumulating program: each iteration runs a 32-element chunk as
+/// four vectors, vector `k`'s elements adding to sums `8k .. 8k + 8`; a
+/// last partial chunk runs each vector under its lanes, element `j`
+/// adding to sum `j` (the other sums keep their values).
+fn assemble_accumulating(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, IcedError> {
+    const _: () = assert!(ACC_LANES == 32, "four vectors of 8 per chunk");
+    let mut a = CodeAssembler::new(64)?;
+    // rdi: slot pointers, rsi: pool, rdx: len, rcx: the sums, then the
+    // element index; r10: the sums; r11: lanes left in a partial chunk
+    a.mov(r10, rcx)?;
+    chunk_loop(
+        &mut a,
+        pool,
+        32,
+        |a, pool| {
+            for k in 0..4 {
+                emit_steps(a, pool, steps, false, (32 * k, k))?;
+            }
+            Ok(())
+        },
+        |a, pool| {
+            a.mov(r11, rdx)?;
+            a.sub(r11, rcx)?;
+            for k in 0..4 {
+                tail_mask(a, pool)?;
+                emit_steps(a, pool, steps, true, (32 * k, k))?;
+                a.sub(r11, 8)?;
+            }
+            Ok(())
+        },
+    )?;
+    a.vzeroupper()?;
+    a.ret()?;
+    a.assemble(0)
 }
 
 /// Vector register `i` as an xmm.
