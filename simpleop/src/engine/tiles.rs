@@ -567,8 +567,10 @@ unsafe fn convert_chunks_avx512bf16<K: MapFn<N>, S: TileIo, const N: usize>(
 }
 
 /// [`convert_chunks`] with `mode`'s conversions, for the AVX-512 mode
-/// (bf16 narrowing with AVX-512 BF16 where the CPU has it) and for f16 in
-/// the AVX2 one; false (nothing done) otherwise.
+/// (bf16 narrowing with AVX-512 BF16 where the CPU has it) and the AVX2
+/// one (bf16 narrowing with integer rounding: chunked, it measured faster
+/// than the tile buffers' three passes, see bench/RESULTS.md); false
+/// (nothing done) otherwise.
 ///
 /// # Safety
 /// As for [`Mode::run`], inlined into `mode`'s dispatch; with `streamed`
@@ -594,13 +596,8 @@ unsafe fn convert_chunks_on<K: MapFn<N>, S: TileIo, const N: usize>(
             convert_chunks::<K, S, N, Avx512Chunks<false>>(kernel, ins, out, streamed)
         },
         // SAFETY: as above, for AVX2.
-        Mode::Avx2 if S::DTYPE != DType::BF16 => unsafe {
-            convert_chunks::<K, S, N, Avx2Chunks>(kernel, ins, out, streamed)
-        },
-        // bf16 chunked on AVX2 measured slower than through the tile
-        // buffers (its integer rounding, per 32 lanes, costs more than the
-        // kernel here), so it keeps those until that narrowing is cheaper.
-        Mode::Avx2 | Mode::Plain | Mode::Fma => return false,
+        Mode::Avx2 => unsafe { convert_chunks::<K, S, N, Avx2Chunks>(kernel, ins, out, streamed) },
+        Mode::Plain | Mode::Fma => return false,
     }
     true
 }
@@ -660,7 +657,7 @@ mode_tile_job!(StreamMap<'_, K, C, N>, C: Float);
 
 /// `out[j] = kernel(ins[0][j], ..)` over storage slices whose type is not
 /// its compute type (f16, bf16): on AVX-512 and AVX2, a vector form's
-/// loop or `convert_chunks` (not for bf16 on AVX2), converting in
+/// loop or `convert_chunks`, converting in
 /// registers; otherwise a tile at a time, each input converted into its
 /// L1 buffer, the kernel run into `res`, and the result converted back,
 /// all inside one dispatch. With `staged` (crate-internal), the output is
