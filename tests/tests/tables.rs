@@ -1,7 +1,7 @@
 //! Lookup tables for one-input kernels over f16/bf16: they return the
-//! compute path's bits, they are what runs, a table built under one
-//! instruction set is not read under another, and the timed route keeps
-//! the faster of reading and computing.
+//! compute path's bits, they are what runs, each instruction set builds
+//! and reads its own table, and the timed route keeps the faster of
+//! reading and computing.
 //!
 //! Every test holds a `Tuning` guard: they change process-wide settings
 //! (timing, the instruction set), so they take turns.
@@ -223,10 +223,25 @@ fn a_user_kernel_is_tabulated_once_per_half_type() {
     }
 }
 
+static ISA_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+/// e^x counting its evaluations, for the per-set tables test alone.
+#[simple_op(name = "_test_isa_counted_exp")]
+mod isa_counted_exp {
+    use super::{ISA_CALLS, Ordering};
+    use simpleop::prelude::*;
+    pub fn forward<T: Float>(x: T) -> T {
+        ISA_CALLS.fetch_add(1, Ordering::Relaxed);
+        x.exp()
+    }
+}
+
 #[test]
-fn a_table_is_not_read_under_another_instruction_set() {
+fn each_instruction_set_builds_and_reads_its_own_table() {
     // The plain and FMA forms of the vector math differ in the last bit,
-    // which can survive rounding to f16/bf16.
+    // which can survive rounding to f16/bf16: a table built under one set
+    // must not serve another, and switching back must find the first
+    // set's table still there (the benchmark's `--isa avx512,avx2`).
     simpleop_ops::link();
     let mut tuning = tables_always_read();
     let best = Tuning::current().isa;
@@ -235,6 +250,11 @@ fn a_table_is_not_read_under_another_instruction_set() {
         return;
     }
     let ops = ["exp", "log", "tanh", "sigmoid", "erf", "sin"];
+    let evaluations = |x: &NDArray| {
+        let before = ISA_CALLS.load(Ordering::Relaxed);
+        let y = eager::invoke("_test_isa_counted_exp", &[x], &Attrs::new()).unwrap();
+        (ISA_CALLS.load(Ordering::Relaxed) - before, bits(&y))
+    };
     for dtype in [DType::F16, DType::BF16] {
         let all: Vec<u16> = (0..=u16::MAX).collect();
         let x = from_bits(dtype, &all);
@@ -243,6 +263,8 @@ fn a_table_is_not_read_under_another_instruction_set() {
         for op in ops {
             eager::invoke(op, &[&x], &Attrs::new()).unwrap();
         }
+        let (built, best_bits) = evaluations(&x);
+        assert_eq!(built, 65_536, "{dtype}: one evaluation per pattern");
         tuning.update(|t| t.isa = Isa::Scalar).unwrap();
         for op in ops {
             let got = bits(&eager::invoke(op, &[&x], &Attrs::new()).unwrap());
@@ -250,6 +272,14 @@ fn a_table_is_not_read_under_another_instruction_set() {
             let differ = got.iter().zip(&want).filter(|(a, b)| a != b).count();
             assert_eq!(differ, 0, "{op} {dtype}: the scalar build's bits");
         }
+        // the scalar set builds its own table, then reads it
+        assert_eq!(evaluations(&x).0, 65_536, "{dtype}: the scalar table");
+        assert_eq!(evaluations(&x).0, 0, "{dtype}: the scalar table, read");
+        // and the best set still reads the table it built
+        tuning.update(|t| t.isa = best).unwrap();
+        let (again, again_bits) = evaluations(&x);
+        assert_eq!(again, 0, "{dtype}: the best set's table, kept");
+        assert_eq!(again_bits, best_bits, "{dtype}: the best set's bits");
     }
 }
 

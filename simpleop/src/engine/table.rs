@@ -26,8 +26,8 @@
 //! output, or in place) of at least [`TABLE_MIN_LEN`] elements whose input
 //! has the output's shape, when the op costs at least [`TABLE_MIN_COST`]
 //! (cheaper ops convert and compute faster, and stream their stores past
-//! the caches); accumulating (`AddTo`) and broadcast calls compute. A table
-//! built under another instruction set than the active one is not read.
+//! the caches); accumulating (`AddTo`) and broadcast calls compute. Each
+//! instruction set has its own table, built and timed under it.
 //! [`set_half_tables`] (or `SIMPLEOP_HALF_TABLES=0`) turns the route off,
 //! which is how the benchmark shows what it buys.
 //!
@@ -64,20 +64,44 @@ pub const TABLE_MIN_LEN: usize = 1 << 15;
 /// practice a kernel is tabulated when it calls a transcendental.
 pub const TABLE_MIN_COST: u32 = 4;
 
-/// An op's tables, one per half type, each built at its first use. The
-/// attribute declares one per eligible op; see the module documentation.
+/// The instruction sets a table may be built under, one slot each.
+const ISAS: usize = 4;
+
+/// An op's tables, one per half type and instruction set, each built at
+/// its first use under that set. The attribute declares one per eligible
+/// op; see the module documentation.
+///
+/// Per set, because a table holds the results of the active set's
+/// compute path (the plain and fused forms of the vector math differ in
+/// the last bit) and its timing against that path: a program that
+/// switches sets (`Tuning::isa`, the benchmark's `--isa avx512,avx2`)
+/// gets each set's own decision, not the first set's.
 pub struct HalfTables {
-    pub(crate) f16: OnceLock<Route>,
-    pub(crate) bf16: OnceLock<Route>,
+    pub(crate) f16: [OnceLock<Route>; ISAS],
+    pub(crate) bf16: [OnceLock<Route>; ISAS],
 }
 
 impl std::fmt::Debug for HalfTables {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let state = |t: &OnceLock<Route>| match t.get() {
-            None => "not built",
-            Some(Route::Panicked) => "disabled (the build panicked)",
-            Some(Route::Slower) => "disabled (slower than computing here)",
-            Some(Route::Table(_)) => "built",
+        let state = |t: &[OnceLock<Route>; ISAS]| {
+            let names = ["scalar", "neon", "avx2", "avx512"];
+            let states: Vec<String> = t
+                .iter()
+                .zip(names)
+                .filter_map(|(t, isa)| {
+                    let s = match t.get()? {
+                        Route::Panicked => "disabled (the build panicked)",
+                        Route::Slower => "disabled (slower than computing here)",
+                        Route::Table(_) => "built",
+                    };
+                    Some(format!("{isa}: {s}"))
+                })
+                .collect();
+            if states.is_empty() {
+                "not built".to_string()
+            } else {
+                states.join(", ")
+            }
         };
         f.debug_struct("HalfTables")
             .field("f16", &state(&self.f16))
@@ -91,16 +115,23 @@ impl HalfTables {
     #[allow(clippy::new_without_default)] // a `const fn` for `static`s
     pub const fn new() -> HalfTables {
         HalfTables {
-            f16: OnceLock::new(),
-            bf16: OnceLock::new(),
+            f16: [const { OnceLock::new() }; ISAS],
+            bf16: [const { OnceLock::new() }; ISAS],
         }
     }
 
-    /// The slot for storage type `S` (`None` unless f16 or bf16).
-    pub(crate) fn slot<S: TileIo>(&self) -> Option<&OnceLock<Route>> {
+    /// The slot for storage type `S` under instruction set `isa` (`None`
+    /// unless f16 or bf16).
+    pub(crate) fn slot<S: TileIo>(&self, isa: simd::Isa) -> Option<&OnceLock<Route>> {
+        let k = match isa {
+            simd::Isa::Scalar => 0,
+            simd::Isa::Neon => 1,
+            simd::Isa::Avx2 => 2,
+            simd::Isa::Avx512 => 3,
+        };
         match S::DTYPE {
-            crate::DType::F16 => Some(&self.f16),
-            crate::DType::BF16 => Some(&self.bf16),
+            crate::DType::F16 => Some(&self.f16[k]),
+            crate::DType::BF16 => Some(&self.bf16[k]),
             _ => None,
         }
     }

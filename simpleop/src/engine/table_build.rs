@@ -20,7 +20,8 @@ impl HalfTables {
         &self,
         kernel: &K,
     ) -> Option<&HalfTable> {
-        let route = self.slot::<S>()?.get_or_init(|| {
+        let isa = simd::active();
+        let route = self.slot::<S>(isa)?.get_or_init(|| {
             // A kernel that breaks the contract and panics on some pattern
             // loses its table, not the call: it computes from then on.
             // The timing runs the kernel too, so it is inside the catch.
@@ -38,10 +39,10 @@ impl HalfTables {
         let Route::Table(table) = route else {
             return None;
         };
-        // Built under another instruction set (which a program may pick
-        // with `simd::set_active`): the plain and fused forms of the vector
-        // math differ in the last bit, so compute instead.
-        (table.isa == simd::active()).then_some(table)
+        // Each set has its own slot; the check keeps a table of another
+        // set (whose vector math may differ in the last bit) unread even
+        // if the active set changed while this one was being built.
+        (table.isa == isa).then_some(table)
     }
 }
 
