@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """simpleop's kernel benchmark side by side with numpy and PyTorch.
 
-    python3 bench/peers.py [--quick] [--rounds 2] [--json]
+    python3 bench/peers.py [--quick] [--rounds 2] [--json] [--isa I] [--binary PATH]
 
-Runs `simpleop bench --json` (built with --release) and the same rows with
+Runs `simpleop bench --json` (built with --release, or `--binary`) and the same rows with
 numpy and, when installed, PyTorch (2 threads), alternating rounds in one
 run so that all three see the same machine. Prints the median over rounds
 of each row's median, and simpleop's time over the faster peer's.
@@ -59,9 +59,12 @@ def timed(fn, reps):
     return timing.timed(fn, reps)[0]
 
 
-def ours(quick, meta=None, isa=None):
+def ours(quick, meta=None, isa=None, binary=None):
     """simpleop's rows, name -> ms; its {"meta": ...} line goes into `meta`."""
-    cmd = ["cargo", "run", "--release", "-q", "--bin", "simpleop", "--", "bench", "--json"]
+    if binary:
+        cmd = [binary, "bench", "--json"]
+    else:
+        cmd = ["cargo", "run", "--release", "-q", "--bin", "simpleop", "--", "bench", "--json"]
     if quick:
         cmd.append("--quick")
     if isa:
@@ -250,15 +253,18 @@ def main():
     ap.add_argument("--json", action="store_true", help="JSON lines for bench/results.py instead of the table")
     ap.add_argument("--isa", help="simpleop's instruction set (avx512, avx2, scalar; default the best); "
                     "write each ISA's run to its own file, e.g. bench/out/peers-avx2.jsonl")
+    ap.add_argument("--binary", help="a prebuilt simpleop binary to run instead of building with --release, "
+                    "e.g. one built with --profile bench (fat LTO), as the RESULTS.md tables are")
     args = ap.parse_args()
     n = (1 << 22) if args.quick else (1 << 24)
     reps = 5 if args.quick else 11
-    subprocess.run(["cargo", "build", "--release", "-q", "--bin", "simpleop"], cwd=ROOT, check=True)
+    if not args.binary:
+        subprocess.run(["cargo", "build", "--release", "-q", "--bin", "simpleop"], cwd=ROOT, check=True)
     runs = {"simpleop": [], "numpy": [], "torch": []}
     simpleop_meta = {}
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
-        runs["simpleop"].append(ours(args.quick, simpleop_meta, args.isa))
+        runs["simpleop"].append(ours(args.quick, simpleop_meta, args.isa, args.binary))
         runs["numpy"].append(numpy_rows(n, reps))
         if torch is not None:
             runs["torch"].append(torch_rows(n, reps))
