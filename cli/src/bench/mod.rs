@@ -22,6 +22,12 @@
 //! * `<op>/f32/scalar-isa`: the same kernel compiled without SIMD
 //!   (`Isa::Scalar`), against the vectorised row: what vectorising
 //!   the author's scalar code buys (`smooth_l1` has a branch).
+//! * `<op>/f32/in-cache` (exp, tanh, sigmoid, log): the same element
+//!   count computed in 16 calls over a 4 MB array that stays in the
+//!   last-level cache, against `relu/f32/out`: the op's compute time
+//!   alone. Its `out` ratio cannot fall below this one however well the
+//!   loop overlaps compute with memory; above 1, the op is bound by
+//!   compute.
 //! * `<op>/f32/no-prefetch` (relu, exp, tanh): software prefetching of
 //!   the next block off (`Tuning::prefetch` off), against the `out=` row:
 //!   what asking for memory ahead buys (about 1 on AMD CPUs, where

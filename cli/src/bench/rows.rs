@@ -150,6 +150,29 @@ fn unary(b: &mut Bench, d: &mut Data, op: &str, attrs: &Attrs) -> Result<()> {
             into(op, input, attrs, &mut d.out)
         })?;
     }
+    if matches!(op, "exp" | "tanh" | "sigmoid" | "log") {
+        in_cache(b, d, op, attrs)?;
+    }
+    Ok(())
+}
+
+/// Elements of the `in-cache` rows' array: 4 MB of f32, which with its
+/// output stays in a server's last-level cache; smaller arrays measured
+/// the per-call dispatch more than the op (16 calls make the row here).
+const IN_CACHE: usize = 1 << 20;
+
+/// `<op>/f32/in-cache`: the row's element count computed in calls over
+/// an array that stays in the caches, against relu's memory-bound time:
+/// the op's compute time alone, which bounds its `out` row from below.
+fn in_cache(b: &mut Bench, d: &mut Data, op: &str, attrs: &Attrs) -> Result<()> {
+    let lo = if op == "log" { 0.05 } else { -4.0 };
+    let x = NDArray::random_uniform([IN_CACHE], lo, 4.0, DType::F32, 9)?;
+    let mut out = NDArray::zeros([IN_CACHE], DType::F32);
+    let calls = (b.opts.elements / IN_CACHE).max(1);
+    b.pair(&format!("{op}/f32/in-cache"), "relu/f32/out", |c| match c {
+        Call::Base => into("relu", &d.x_signed, &Attrs::new(), &mut d.out_base),
+        Call::Row => (0..calls).try_for_each(|_| into(op, &x, attrs, &mut out)),
+    })?;
     Ok(())
 }
 
