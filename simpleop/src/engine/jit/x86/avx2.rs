@@ -21,7 +21,7 @@
 use iced_x86::Register;
 use iced_x86::code_asm::*;
 
-use super::emit::{Pool, Regs, Step, chunk_loop};
+use super::emit::{self, Pool, Regs, Step, chunk_loop};
 use crate::engine::jit::program::ACC_LANES;
 use crate::engine::lanes::{Lane, LaneOp};
 use crate::engine::rows::Summand;
@@ -356,13 +356,7 @@ fn tail_mask(a: &mut CodeAssembler, pool: &mut Pool) -> Result<(), IcedError> {
 
 /// The program's code and its constants.
 pub(super) fn assemble(steps: &[Step]) -> Result<(Vec<u8>, Pool), IcedError> {
-    let mut pool = Pool::new(8);
-    let code = if steps.iter().any(|s| matches!(s, Step::Accumulate { .. })) {
-        assemble_accumulating(steps, &mut pool)?
-    } else {
-        assemble_plain(steps, &mut pool)?
-    };
-    Ok((code, pool))
+    emit::assemble(steps, 8, (assemble_plain, assemble_accumulating))
 }
 
 fn assemble_plain(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, IcedError> {
@@ -381,9 +375,7 @@ fn assemble_plain(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, IcedError>
             emit_steps(a, pool, steps, true, (0, 0))
         },
     )?;
-    a.vzeroupper()?;
-    a.ret()?;
-    a.assemble(0)
+    emit::finish(a)
 }
 
 /// An accumulating program: each iteration runs a 32-element chunk as
@@ -417,9 +409,7 @@ fn assemble_accumulating(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, Ice
             Ok(())
         },
     )?;
-    a.vzeroupper()?;
-    a.ret()?;
-    a.assemble(0)
+    emit::finish(a)
 }
 
 /// Vector register `i` as an xmm.

@@ -5,7 +5,7 @@
 use iced_x86::Register;
 use iced_x86::code_asm::*;
 
-use super::emit::{Pool, Regs, Step, chunk_loop};
+use super::emit::{self, Pool, Regs, Step, chunk_loop};
 use crate::engine::jit::program::ACC_LANES;
 use crate::engine::lanes::{Lane, LaneOp};
 use crate::engine::rows::Summand;
@@ -300,13 +300,7 @@ fn emit_steps(
 
 /// The program's code and its constants.
 pub(super) fn assemble(steps: &[Step]) -> Result<(Vec<u8>, Pool), IcedError> {
-    let mut pool = Pool::new(1);
-    let code = if steps.iter().any(|s| matches!(s, Step::Accumulate { .. })) {
-        assemble_accumulating(steps, &mut pool)?
-    } else {
-        assemble_plain(steps, &mut pool)?
-    };
-    Ok((code, pool))
+    emit::assemble(steps, 1, (assemble_plain, assemble_accumulating))
 }
 
 fn assemble_plain(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, IcedError> {
@@ -328,9 +322,7 @@ fn assemble_plain(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, IcedError>
             emit_steps(a, pool, steps, Some(k), (0, 0))
         },
     )?;
-    a.vzeroupper()?;
-    a.ret()?;
-    a.assemble(0)
+    emit::finish(a)
 }
 
 /// An accumulating program: the sums live in four registers for the call,
@@ -381,7 +373,5 @@ fn assemble_accumulating(steps: &[Step], pool: &mut Pool) -> Result<Vec<u8>, Ice
     for k in 0..4 {
         a.vmovupd(zmmword_ptr(r10 + 64 * k as i32), zmm(SUM_REGS + k))?;
     }
-    a.vzeroupper()?;
-    a.ret()?;
-    a.assemble(0)
+    emit::finish(a)
 }

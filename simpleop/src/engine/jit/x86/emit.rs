@@ -119,3 +119,31 @@ pub(super) fn chunk_loop(
     tail(a, pool)?;
     a.set_label(&mut done)
 }
+
+/// A backend's way to assemble a program's steps into its loop.
+pub(super) type Assembler = fn(&[Step], &mut Pool) -> Result<Vec<u8>, IcedError>;
+
+/// A program's code and its constants, `lanes` copies per constant:
+/// assembled by `accumulating` when a step adds to a row sink's sums,
+/// else by `plain`.
+pub(super) fn assemble(
+    steps: &[Step],
+    lanes: usize,
+    (plain, accumulating): (Assembler, Assembler),
+) -> Result<(Vec<u8>, Pool), IcedError> {
+    let mut pool = Pool::new(lanes);
+    let code = if steps.iter().any(|s| matches!(s, Step::Accumulate { .. })) {
+        accumulating(steps, &mut pool)?
+    } else {
+        plain(steps, &mut pool)?
+    };
+    Ok((code, pool))
+}
+
+/// The end of every program: clean upper halves for the SSE code after
+/// it, return, and the bytes.
+pub(super) fn finish(mut a: CodeAssembler) -> Result<Vec<u8>, IcedError> {
+    a.vzeroupper()?;
+    a.ret()?;
+    a.assemble(0)
+}
