@@ -106,18 +106,28 @@ impl NDArray {
 
     /// This handle's storage, made its own: copied when shared.
     fn unique_storage(&mut self) -> Result<&mut Buffer> {
-        if Arc::get_mut(&mut self.storage).is_none() {
-            let copy = self.storage.try_clone().ok_or_else(|| {
-                let bytes = self.storage.bytes().len();
-                alloc_error(
-                    "NDArray (copy on write)",
-                    &self.shape,
-                    self.dtype,
-                    Some(bytes),
-                )
-            })?;
-            pool::release(std::mem::replace(&mut *self.storage, Arc::new(copy)));
+        // The common case (unshared) pays one uniqueness check, an atomic
+        // compare-exchange, where asking `get_mut` again after it would
+        // pay two: a measurable part of a one-element call.
+        if let Some(unique) = Arc::get_mut(&mut self.storage) {
+            let unique: *mut Buffer = unique;
+            // SAFETY: `unique` comes from `Arc::get_mut` on
+            // `self.storage`, so it is the only reference to the buffer,
+            // and it is returned at once under `self`'s unique borrow
+            // (the pointer only ends the borrow early, which the
+            // borrow checker cannot see across the two branches).
+            return Ok(unsafe { &mut *unique });
         }
+        let copy = self.storage.try_clone().ok_or_else(|| {
+            let bytes = self.storage.bytes().len();
+            alloc_error(
+                "NDArray (copy on write)",
+                &self.shape,
+                self.dtype,
+                Some(bytes),
+            )
+        })?;
+        pool::release(std::mem::replace(&mut *self.storage, Arc::new(copy)));
         Ok(Arc::get_mut(&mut self.storage).expect("unshared: just copied"))
     }
 
