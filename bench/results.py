@@ -602,8 +602,9 @@ one run are what to compare: absolute times drift on a shared machine.
 To refresh (see `bench/README.md`):
 
 ```
-cargo run --profile bench --bin simpleop -- bench --json > bench/out/bench.jsonl
-python3 bench/peers.py --json > bench/out/peers.jsonl            # needs numpy; PyTorch optional
+cargo run --profile bench --bin simpleop -- bench --json --isa avx512,avx2 > bench/out/bench-1.jsonl   # and -2, -3
+python3 bench/peers.py --json --binary target/release/simpleop > bench/out/peers.jsonl   # needs numpy; PyTorch optional
+python3 bench/peers.py --json --isa avx2 --binary target/release/simpleop > bench/out/peers-avx2.jsonl
 python3 bench/train_digits_torch.py --eager | tail -n 1 > bench/out/train_digits.jsonl   # needs PyTorch
 python3 bench/models.py --json > bench/out/models-avx512.jsonl   # MXNet and PyTorch (see its docs)
 SIMPLEOP_ISA=avx2 python3 bench/models.py --json > bench/out/models-avx2.jsonl
