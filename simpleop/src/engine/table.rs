@@ -64,8 +64,15 @@ pub const TABLE_MIN_LEN: usize = 1 << 15;
 /// practice a kernel is tabulated when it calls a transcendental.
 pub const TABLE_MIN_COST: u32 = 4;
 
-/// The instruction sets a table may be built under, one slot each.
-const ISAS: usize = 4;
+/// The instruction sets a table may be built under, one slot each, in
+/// slot order.
+const SETS: [simd::Isa; 4] = [
+    simd::Isa::Scalar,
+    simd::Isa::Neon,
+    simd::Isa::Avx2,
+    simd::Isa::Avx512,
+];
+const ISAS: usize = SETS.len();
 
 /// An op's tables, one per half type and instruction set, each built at
 /// its first use under that set. The attribute declares one per eligible
@@ -84,10 +91,9 @@ pub struct HalfTables {
 impl std::fmt::Debug for HalfTables {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let state = |t: &[OnceLock<Route>; ISAS]| {
-            let names = ["scalar", "neon", "avx2", "avx512"];
             let states: Vec<String> = t
                 .iter()
-                .zip(names)
+                .zip(SETS.map(simd::Isa::name))
                 .filter_map(|(t, isa)| {
                     let s = match t.get()? {
                         Route::Panicked => "disabled (the build panicked)",
@@ -121,14 +127,9 @@ impl HalfTables {
     }
 
     /// The slot for storage type `S` under instruction set `isa` (`None`
-    /// unless f16 or bf16).
+    /// unless f16 or bf16, or for a set without a slot).
     pub(crate) fn slot<S: TileIo>(&self, isa: simd::Isa) -> Option<&OnceLock<Route>> {
-        let k = match isa {
-            simd::Isa::Scalar => 0,
-            simd::Isa::Neon => 1,
-            simd::Isa::Avx2 => 2,
-            simd::Isa::Avx512 => 3,
-        };
+        let k = SETS.iter().position(|&s| s == isa)?;
         match S::DTYPE {
             crate::DType::F16 => Some(&self.f16[k]),
             crate::DType::BF16 => Some(&self.bf16[k]),
