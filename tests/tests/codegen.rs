@@ -52,6 +52,26 @@ fn values(n: usize, seed: u32) -> Vec<f32> {
         0.062,
         88.0,
         -104.0,
+        // two whole vectors for AVX2's `exp`, whose results rescale by
+        // adding n to the exponent field when all 8 lanes' n are in
+        // [-125, 127]: n = -126 in the first takes the general way, the
+        // second has the bounds' n and takes the short one
+        -87.5,
+        -87.3,
+        -87.1,
+        -86.9,
+        -86.5,
+        -80.0,
+        0.3,
+        1.0,
+        88.3,
+        88.0,
+        -86.9,
+        -86.95,
+        87.9,
+        50.0,
+        -50.0,
+        2.0,
     ];
     let mut v: Vec<f32> = special.to_vec();
     let mut s = seed.wrapping_mul(2_654_435_761).max(1);
