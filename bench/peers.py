@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """simpleop's kernel benchmark side by side with numpy and PyTorch.
 
-    python3 bench/peers.py [--quick] [--rounds 2] [--json] [--isa I] [--binary PATH]
+    python3 bench/peers.py [--quick] [--rounds 2] [--json] [--isa I] [--binary PATH] [--warm]
 
 Runs `simpleop bench --json` (built with --release, or `--binary`) and the same rows with
 numpy and, when installed, PyTorch (2 threads), alternating rounds in one
@@ -13,10 +13,14 @@ simpleop time over that round's faster peer), which shows how far the
 machine drifted between the programs' turns.
 
 numpy's ufuncs are single-threaded; PyTorch uses 2 threads like simpleop.
-Compare at the default 16M elements: with --quick (4M) the working sets
-are about the size of a server's L3, and simpleop's rows alternate with
-their baselines (which evicts the cache) while the peers repeat one call
-warm, so --quick only checks that everything runs.
+simpleop's rows alternate each call with a baseline's over as many bytes,
+so every call starts with its data out of the caches. The peers' calls
+start the same way: before each, an untimed read of twice the last-level
+cache. Timed back to back instead (`--warm`), a call over 128 MB on a
+32 MB L3 finds part of its data still cached, which makes the peers look
+faster than they are. The rows simpleop times back to back (dot,
+dense/dot, tiny/) stay warm on both sides. Compare at the default 16M
+elements; --quick (4M) only checks that everything runs.
 Rows without a counterpart (bf16 in numpy, the SIMD-off rows) print '-'.
 
 --json prints JSON lines instead of the table (for bench/results.py): first
@@ -54,9 +58,22 @@ except ImportError:  # PyTorch is optional
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def timed(fn, reps):
-    """Median milliseconds of `reps` calls after a warm-up."""
-    return timing.timed(fn, reps)[0]
+# Runs between a row's timed calls (see `timing.last_level_cache_bytes`);
+# set by main() unless --warm.
+EVICT = None
+
+
+def timed(fn, reps, warm=False):
+    """Median milliseconds of `reps` calls after a warm-up; each call starts
+    with cold caches, as simpleop's paired rows do, unless `warm` (the rows
+    simpleop times back to back: dot, dense/dot and the tiny calls)."""
+    return timing.timed(fn, reps, None if warm else EVICT)[0]
+
+
+def evictor():
+    """A read of twice the last-level cache (untimed, between calls)."""
+    buf = np.ones(2 * timing.last_level_cache_bytes() // 4, np.float32)
+    return lambda: float(buf.sum())
 
 
 def ours(quick, meta=None, isa=None, binary=None):
@@ -80,24 +97,13 @@ def ours(quick, meta=None, isa=None, binary=None):
     return rows
 
 
-def cpu_model():
-    """The model name in /proc/cpuinfo, or "unknown"."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name") and ":" in line:
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
-
-
-def meta_line(n, rounds, simpleop_meta):
+def meta_line(n, rounds, simpleop_meta, cold):
     return {"meta": {
-        "cpu": cpu_model(),
+        "cpu": timing.cpu_model(),
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "elements": n,
         "rounds": rounds,
+        "peers_start_cold": cold,
         "threads": {"simpleop": simpleop_meta.get("threads"), "numpy": 1,
                     "torch": torch.get_num_threads() if torch is not None else None},
         "python": sys.version.split()[0],
@@ -156,16 +162,16 @@ def numpy_rows(n, reps):
     rows["row_sq_dist/unfused"] = timed(lambda: np.square(p - q).sum(1), reps)
     a = rng.uniform(-1, 1, (1024, 1024)).astype(np.float32)
     b = rng.uniform(-1, 1, (1024, 1024)).astype(np.float32)
-    rows["dot/1024/f32"] = timed(lambda: np.dot(a, b), reps)
+    rows["dot/1024/f32"] = timed(lambda: np.dot(a, b), reps, warm=True)
     xd = rng.uniform(-1, 1, (n // 1024, 64)).astype(np.float32)
     wd = rng.uniform(-1, 1, (64, 1024)).astype(np.float32)
     bd = rng.uniform(-1, 1, 1024).astype(np.float32)
     od = np.empty((n // 1024, 1024), np.float32)
-    rows["dense/dot"] = timed(lambda: np.dot(xd, wd, out=od), reps)
+    rows["dense/dot"] = timed(lambda: np.dot(xd, wd, out=od), reps, warm=True)
     rows["dense/unfused"] = timed(lambda: np.maximum(xd @ wd + bd, 0), reps)
     one = np.array([0.5], np.float32)
     calls = 20000
-    rows["tiny/relu/typed"] = timed(lambda: [np.maximum(one, 0) for _ in range(calls)], reps) / calls
+    rows["tiny/relu/typed"] = timed(lambda: [np.maximum(one, 0) for _ in range(calls)], reps, warm=True) / calls
     return rows
 
 
@@ -223,12 +229,12 @@ def torch_rows(n, reps):
     rows["row_sq_dist/fused"] = timed(lambda: sq_dist(p, q), reps)
     a = torch.rand(1024, 1024, generator=g) * 2 - 1
     b = torch.rand(1024, 1024, generator=g) * 2 - 1
-    rows["dot/1024/f32"] = timed(lambda: torch.mm(a, b), reps)
+    rows["dot/1024/f32"] = timed(lambda: torch.mm(a, b), reps, warm=True)
     xd = torch.rand(n // 1024, 64, generator=g) * 2 - 1
     wd = torch.rand(64, 1024, generator=g) * 2 - 1
     bd = torch.rand(1024, generator=g) * 2 - 1
     od = torch.empty(n // 1024, 1024)
-    rows["dense/dot"] = timed(lambda: torch.mm(xd, wd, out=od), reps)
+    rows["dense/dot"] = timed(lambda: torch.mm(xd, wd, out=od), reps, warm=True)
     rows["dense/unfused"] = timed(lambda: torch.relu(xd @ wd + bd), reps)
     dense = torch.compile(lambda x, w, b: torch.relu(x @ w + b))
     for _ in range(2):
@@ -236,13 +242,13 @@ def torch_rows(n, reps):
     rows["dense/fused"] = timed(lambda: dense(xd, wd, bd), reps)
     one = torch.tensor([0.5])
     calls = 20000
-    rows["tiny/relu/typed"] = timed(lambda: [torch.relu(one) for _ in range(calls)], reps) / calls
+    rows["tiny/relu/typed"] = timed(lambda: [torch.relu(one) for _ in range(calls)], reps, warm=True) / calls
     var = torch.tensor([0.5], requires_grad=True)
 
     def recorded():
         for _ in range(calls):
             torch.relu(var).backward()
-    rows["tiny/relu/recorded"] = timed(recorded, reps) / calls
+    rows["tiny/relu/recorded"] = timed(recorded, reps, warm=True) / calls
     return rows
 
 
@@ -255,7 +261,11 @@ def main():
                     "write each ISA's run to its own file, e.g. bench/out/peers-avx2.jsonl")
     ap.add_argument("--binary", help="a prebuilt simpleop binary to run instead of building with --release, "
                     "e.g. one built with --profile bench (fat LTO), as the RESULTS.md tables are")
+    ap.add_argument("--warm", action="store_true", help="time the peers' calls back to back, without reading "
+                    "twice the last-level cache before each (the default makes them start cold, as simpleop's do)")
     args = ap.parse_args()
+    global EVICT
+    EVICT = None if args.warm else evictor()
     n = (1 << 22) if args.quick else (1 << 24)
     reps = 5 if args.quick else 11
     if not args.binary:
@@ -285,7 +295,7 @@ def main():
 
     names = list(runs["simpleop"][0].keys())
     if args.json:
-        print(json.dumps(meta_line(n, args.rounds, simpleop_meta)))
+        print(json.dumps(meta_line(n, args.rounds, simpleop_meta, not args.warm)))
         for name in names:
             cells = [med(w, name) for w in ("simpleop", "numpy", "torch")]
             peers = [c for c in cells[1:] if c is not None]
