@@ -11,7 +11,7 @@ ratio of the medians.
 
     python3 bench/dot_vs_numpy.py [--rounds 3] [--runs 20] [--threads 2]
                                   [--size 1024] [--isa avx2|avx512]
-                                  [--baseline PATH]
+                                  [--baseline PATH] [--json]
 
 `--isa avx2` runs simpleop with SIMPLEOP_ISA=avx2 and numpy's OpenBLAS with
 OPENBLAS_CORETYPE=Zen (its AVX2 "Haswell" kernels), so that both sides use
@@ -25,17 +25,27 @@ not compete with either measurement. `--baseline PATH` also times a
 prebuilt binary of that bench (for example one built before a change,
 copied out of target/release/deps) in the same rounds, and prints its
 ratio to numpy too. Exits with status 1 when simpleop's ratio exceeds 0.8.
+
+`--json` prints JSON lines for bench/results.py instead of the table (the
+rounds go to stderr): {"meta": {...}} (CPU model, date, ISA, threads, size,
+rounds, runs, numpy's version, BLAS and kernel), then one object per side:
+{"name": "dot/<N>/f32", "impl", "ms" (median over all samples), "min_ms",
+"max_ms", "gflops", "over_numpy", "per_round" (each round's median over
+numpy's median in that round)}.
 """
 
 import argparse
 import ctypes
 import glob
+import json
 import os
 import re
 import statistics
 import subprocess
 import sys
 import time
+
+import timing
 
 TARGET = 0.8
 CORETYPE = {"avx2": "Zen", "avx512": "SkylakeX"}
@@ -86,6 +96,7 @@ def main() -> int:
     ap.add_argument("--isa", choices=sorted(CORETYPE),
                     help="instruction set of both sides (default: each picks the best)")
     ap.add_argument("--baseline", help="a prebuilt `dot` bench binary to time in the same rounds")
+    ap.add_argument("--json", action="store_true", help="JSON lines for bench/results.py instead of the table")
     args = ap.parse_args()
 
     n = args.size
@@ -107,7 +118,8 @@ def main() -> int:
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     bench = ["cargo", "bench", "-q", "-p", "simpleop-ops", "--bench", "dot"]
-    subprocess.check_call(bench + ["--no-run"], cwd=root)
+    # cargo's own output goes to stderr; keep stdout for --json
+    subprocess.check_call(bench + ["--no-run"], cwd=root, stdout=sys.stderr)
 
     rng = np.random.default_rng(0)
     a = rng.uniform(-1, 1, (n, n)).astype(np.float32)
@@ -123,6 +135,8 @@ def main() -> int:
         sides["baseline"] = lambda: bench_round([base], root, n)
     names = list(sides)
     samples = {k: [] for k in names}
+    per_round = {k: [] for k in names}
+    log = sys.stderr if args.json else sys.stdout
     for r in range(args.rounds):
         order = names[r % len(names):] + names[:r % len(names)]
         meds = {}
@@ -130,8 +144,10 @@ def main() -> int:
             s = sides[k]()
             samples[k] += s
             meds[k] = statistics.median(s)
+        for k in names:
+            per_round[k].append(meds[k] / meds["numpy"])
         print(f"round {r + 1}: " + ", ".join(f"{k} median {meds[k]:7.3f} ms" for k in names)
-              + f"; simpleop/numpy {meds['simpleop'] / meds['numpy']:.3f}")
+              + f"; simpleop/numpy {meds['simpleop'] / meds['numpy']:.3f}", file=log)
 
     blas = "?"
     try:
@@ -139,18 +155,31 @@ def main() -> int:
     except Exception:  # older numpy
         pass
     isa = os.environ.get("SIMPLEOP_ISA", "best")
-    print(f"\n{n}x{n} float32, threads {threads}, {args.rounds} rounds x {args.runs} runs, "
-          f"simpleop ISA {isa}, numpy {np.__version__} ({blas}, kernel {openblas_core(np)})")
+    kernel = openblas_core(np)
     med = {k: statistics.median(samples[k]) for k in names}
-    print("| impl     | median ms | min ms  | max ms  | GFLOP/s | / numpy |")
-    print("| -------- | --------- | ------- | ------- | ------- | ------- |")
-    for k in names:
-        s, m = samples[k], med[k]
-        gf = 2 * n**3 / (m * 1e-3) / 1e9
-        print(f"| {k:8} | {m:9.3f} | {min(s):7.3f} | {max(s):7.3f} | {gf:7.1f} | {m / med['numpy']:7.3f} |")
+    gflops = {k: 2 * n**3 / (med[k] * 1e-3) / 1e9 for k in names}
+    if args.json:
+        print(json.dumps({"meta": {
+            "cpu": timing.cpu_model(), "date": time.strftime("%Y-%m-%d", time.gmtime()),
+            "isa": isa, "threads": args.threads, "size": n, "rounds": args.rounds, "runs": args.runs,
+            "numpy": np.__version__, "blas": blas, "kernel": kernel}}))
+        for k in names:
+            print(json.dumps({
+                "name": f"dot/{n}/f32", "impl": k, "ms": med[k], "min_ms": min(samples[k]),
+                "max_ms": max(samples[k]), "gflops": gflops[k], "over_numpy": med[k] / med["numpy"],
+                "per_round": per_round[k]}))
+    else:
+        print(f"\n{n}x{n} float32, threads {threads}, {args.rounds} rounds x {args.runs} runs, "
+              f"simpleop ISA {isa}, numpy {np.__version__} ({blas}, kernel {kernel})")
+        print("| impl     | median ms | min ms  | max ms  | GFLOP/s | / numpy |")
+        print("| -------- | --------- | ------- | ------- | ------- | ------- |")
+        for k in names:
+            s, m = samples[k], med[k]
+            print(f"| {k:8} | {m:9.3f} | {min(s):7.3f} | {max(s):7.3f} | {gflops[k]:7.1f} | "
+                  f"{m / med['numpy']:7.3f} |")
     ratio = med["simpleop"] / med["numpy"]
     verdict = "PASS" if ratio <= TARGET else "FAIL"
-    print(f"\nratio simpleop/numpy = {ratio:.3f} (target <= {TARGET}): {verdict}")
+    print(f"\nratio simpleop/numpy = {ratio:.3f} (target <= {TARGET}): {verdict}", file=log)
     return 0 if ratio <= TARGET else 1
 
 

@@ -14,6 +14,8 @@ Inputs (each optional; a missing or empty file skips its section):
   --train   the last JSON line of `python3 bench/train_digits_torch.py`, or
             `cargo run --release --example train_digits -- --json` alone
             (default: bench/out/train_digits.jsonl).
+  --dot     `python3 bench/dot_vs_numpy.py --json` output, one file per ISA
+            (default: bench/out/dot*.jsonl).
   --models  `python3 bench/models.py --json` output, one file per run
             (default: bench/out/models*.jsonl; the part of the name after
             `models-` labels a run whose meta names no ISA).
@@ -435,9 +437,15 @@ def peers_section(inp):
     lines += [f"Input: `{inp.rel()}`.", "", machine_line([inp.meta] if inp.meta else [], None, extra), ""]
     if num(m.get("elements")) is not None and num(m.get("elements")) < FULL_ELEMENTS:
         lines += ["**Quick run: the working sets sit at the L3's size; a smoke test, not a comparison.**", ""]
-    lines += ["Medians over the rounds, in ms (µs per call for tiny rows). Ratios are "
+    cold = m.get("peers_start_cold")
+    start = {True: "The peers' calls start with cold caches (an untimed read of twice the "
+                   "last-level cache before each), as simpleop's alternating rows do; `dot`, "
+                   "`dense/dot` and `tiny/` rows are warm on both sides. ",
+             False: "The peers' calls ran back to back (`--warm`): their large rows found part "
+                    "of their data cached, simpleop's did not. "}.get(cold, "")
+    lines += [("Medians over the rounds, in ms (µs per call for tiny rows). Ratios are "
               "simpleop's time over the peer's (below 1: simpleop is faster); the "
-              "torch figures of the `fused` rows are `torch.compile`.", ""]
+              "torch figures of the `fused` rows are `torch.compile`. " + start).rstrip(), ""]
     names = list(PEER_ROWS)
     for name, r in rows.items():
         if name not in names and (num(r.get("numpy")) is not None or num(r.get("torch")) is not None):
@@ -462,6 +470,37 @@ def peers_section(inp):
                     "ours / best, per round"], body)
     lines += ["", f"{filled} of {len(names)} rows with a peer time; — where the peer or the row is absent.", ""]
     return lines
+
+
+def dot_section(inp):
+    """bench/dot_vs_numpy.py's run: simpleop's `dot` and numpy's BLAS in
+    alternating rounds of one process's turns."""
+    isa = get(inp.meta, "isa") if inp.meta else None
+    lines = [f"## `dot` against numpy's BLAS (`bench/dot_vs_numpy.py`)" + (f" ({isa})" if isa else ""), ""]
+    if inp.error is not None:
+        return lines + [f"`{inp.rel()}` not read ({inp.error}): section skipped.", ""]
+    rows = [o for o in inp.objects if isinstance(o.get("impl"), str)]
+    if not rows:
+        return lines + [f"`{inp.rel()}` holds no rows: section skipped.", ""]
+    m = inp.meta or {}
+    extra = [f"numpy {m.get('numpy', '?')} ({m.get('blas', '?')}, kernel {m.get('kernel', '?')})",
+             f"{m.get('rounds', '?')} alternating rounds × {m.get('runs', '?')} calls"]
+    lines += [f"Input: `{inp.rel()}`.", "", machine_line([m] if m else [], None, extra), ""]
+    lines += ["Medians over every call of the rounds; the last columns are the time over "
+              "numpy's, overall and per round (target ≤ 0.8).", ""]
+    body = []
+    for r in rows:
+        ratio = num(r.get("over_numpy"))
+        per = r.get("per_round") if isinstance(r.get("per_round"), list) else []
+        verdict = "" if r["impl"] == "numpy" or ratio is None else (" ✓" if ratio <= 0.8 else " ✗")
+        body.append([code(str(r.get("name", "?"))), r["impl"], fmt_num(num(r.get("ms"))),
+                     f"{fmt_num(num(r.get('min_ms')))}–{fmt_num(num(r.get('max_ms')))}",
+                     fmt_num(num(r.get("gflops")), 1), fmt_num(ratio) + verdict,
+                     fmt_range([num(v) for v in per], 3)])
+    lines += table(["row", "impl", "median ms", "min–max ms", "GFLOP/s", "over numpy", "per round"], body)
+    lines += ["", "Both sides run close to the FMA units' peak (cores × clock × f32 lanes × 2 FMA "
+              "units × 2), which caps how far either can beat the other; see `docs/ops.md`."]
+    return lines + [""]
 
 
 def train_section(inp):
@@ -605,6 +644,7 @@ To refresh (see `bench/README.md`):
 cargo run --profile bench --bin simpleop -- bench --json --isa avx512,avx2 > bench/out/bench-1.jsonl   # and -2, -3
 python3 bench/peers.py --json --binary target/release/simpleop > bench/out/peers.jsonl   # needs numpy; PyTorch optional
 python3 bench/peers.py --json --isa avx2 --binary target/release/simpleop > bench/out/peers-avx2.jsonl
+python3 bench/dot_vs_numpy.py --json --rounds 5 --isa avx512 > bench/out/dot-avx512.jsonl   # and --isa avx2
 python3 bench/train_digits_torch.py --eager | tail -n 1 > bench/out/train_digits.jsonl   # needs PyTorch
 python3 bench/models.py --json > bench/out/models-avx512.jsonl   # MXNet and PyTorch (see its docs)
 SIMPLEOP_ISA=avx2 python3 bench/models.py --json > bench/out/models-avx2.jsonl
@@ -643,6 +683,8 @@ def main():
                     help="peers.py --json output (repeatable, one per ISA; default bench/out/peers*.jsonl)")
     ap.add_argument("--train", metavar="FILE",
                     help="train_digits JSON output (default bench/out/train_digits.jsonl)")
+    ap.add_argument("--dot", action="append", metavar="FILE",
+                    help="dot_vs_numpy.py --json output (repeatable, one per ISA; default bench/out/dot*.jsonl)")
     ap.add_argument("--models", action="append", metavar="FILE",
                     help="models.py --json output (repeatable; default bench/out/models*.jsonl)")
     ap.add_argument("-o", "--output", default=os.path.join(ROOT, "bench", "RESULTS.md"),
@@ -659,7 +701,8 @@ def main():
     train = Input(train_path)
     model_paths = args.models if args.models else sorted(glob.glob(os.path.join(OUT_DIR, "models*.jsonl")))
     models = [Input(p) for p in model_paths]
-    for i in bench + peers + [train] + models:
+    dots = [Input(p) for p in (args.dot or sorted(glob.glob(os.path.join(OUT_DIR, "dot*.jsonl"))))]
+    for i in bench + peers + [train] + models + dots:
         if i.skipped:
             print(f"results.py: {i.rel()}: skipped {i.skipped} line(s) that are not JSON objects", file=sys.stderr)
 
@@ -673,6 +716,8 @@ def main():
         doc += bench_section(inputs, isa if len(by_isa) > 1 else None)
     for p in peers:
         doc += peers_section(p)
+    for d in dots:
+        doc += dot_section(d)
     doc += libtorch_section(os.path.join(OUT_DIR, "libtorch.jsonl"))
     doc += train_section(train)
     for m in models:
