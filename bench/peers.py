@@ -28,7 +28,12 @@ Rows without a counterpart (bf16 in numpy, the SIMD-off rows) print '-'.
 versions and the meta line of simpleop's own bench run), then one object
 per row: {"name", "simpleop", "numpy", "torch"} (median ms over rounds,
 null where absent; tiny/ rows are ms per call like `simpleop bench`),
-"ours_over_best" and "per_round" (the per-round ratios).
+"ours_over_best", "per_round" (the per-round ratios) and
+"over_torch_copy_normalized": the median over rounds of (simpleop's time
+over its `stream/copy`) over (torch's over torch's own copy, `copy_` on 2
+threads), each measured by its program in its turn, so that the memory
+bandwidth each saw cancels (on a shared VM it drifts up to 2x between
+turns): the fair comparison for rows bound by memory.
 The torch figures of `chain6/fused`, `row_sq_dist/fused` and `dense/fused`
 are the same graphs under `torch.compile` (inductor emits one fused loop,
 or a matmul with a fused epilogue), against simpleop's fused executor;
@@ -191,6 +196,9 @@ def torch_rows(n, reps):
         "smooth_l1": (lambda v, out=None: F.smooth_l1_loss(v, zeros, reduction="none", beta=1.0), x),
     }
     rows = {}
+    # the copy baseline, as simpleop's `stream/copy`: what this process
+    # gets from memory in this round (see `copy_normalized`)
+    rows["stream/copy"] = timed(lambda: o.copy_(x), reps)
     for name, (f, v) in unary.items():
         if name != "smooth_l1":
             rows[f"{name}/f32/out"] = timed(lambda: f(v, out=o), reps)
@@ -293,6 +301,20 @@ def main():
                 out.append(mine[row] / min(peers))
         return out
 
+    def copy_normalized(row):
+        """Median over rounds of (ours / our `stream/copy`) over (torch's /
+        torch's copy), each pair from one process in one round: a ratio of
+        two same-run ratios, so the memory bandwidth each program saw on
+        its turn cancels out (it drifts by up to 2x between turns on a
+        shared VM). Meaningful for rows bound by memory; None without a
+        torch copy row."""
+        out = []
+        for k, mine in enumerate(runs["simpleop"]):
+            theirs = runs["torch"][k] if k < len(runs["torch"]) else {}
+            if all(row in d and "stream/copy" in d for d in (mine, theirs)):
+                out.append((mine[row] / mine["stream/copy"]) / (theirs[row] / theirs["stream/copy"]))
+        return statistics.median(out) if out else None
+
     names = list(runs["simpleop"][0].keys())
     if args.json:
         print(json.dumps(meta_line(n, args.rounds, simpleop_meta, not args.warm)))
@@ -306,6 +328,7 @@ def main():
                 "torch": cells[2],
                 "ours_over_best": cells[0] / min(peers) if peers and cells[0] is not None else None,
                 "per_round": round_ratios(name),
+                "over_torch_copy_normalized": copy_normalized(name),
             }))
         return
     fmt = "{:<30} {:>10} {:>10} {:>10} {:>9} {:>11}"

@@ -443,6 +443,10 @@ def peers_section(inp):
                    "`dense/dot` and `tiny/` rows are warm on both sides. ",
              False: "The peers' calls ran back to back (`--warm`): their large rows found part "
                     "of their data cached, simpleop's did not. "}.get(cold, "")
+    start += ("\"Each over its copy\": the median over rounds of (simpleop's time over its "
+              "`stream/copy`) over (torch's over torch's `copy_`), each pair timed by one program "
+              "in its turn, so the bandwidth each saw cancels out; the fair figure for rows bound "
+              "by memory, where the per-round spread shows the drift between turns. ")
     lines += [("Medians over the rounds, in ms (µs per call for tiny rows). Ratios are "
               "simpleop's time over the peer's (below 1: simpleop is faster); the "
               "torch figures of the `fused` rows are `torch.compile`. " + start).rstrip(), ""]
@@ -462,12 +466,13 @@ def peers_section(inp):
             *(fmt_num(v * scale if v is not None else None) + (unit if v is not None else "") for v in (ours, np_, th)),
             fmt_num(ours / np_ if ours is not None and np_ else None, 2),
             fmt_num(ours / th if ours is not None and th else None, 2),
+            fmt_num(num(r.get("over_torch_copy_normalized")), 2),
             fmt_range(rr, 2),
         ])
     if filled == 0:
         return lines + ["No row has both a simpleop and a peer time: table skipped.", ""]
     lines += table(["row", "simpleop", "numpy", "torch", "ours / numpy", "ours / torch",
-                    "ours / best, per round"], body)
+                    "ours / torch, each over its copy", "ours / best, per round"], body)
     lines += ["", f"{filled} of {len(names)} rows with a peer time; — where the peer or the row is absent.", ""]
     return lines
 
