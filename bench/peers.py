@@ -18,8 +18,8 @@ so every call starts with its data out of the caches. The peers' calls
 start the same way: before each, an untimed read of twice the last-level
 cache. Timed back to back instead (`--warm`), a call over 128 MB on a
 32 MB L3 finds part of its data still cached, which makes the peers look
-faster than they are. The rows simpleop times back to back (dot,
-dense/dot, tiny/) stay warm on both sides. Compare at the default 16M
+faster than they are. The rows simpleop times back to back
+(stream/copy, dot, dense/dot, tiny/) stay warm on both sides. Compare at the default 16M
 elements; --quick (4M) only checks that everything runs.
 Rows without a counterpart (bf16 in numpy, the SIMD-off rows) print '-'.
 
@@ -71,7 +71,8 @@ EVICT = None
 def timed(fn, reps, warm=False):
     """Median milliseconds of `reps` calls after a warm-up; each call starts
     with cold caches, as simpleop's paired rows do, unless `warm` (the rows
-    simpleop times back to back: dot, dense/dot and the tiny calls)."""
+    simpleop times back to back: stream/copy, dot, dense/dot and the tiny
+    calls)."""
     return timing.timed(fn, reps, None if warm else EVICT)[0]
 
 
@@ -198,7 +199,7 @@ def torch_rows(n, reps):
     rows = {}
     # the copy baseline, as simpleop's `stream/copy`: what this process
     # gets from memory in this round (see `copy_normalized`)
-    rows["stream/copy"] = timed(lambda: o.copy_(x), reps)
+    rows["stream/copy"] = timed(lambda: o.copy_(x), reps, warm=True)
     for name, (f, v) in unary.items():
         if name != "smooth_l1":
             rows[f"{name}/f32/out"] = timed(lambda: f(v, out=o), reps)

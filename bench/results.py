@@ -413,6 +413,12 @@ def target_cell(name, ms_vals, ratios):
     return f"{label} ✗ ({over} of {len(vals)} runs)"
 
 
+def streams(name):
+    """Whether a peers row streams arrays larger than the caches (its
+    copy-normalized ratio means something): not the warm and small ones."""
+    return not (is_tiny(name) or name.startswith(("stream/", "dot/")) or name == "dense/dot")
+
+
 def peers_section(inp):
     isa = get(inp.meta, "simpleop", "isa") if inp is not None and inp.meta else None
     title = f" ({isa})" if isa else ""
@@ -439,14 +445,16 @@ def peers_section(inp):
         lines += ["**Quick run: the working sets sit at the L3's size; a smoke test, not a comparison.**", ""]
     cold = m.get("peers_start_cold")
     start = {True: "The peers' calls start with cold caches (an untimed read of twice the "
-                   "last-level cache before each), as simpleop's alternating rows do; `dot`, "
-                   "`dense/dot` and `tiny/` rows are warm on both sides. ",
+                   "last-level cache before each), as simpleop's alternating rows do; "
+                   "`stream/copy`, `dot`, `dense/dot` and `tiny/` rows run back to back on both sides. ",
              False: "The peers' calls ran back to back (`--warm`): their large rows found part "
                     "of their data cached, simpleop's did not. "}.get(cold, "")
-    start += ("\"Each over its copy\": the median over rounds of (simpleop's time over its "
-              "`stream/copy`) over (torch's over torch's `copy_`), each pair timed by one program "
-              "in its turn, so the bandwidth each saw cancels out; the fair figure for rows bound "
-              "by memory, where the per-round spread shows the drift between turns. ")
+    if any(num(r.get("over_torch_copy_normalized")) is not None for r in rows.values() if isinstance(r, dict)):
+        start += ("\"Each over its copy\": the median over rounds of (simpleop's time over its "
+                  "`stream/copy`) over (torch's over torch's `copy_`), each pair timed by one program "
+                  "in its turn, so the bandwidth each saw cancels out; the fair figure for rows bound "
+                  "by memory (shown for the rows over 16M elements only), where the per-round spread "
+                  "shows the drift between turns. ")
     lines += [("Medians over the rounds, in ms (µs per call for tiny rows). Ratios are "
               "simpleop's time over the peer's (below 1: simpleop is faster); the "
               "torch figures of the `fused` rows are `torch.compile`. " + start).rstrip(), ""]
@@ -466,7 +474,7 @@ def peers_section(inp):
             *(fmt_num(v * scale if v is not None else None) + (unit if v is not None else "") for v in (ours, np_, th)),
             fmt_num(ours / np_ if ours is not None and np_ else None, 2),
             fmt_num(ours / th if ours is not None and th else None, 2),
-            fmt_num(num(r.get("over_torch_copy_normalized")), 2),
+            fmt_num(num(r.get("over_torch_copy_normalized")), 2) if streams(name) else "",
             fmt_range(rr, 2),
         ])
     if filled == 0:

@@ -1,6 +1,6 @@
 //! `row_sq_dist/fused` (the bench's row-sum graph over 1,024-element rows)
-//! alone in a process, alternated with a plain two-input read loop over the
-//! same bytes, for a profiler or a quick A/B:
+//! alone in a process, alternated with the bench's `stream/read2` loop
+//! over the same bytes, for a profiler or a quick A/B:
 //!
 //! ```sh
 //! cargo build --profile bench -p simpleop-cli --example prof_rows
@@ -16,6 +16,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use rayon::prelude::*;
+use simpleop::__private::engine::isa::{self, TileJob};
 use simpleop::symbol::BindConfig;
 use simpleop::{DType, NDArray};
 use simpleop_cli::bench::row_sq_dist_symbol;
@@ -29,21 +30,32 @@ fn arg(i: usize, default: usize) -> simpleop::Result<usize> {
     }
 }
 
-/// `Σ b c` in 32 independent f32 sums per thread, one chunk per thread.
-fn read2(b: &[f32], c: &[f32]) -> f32 {
+/// The bench's `stream/read2` loop: `Σ b c` in 32 independent f32 sums,
+/// compiled for the active instruction set.
+struct Read2<'a> {
+    b: &'a [f32],
+    c: &'a [f32],
+}
+
+impl TileJob for Read2<'_> {
+    #[inline(always)]
+    fn run(self) {
+        let mut acc = [0.0f32; 32];
+        for (b, c) in self.b.chunks_exact(32).zip(self.c.chunks_exact(32)) {
+            for ((a, &b), &c) in acc.iter_mut().zip(b).zip(c) {
+                *a += b * c;
+            }
+        }
+        black_box(acc);
+    }
+}
+
+/// [`Read2`] over one chunk per thread, as the bench splits it.
+fn read2(b: &[f32], c: &[f32]) {
     let k = b.len().div_ceil(rayon::current_num_threads().max(1));
     b.par_chunks(k)
         .zip(c.par_chunks(k))
-        .map(|(b, c)| {
-            let mut acc = [0.0f32; 32];
-            for (b, c) in b.chunks_exact(32).zip(c.chunks_exact(32)) {
-                for ((a, &b), &c) in acc.iter_mut().zip(b).zip(c) {
-                    *a += b * c;
-                }
-            }
-            acc.iter().sum::<f32>()
-        })
-        .sum()
+        .for_each(|(b, c)| isa::run(Read2 { b, c }));
 }
 
 fn main() -> simpleop::Result<()> {
@@ -67,7 +79,7 @@ fn main() -> simpleop::Result<()> {
         fused.forward(false)?;
         ts.push(t.elapsed().as_secs_f64() * 1e3);
         let t = Instant::now();
-        black_box(read2(black_box(&pv), black_box(&qv)));
+        read2(black_box(&pv), black_box(&qv));
         bs.push(t.elapsed().as_secs_f64() * 1e3);
     }
     for v in [&mut ts, &mut bs] {

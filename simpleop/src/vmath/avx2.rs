@@ -1,9 +1,10 @@
 //! Explicit AVX2+FMA forms of [`super::fma::exp`], [`super::fma::tanh`],
 //! [`super::fma::sigmoid`] and [`super::fma::ln`], eight lanes at a time.
 //!
-//! Each follows its scalar form operation for operation, so it returns the
-//! same bits (the tests compare them over every exponent, and an ignored
-//! test over all 2^32 inputs). AVX2 has no `vscalefps`, so 2^n is built
+//! Each follows its scalar form operation for operation, or (`exp`'s
+//! exponent-field shortcut below) with an exact step in place of two, so
+//! it returns the same bits (the tests compare them over every exponent,
+//! and an ignored test over all 2^32 inputs). AVX2 has no `vscalefps`, so 2^n is built
 //! from exponent bits as `super::pow2i` does (`exp` scales by 2^(n/2)
 //! twice, which keeps overflow and subnormal results exact). What the
 //! explicit code gains over the auto-vectorised scalar form is min/max
