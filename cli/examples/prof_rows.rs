@@ -15,11 +15,9 @@ use std::collections::HashMap;
 use std::hint::black_box;
 use std::time::Instant;
 
-use rayon::prelude::*;
-use simpleop::__private::engine::isa::{self, TileJob};
 use simpleop::symbol::BindConfig;
 use simpleop::{DType, NDArray};
-use simpleop_cli::bench::row_sq_dist_symbol;
+use simpleop_cli::bench::{row_sq_dist_symbol, stream_read2};
 
 fn arg(i: usize, default: usize) -> simpleop::Result<usize> {
     match std::env::args().nth(i) {
@@ -28,34 +26,6 @@ fn arg(i: usize, default: usize) -> simpleop::Result<usize> {
         }),
         None => Ok(default),
     }
-}
-
-/// The bench's `stream/read2` loop: `Σ b c` in 32 independent f32 sums,
-/// compiled for the active instruction set.
-struct Read2<'a> {
-    b: &'a [f32],
-    c: &'a [f32],
-}
-
-impl TileJob for Read2<'_> {
-    #[inline(always)]
-    fn run(self) {
-        let mut acc = [0.0f32; 32];
-        for (b, c) in self.b.chunks_exact(32).zip(self.c.chunks_exact(32)) {
-            for ((a, &b), &c) in acc.iter_mut().zip(b).zip(c) {
-                *a += b * c;
-            }
-        }
-        black_box(acc);
-    }
-}
-
-/// [`Read2`] over one chunk per thread, as the bench splits it.
-fn read2(b: &[f32], c: &[f32]) {
-    let k = b.len().div_ceil(rayon::current_num_threads().max(1));
-    b.par_chunks(k)
-        .zip(c.par_chunks(k))
-        .for_each(|(b, c)| isa::run(Read2 { b, c }));
 }
 
 fn main() -> simpleop::Result<()> {
@@ -79,7 +49,7 @@ fn main() -> simpleop::Result<()> {
         fused.forward(false)?;
         ts.push(t.elapsed().as_secs_f64() * 1e3);
         let t = Instant::now();
-        read2(black_box(&pv), black_box(&qv));
+        stream_read2(black_box(&pv), black_box(&qv))?;
         bs.push(t.elapsed().as_secs_f64() * 1e3);
     }
     for v in [&mut ts, &mut bs] {

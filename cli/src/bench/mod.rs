@@ -85,6 +85,7 @@ mod report;
 
 pub use graphs::{chain6_symbol, dense_symbol, row_sq_dist_symbol, smooth_l1_symbol};
 pub use report::{Options, Row, meta_json, table};
+pub use stream::stream_read2;
 
 use simpleop::Result;
 

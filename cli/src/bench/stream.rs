@@ -60,9 +60,11 @@ pub(super) fn stream_copy(dst: &mut [f32], src: &[f32]) -> Result<()> {
     Ok(())
 }
 
-/// The read baseline: `Σ b c` per thread (the sums kept from being
-/// optimised away), as [`stream_copy`].
-pub(super) fn stream_read2(b: &[f32], c: &[f32]) -> Result<()> {
+/// The read baseline: `Σ b c` in 32 independent sums per thread (kept
+/// from being optimised away), one chunk per thread, compiled for the
+/// active instruction set. Public for the profiling examples, which
+/// alternate a graph with it.
+pub fn stream_read2(b: &[f32], c: &[f32]) -> Result<()> {
     let k = chunks(b.len());
     b.par_chunks(k)
         .zip(c.par_chunks(k))
