@@ -155,6 +155,11 @@ pub(crate) const TANH_G: [f32; 5] = [
 /// Beyond this |x|, tanh(x) rounds to ±1 (it does from 9.011 on), and so
 /// does the formula: there `f + 1` rounds to `f`.
 pub(crate) const TANH_CLAMP: f32 = 9.1;
+/// The n for which `exp`'s p 2^n (p = e^r in [0.70, 1.42]) is a normal,
+/// finite float, so adding n to p's exponent field is the exact product:
+/// the AVX2 forms' shortcut past the two scalings by 2^(n/2).
+#[cfg(target_arch = "x86_64")]
+pub(crate) const EXP_NORMAL_N: (i32, i32) = (-125, 127);
 /// erf(x) = x + x E(x^2), |x| in [0, 1].
 const ERF_S: [f32; 8] = [
     0.128_379_17,

@@ -203,10 +203,10 @@ fn bench_runs_every_row_on_small_arrays() {
     let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(reported, names);
     // 3 STREAM baselines, 21 f32 unary (4 of them in-cache), 2 binary,
-    // 14 half, 1 eager chain,
-    // 5 fused chain, 2 composed smooth_l1, 4 row reductions, 10 backward
-    // (5 hand-written, 5 derived by autodiff), 1 dot, 3 dense, 4 tiny
-    // (typed, by name, recorded by autograd alone and in a chain).
+    // 14 half, 1 eager chain, 5 fused chain, 2 composed smooth_l1, 4 row
+    // reductions, 10 backward (5 hand-written, 5 derived by autodiff),
+    // 1 dot, 3 dense, 4 tiny (typed, by name, recorded by autograd alone
+    // and in a chain).
     assert_eq!(rows.len(), 70, "{names:?}");
     for (i, r) in rows.iter().enumerate() {
         assert!(r.ms.is_finite() && r.ms >= 0.0, "{r:?}");

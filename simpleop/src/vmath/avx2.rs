@@ -1,23 +1,23 @@
 //! Explicit AVX2+FMA forms of [`super::fma::exp`], [`super::fma::tanh`],
 //! [`super::fma::sigmoid`] and [`super::fma::ln`], eight lanes at a time.
 //!
-//! Each follows its scalar form operation for operation, or (`exp`'s
-//! exponent-field shortcut below) with an exact step in place of two, so
-//! it returns the same bits (the tests compare them over every exponent,
-//! and an ignored test over all 2^32 inputs). AVX2 has no `vscalefps`, so 2^n is built
-//! from exponent bits as `super::pow2i` does (`exp` scales by 2^(n/2)
-//! twice, which keeps overflow and subnormal results exact). What the
-//! explicit code gains over the auto-vectorised scalar form is min/max
-//! instead of compare-and-blend clamps, a sign copied with two logical
-//! operations, `exp` adding n to the exponent field when all eight
-//! results are normal (the same bits, two multiplies fewer on the FMA
-//! pipes that bound it), and `ln`'s subnormal rescaling skipped for two
-//! vectors at a time when neither needs it.
+//! Each follows its scalar form operation for operation, or with an exact
+//! step in place of two, so it returns the same bits (the tests compare
+//! them over every exponent, and an ignored test over all 2^32 inputs).
+//! AVX2 has no `vscalefps`, so 2^n is built from exponent bits as
+//! `super::pow2i` does (`exp` scales by 2^(n/2) twice, which keeps
+//! overflow and subnormal results exact). What the explicit code gains
+//! over the auto-vectorised scalar form is min/max instead of
+//! compare-and-blend clamps, a sign copied with two logical operations,
+//! `exp` adding n to the exponent field when all eight results are normal
+//! (the same bits, two multiplies fewer on the FMA pipes that bound it),
+//! and `ln`'s subnormal rescaling skipped for two vectors at a time when
+//! neither needs it.
 
 use std::arch::x86_64::*;
 use std::f32::consts::LOG2_E;
 
-use super::{EXP_P, LN_R, LN2_HI, LN2_LO, ROUND_MAGIC, TANH_CLAMP, TANH_G};
+use super::{EXP_NORMAL_N, EXP_P, LN_R, LN2_HI, LN2_LO, ROUND_MAGIC, TANH_CLAMP, TANH_G};
 
 #[target_feature(enable = "avx2,fma")]
 #[inline]
@@ -85,12 +85,11 @@ pub fn exp(x: __m256) -> __m256 {
     let r = _mm256_fnmadd_ps(nf, splat(LN2_HI), xc);
     let r = _mm256_fnmadd_ps(nf, splat(LN2_LO), r);
     let p = exp_reduced(r);
-    // p is in [0.70, 1.42]: for -125 <= n <= 127 every p 2^n is normal and
-    // finite, so adding n to the exponent field gives the two exact
-    // scalings' bits (NaN makes n huge and takes the general way)
+    // see EXP_NORMAL_N (NaN makes n huge and takes the general way)
+    let (lo, hi) = EXP_NORMAL_N;
     let outside = _mm256_or_si256(
-        _mm256_cmpgt_epi32(n, _mm256_set1_epi32(127)),
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(-125), n),
+        _mm256_cmpgt_epi32(n, _mm256_set1_epi32(hi)),
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(lo), n),
     );
     if _mm256_testz_si256(outside, outside) != 0 {
         return _mm256_castsi256_ps(_mm256_add_epi32(

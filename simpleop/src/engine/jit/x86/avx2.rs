@@ -27,7 +27,7 @@ use super::emit::{self, Pool, Regs, Step, chunk_loop};
 use crate::engine::jit::program::ACC_LANES;
 use crate::engine::lanes::{Lane, LaneOp};
 use crate::engine::rows::Summand;
-use crate::vmath::{EXP_P, LN2_HI, LN2_LO, ROUND_MAGIC, TANH_CLAMP, TANH_G};
+use crate::vmath::{EXP_NORMAL_N, EXP_P, LN2_HI, LN2_LO, ROUND_MAGIC, TANH_CLAMP, TANH_G};
 
 /// Registers for values.
 const VALUE_REGS: usize = 11;
@@ -144,8 +144,9 @@ fn exp(
     a.vcvtps2dq(t1, t1)?; // n (nf is an integer; NaN gives i32::MIN)
     let mut scale_twice = a.create_label();
     let mut done = a.create_label();
-    a.vpcmpgtd(t2, t1, p.vec(127))?;
-    a.vmovdqu(t3, p.vec(-125i32 as u32))?;
+    let (lo, hi) = EXP_NORMAL_N;
+    a.vpcmpgtd(t2, t1, p.vec(hi as u32))?;
+    a.vmovdqu(t3, p.vec(lo as u32))?;
     a.vpcmpgtd(t3, t3, t1)?;
     a.vpor(t2, t2, t3)?;
     a.vptest(t2, t2)?;
